@@ -1,0 +1,34 @@
+-- The transactional outbox and the processed-events ledger.
+-- Times are Unix milliseconds written by Go (the clock lives in Go, not in SQL).
+
+CREATE TABLE event_queue (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id        TEXT UNIQUE,              -- UUID; nullable for rows from foreign writers
+    type            TEXT    NOT NULL,
+    target          TEXT,                     -- optional routing key (a delivery's host)
+    payload         TEXT    NOT NULL,         -- JSON
+    status          TEXT    NOT NULL DEFAULT 'pending'
+                    CHECK (status IN ('pending', 'processing', 'done', 'dead_lettered')),
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    claimed_at      INTEGER,
+    last_error      TEXT,
+    occurred_at     INTEGER NOT NULL,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL
+);
+
+CREATE INDEX event_queue_due ON event_queue (status, next_attempt_at);
+CREATE INDEX event_queue_claimed ON event_queue (status, claimed_at);
+CREATE INDEX event_queue_target ON event_queue (target, status);
+
+CREATE TABLE processed_events (
+    event_id     TEXT    NOT NULL,
+    handler      TEXT    NOT NULL,
+    status       TEXT    NOT NULL CHECK (status IN ('in_progress', 'done')),
+    started_at   INTEGER NOT NULL,            -- the claim's owner token
+    processed_at INTEGER,
+    PRIMARY KEY (event_id, handler)
+);
+
+CREATE INDEX processed_events_started ON processed_events (started_at);

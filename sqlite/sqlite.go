@@ -1,0 +1,208 @@
+// Package sqlite opens courier's SQLite database with the settings every
+// process needs: WAL, a busy timeout, foreign keys, durable commits, and a
+// write discipline under which concurrent writers never see SQLITE_BUSY.
+//
+// Write discipline: all writes of a process go through DB.Write, a pool of
+// exactly one connection whose transactions begin with BEGIN IMMEDIATE. Inside
+// one process writers queue in Go for that connection; between processes (a
+// server and a worker on one file) the IMMEDIATE lock is taken up front and
+// waits out the busy timeout, so no transaction fails half-way on a lock
+// upgrade. Reads use DB.Read, a pool of query-only connections that WAL lets
+// run beside the writer.
+//
+// Durability: synchronous=FULL by default, so a commit that returned survives
+// power loss. Options.Synchronous = "NORMAL" trades the last commits before a
+// power loss (never corruption) for several times the commit rate.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go driver, registered as "sqlite"
+)
+
+// Options tunes Open. The zero value is the production setting.
+type Options struct {
+	// Synchronous is SQLite's synchronous pragma for the writer: "FULL"
+	// (default, durable across power loss) or "NORMAL" (faster; in WAL mode
+	// the last transactions may roll back after a power loss).
+	Synchronous string
+	// BusyTimeout is how long a writer waits for another process's lock
+	// (default 10 s).
+	BusyTimeout time.Duration
+	// ReadConns is the size of the read pool (default 4).
+	ReadConns int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Synchronous == "" {
+		o.Synchronous = "FULL"
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 10 * time.Second
+	}
+	if o.ReadConns <= 0 {
+		o.ReadConns = 4
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch o.Synchronous {
+	case "FULL", "NORMAL", "EXTRA":
+		return nil
+	}
+	return fmt.Errorf("sqlite: synchronous must be FULL, NORMAL or EXTRA, not %q", o.Synchronous)
+}
+
+// DB is one SQLite file opened for courier.
+type DB struct {
+	// Write is the single writer connection; its transactions are IMMEDIATE.
+	Write *sql.DB
+	// Read is the query-only pool.
+	Read *sql.DB
+	Path string
+
+	mu      sync.Mutex
+	onWrite []func()
+}
+
+// Open opens (creating if needed) the database at path. It fails with a clear
+// error when the directory is missing or unwritable or the file is not a
+// SQLite database.
+func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return nil, errors.New("sqlite: empty database path")
+	}
+	if err := checkDir(path); err != nil {
+		return nil, err
+	}
+	base := "file:" + (&url.URL{Path: path}).EscapedPath()
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	wq := cloneValues(q)
+	wq.Add("_pragma", "synchronous("+opts.Synchronous+")")
+	wq.Set("_txlock", "immediate")
+	rq := cloneValues(q)
+	rq.Add("_pragma", "query_only(1)")
+
+	w, err := sql.Open("sqlite", base+"?"+wq.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := probe(ctx, w, path); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", base+"?"+rq.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(opts.ReadConns)
+	r.SetMaxIdleConns(opts.ReadConns)
+	if err := r.PingContext(ctx); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("sqlite: open %s for reading: %w", path, err)
+	}
+	return &DB{Write: w, Read: r, Path: path}, nil
+}
+
+func cloneValues(v url.Values) url.Values {
+	c := url.Values{}
+	for k, vs := range v {
+		c[k] = append([]string(nil), vs...)
+	}
+	return c
+}
+
+func checkDir(path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("sqlite: database directory %s: %w", dir, errors.Unwrap(err))
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("sqlite: database directory %s is not a directory", dir)
+	}
+	return nil
+}
+
+// probe makes the first connection do real work, so that a corrupt file or
+// an unwritable location fails here with its own message.
+func probe(ctx context.Context, db *sql.DB, path string) error {
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+		return fmt.Errorf("sqlite: %s is not a usable SQLite database: %w", path, err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("sqlite: open %s: cannot enable WAL (journal_mode is %q); is the location writable?", path, mode)
+	}
+	// A write proves the file and its directory (for the WAL) are writable.
+	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS courier_probe (x INTEGER); DROP TABLE courier_probe"); err != nil {
+		return fmt.Errorf("sqlite: %s is not writable: %w", path, err)
+	}
+	return nil
+}
+
+// Close closes both pools.
+func (db *DB) Close() error {
+	return errors.Join(db.Read.Close(), db.Write.Close())
+}
+
+// OnWrite registers fn to run after every transaction committed through Tx.
+// The outbox worker uses it to wake on local enqueue instead of polling.
+// fn must not block.
+func (db *DB) OnWrite(fn func()) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.onWrite = append(db.onWrite, fn)
+}
+
+// Tx runs fn in one IMMEDIATE write transaction and commits it when fn
+// returns nil; any error rolls everything back. After a commit the OnWrite
+// hooks run. This is the one way use cases get a transaction: they never
+// open one themselves.
+func (db *DB) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	db.mu.Lock()
+	hooks := db.onWrite
+	db.mu.Unlock()
+	for _, h := range hooks {
+		h()
+	}
+	return nil
+}
