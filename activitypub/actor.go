@@ -1,0 +1,193 @@
+package activitypub
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// Actor is a remote (or local) actor document, decoded tolerantly from the
+// shapes Mastodon, GoToSocial, Misskey, Pleroma, Lemmy and others publish.
+// Its own JSON form (the struct tags) is a flat internal record for
+// storage, not an actor document: peers are served MarshalActorDocument.
+type Actor struct {
+	// ID is the actor's id.
+	ID string `json:"id"`
+	// Type is Person, Service, Group, Application or Organization.
+	Type string `json:"type"`
+	// PreferredUsername is the handle's user part.
+	PreferredUsername string `json:"preferredUsername,omitempty"`
+	// Name is the display name.
+	Name string `json:"name,omitempty"`
+	// Summary is the profile text (HTML).
+	Summary string `json:"summary,omitempty"`
+	// URL is the profile page.
+	URL string `json:"url,omitempty"`
+	// Inbox, Outbox, Followers and Following are the actor's collections.
+	Inbox     string `json:"inbox"`
+	Outbox    string `json:"outbox,omitempty"`
+	Followers string `json:"followers,omitempty"`
+	Following string `json:"following,omitempty"`
+	// SharedInbox comes from endpoints.sharedInbox; empty when none.
+	SharedInbox string `json:"sharedInbox,omitempty"`
+	// ManuallyApprovesFollowers is the locked-account flag.
+	ManuallyApprovesFollowers bool `json:"manuallyApprovesFollowers,omitempty"`
+	// PublicKey is the actor's first key (the one whose id is usually the
+	// keyId of its signatures); zero when the actor publishes none.
+	PublicKey PublicKey `json:"publicKey"`
+	// PublicKeys lists every key the document carries (publicKey given as a
+	// list, plus Misskey's additionalPublicKeys).
+	PublicKeys []PublicKey `json:"publicKeys,omitempty"`
+	// Raw is the document as received (nil for actors not parsed from JSON).
+	Raw json.RawMessage `json:"-"`
+}
+
+// PublicKey is a publicKey entry of an actor, or a standalone key document
+// (GoToSocial serves one at its key id).
+type PublicKey struct {
+	// ID is the key id, the keyId of signatures made with it.
+	ID string `json:"id"`
+	// Owner is the id of the actor owning the key.
+	Owner string `json:"owner"`
+	// PublicKeyPem is the PEM-encoded public key (SPKI, sometimes PKCS#1).
+	PublicKeyPem string `json:"publicKeyPem"`
+}
+
+// InboxFor returns the shared inbox when the actor has one, else its inbox.
+func (a *Actor) InboxFor() string {
+	if a.SharedInbox != "" {
+		return a.SharedInbox
+	}
+	return a.Inbox
+}
+
+// Key returns the actor's key with the given id.
+func (a *Actor) Key(keyID string) (PublicKey, bool) {
+	if a.PublicKey.ID == keyID && keyID != "" {
+		return a.PublicKey, true
+	}
+	for _, k := range a.PublicKeys {
+		if k.ID == keyID && keyID != "" {
+			return k, true
+		}
+	}
+	return PublicKey{}, false
+}
+
+type actorWire struct {
+	wire
+	PreferredUsername         json.RawMessage `json:"preferredUsername"`
+	Inbox                     json.RawMessage `json:"inbox"`
+	Outbox                    json.RawMessage `json:"outbox"`
+	Followers                 json.RawMessage `json:"followers"`
+	Following                 json.RawMessage `json:"following"`
+	Endpoints                 json.RawMessage `json:"endpoints"`
+	ManuallyApprovesFollowers json.RawMessage `json:"manuallyApprovesFollowers"`
+	PublicKey                 json.RawMessage `json:"publicKey"`
+	AdditionalPublicKeys      json.RawMessage `json:"additionalPublicKeys"`
+	Owner                     json.RawMessage `json:"owner"`
+	PublicKeyPem              json.RawMessage `json:"publicKeyPem"`
+}
+
+// ParseActor decodes an actor document. It requires "id" and "inbox"
+// (reported as *MissingFieldError); the public key is optional here, and
+// callers that verify signatures check for it.
+func ParseActor(data []byte) (*Actor, error) {
+	var w actorWire
+	data = bytes.TrimSpace(data)
+	if err := decodeObject(data, &w.wire); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, err // unreachable: decodeObject accepted the same bytes
+	}
+	a := &Actor{
+		ID:                firstString(w.ID),
+		Type:              firstString(w.Type),
+		PreferredUsername: firstString(w.PreferredUsername),
+		Name:              stringOrMap(w.Name),
+		Summary:           stringOrMap(w.Summary),
+		URL:               firstID(w.URL),
+		Inbox:             firstID(w.Inbox),
+		Outbox:            firstID(w.Outbox),
+		Followers:         firstID(w.Followers),
+		Following:         firstID(w.Following),
+		Raw:               json.RawMessage(data),
+	}
+	_ = json.Unmarshal(w.ManuallyApprovesFollowers, &a.ManuallyApprovesFollowers)
+	var ep struct {
+		SharedInbox json.RawMessage `json:"sharedInbox"`
+	}
+	if len(w.Endpoints) > 0 && json.Unmarshal(w.Endpoints, &ep) == nil {
+		a.SharedInbox = firstID(ep.SharedInbox)
+	}
+	keys := parseKeys(w.PublicKey)
+	keys = append(keys, parseKeys(w.AdditionalPublicKeys)...)
+	for i := range keys {
+		if keys[i].Owner == "" {
+			keys[i].Owner = a.ID
+		}
+	}
+	if len(keys) > 0 {
+		a.PublicKey = keys[0]
+		a.PublicKeys = keys
+	}
+	switch {
+	case a.ID == "":
+		return nil, &MissingFieldError{Field: "id"}
+	case a.Inbox == "":
+		return nil, &MissingFieldError{Field: "inbox"}
+	}
+	return a, nil
+}
+
+// ParsePublicKeyDocument decodes a standalone key document (an object with
+// id, owner and publicKeyPem, as GoToSocial serves at its key ids), or an
+// actor's publicKey entry. It requires all three fields.
+func ParsePublicKeyDocument(data []byte) (*PublicKey, error) {
+	keys := parseKeys(data)
+	if len(keys) == 0 {
+		return nil, &MissingFieldError{Field: "publicKeyPem"}
+	}
+	k := keys[0]
+	switch {
+	case k.ID == "":
+		return nil, &MissingFieldError{Field: "id"}
+	case k.Owner == "":
+		return nil, &MissingFieldError{Field: "owner"}
+	}
+	return &k, nil
+}
+
+// parseKeys reads a publicKey property: one key object or a list of them
+// (entries given only by id are skipped: there is no PEM to use).
+func parseKeys(raw json.RawMessage) []PublicKey {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil
+	}
+	var items []json.RawMessage
+	switch raw[0] {
+	case '{':
+		items = []json.RawMessage{raw}
+	case '[':
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+	default:
+		return nil
+	}
+	var out []PublicKey
+	for _, it := range items {
+		var w actorWire
+		it = bytes.TrimSpace(it)
+		if len(it) == 0 || it[0] != '{' || json.Unmarshal(it, &w) != nil {
+			continue
+		}
+		k := PublicKey{ID: firstString(w.ID), Owner: firstID(w.Owner), PublicKeyPem: firstString(w.PublicKeyPem)}
+		if k.PublicKeyPem == "" {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,182 @@
+package activitypub
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// ErrPrivateAddress is returned (wrapped in *url.Error and *net.OpError,
+// matchable with errors.Is) when a connection to a non-global address is
+// refused.
+var ErrPrivateAddress = errors.New("activitypub: refusing non-global address")
+
+// DefaultUserAgent is the User-Agent courier sends unless told otherwise.
+const DefaultUserAgent = "courier (+https://github.com/courier-ap/courier)"
+
+// ClientOptions configure NewClient.
+type ClientOptions struct {
+	// AllowPrivate allows connections to loopback, private, link-local and
+	// other non-global addresses (COURIER_ALLOW_PRIVATE_ADDRESSES; tests on
+	// 127.0.0.1 need it). Default false.
+	AllowPrivate bool
+	// Timeout bounds a whole request, body included. Default 30 s.
+	Timeout time.Duration
+	// DialTimeout bounds connecting. Default 5 s.
+	DialTimeout time.Duration
+	// TLSHandshakeTimeout bounds the TLS handshake. Default 5 s.
+	TLSHandshakeTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for response headers after the
+	// request is written. Default 20 s.
+	ResponseHeaderTimeout time.Duration
+	// MaxConnsPerHost bounds connections per host. Default 8.
+	MaxConnsPerHost int
+	// UserAgent is set on requests that have none. Default DefaultUserAgent.
+	UserAgent string
+}
+
+func (o ClientOptions) withDefaults() ClientOptions {
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.TLSHandshakeTimeout <= 0 {
+		o.TLSHandshakeTimeout = 5 * time.Second
+	}
+	if o.ResponseHeaderTimeout <= 0 {
+		o.ResponseHeaderTimeout = 20 * time.Second
+	}
+	if o.MaxConnsPerHost <= 0 {
+		o.MaxConnsPerHost = 8
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = DefaultUserAgent
+	}
+	return o
+}
+
+// NewClient returns an HTTP client for talking to remote servers. Its dialer
+// checks the address actually dialed (after DNS resolution, so rebinding
+// cannot bypass it) and refuses non-global addresses unless AllowPrivate. It
+// never follows redirects (the caller sees the 3xx and must re-sign for the
+// new URL), ignores proxy environment variables, and sets a User-Agent.
+func NewClient(opts ClientOptions) *http.Client {
+	opts = opts.withDefaults()
+	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
+	if !opts.AllowPrivate {
+		dialer.Control = guardControl
+	}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   opts.MaxConnsPerHost,
+		MaxConnsPerHost:       opts.MaxConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   opts.TLSHandshakeTimeout,
+		ResponseHeaderTimeout: opts.ResponseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{
+		Transport: &userAgent{next: tr, ua: opts.UserAgent},
+		Timeout:   opts.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// userAgent sets a User-Agent on requests that have none.
+type userAgent struct {
+	next http.RoundTripper
+	ua   string
+}
+
+func (u *userAgent) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("User-Agent") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("User-Agent", u.ua)
+	}
+	return u.next.RoundTrip(r)
+}
+
+// CloseIdleConnections closes the idle connections of the wrapped transport.
+func (u *userAgent) CloseIdleConnections() {
+	if c, ok := u.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// guardControl runs after resolution, on the address about to be dialed.
+func guardControl(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: %s", ErrPrivateAddress, address)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("%w: %s", ErrPrivateAddress, address)
+	}
+	if !IsGlobalAddr(ip) {
+		return fmt.Errorf("%w: %s", ErrPrivateAddress, ip)
+	}
+	return nil
+}
+
+// nonGlobal lists special-purpose ranges (IANA IPv4/IPv6 special-purpose
+// registries) that are not globally reachable, beyond what netip's
+// predicates cover.
+var nonGlobal = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),   // CGNAT shared address space
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+	netip.MustParsePrefix("192.0.2.0/24"),    // TEST-NET-1
+	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast (deprecated)
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // TEST-NET-2
+	netip.MustParsePrefix("203.0.113.0/24"),  // TEST-NET-3
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and broadcast
+	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
+	netip.MustParsePrefix("100::/64"),        // discard-only
+	netip.MustParsePrefix("2001::/23"),       // IETF protocol assignments (Teredo, ORCHID...)
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	netip.MustParsePrefix("2002::/16"),       // 6to4 (embeds an IPv4 address)
+	netip.MustParsePrefix("3fff::/20"),       // documentation
+	netip.MustParsePrefix("5f00::/16"),       // SRv6 SIDs
+}
+
+// nat64 is the well-known NAT64 prefix; its addresses embed an IPv4 one.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// IsGlobalAddr reports whether ip is a globally reachable unicast address:
+// not loopback, private (RFC 1918, fc00::/7), link-local, unspecified,
+// multicast, CGNAT, documentation, benchmarking or otherwise reserved.
+// IPv4-mapped and NAT64 addresses are judged by the IPv4 address they carry.
+func IsGlobalAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if ip.Is6() && nat64.Contains(ip) {
+		b := ip.As16()
+		return IsGlobalAddr(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+	}
+	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsUnspecified() ||
+		ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast() ||
+		ip.IsMulticast() {
+		return false
+	}
+	if ip.Zone() != "" {
+		return false
+	}
+	for _, p := range nonGlobal {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}

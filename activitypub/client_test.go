@@ -1,0 +1,117 @@
+package activitypub
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func TestIsGlobalAddr(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		ip   string
+		want bool
+	}{
+		{"93.184.216.34", true},
+		{"1.1.1.1", true},
+		{"2606:4700:4700::1111", true},
+		{"127.0.0.1", false},
+		{"127.8.9.10", false},
+		{"::1", false},
+		{"10.1.2.3", false},
+		{"172.16.0.1", false},
+		{"172.31.255.255", false},
+		{"172.32.0.1", true},
+		{"192.168.1.1", false},
+		{"169.254.169.254", false},
+		{"100.64.0.1", false},
+		{"100.127.255.255", false},
+		{"100.128.0.1", true},
+		{"0.0.0.0", false},
+		{"0.1.2.3", false},
+		{"::", false},
+		{"224.0.0.1", false},
+		{"239.255.255.250", false},
+		{"255.255.255.255", false},
+		{"240.0.0.1", false},
+		{"192.0.2.1", false},
+		{"198.18.0.1", false},
+		{"fc00::1", false},
+		{"fd12:3456::1", false},
+		{"fe80::1", false},
+		{"ff02::1", false},
+		{"2001:db8::1", false},
+		{"::ffff:127.0.0.1", false},
+		{"::ffff:10.0.0.1", false},
+		{"::ffff:93.184.216.34", true},
+		{"64:ff9b::7f00:1", false},
+		{"64:ff9b::5db8:d822", true},
+		{"2002:7f00:1::1", false},
+	}
+	for _, tt := range tests {
+		if got := IsGlobalAddr(netip.MustParseAddr(tt.ip)); got != tt.want {
+			t.Errorf("IsGlobalAddr(%s) = %v, want %v", tt.ip, got, tt.want)
+		}
+	}
+}
+
+func TestClientGuard(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+			return
+		}
+		w.Header().Set("X-UA", r.Header.Get("User-Agent"))
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+
+	// Refused by default, detectable through *url.Error and *net.OpError.
+	c := NewClient(ClientOptions{Timeout: 5 * time.Second})
+	resp, err := c.Get(srv.URL)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("request to 127.0.0.1 succeeded with the guard on")
+	}
+	if !errors.Is(err, ErrPrivateAddress) {
+		t.Fatalf("got %v, want ErrPrivateAddress", err)
+	}
+	// A hostname resolving to loopback is refused too: the check is on the
+	// dialed address, not the name.
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err = c.Get("http://localhost:" + port + "/")
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("request to localhost succeeded with the guard on")
+	}
+	if !errors.Is(err, ErrPrivateAddress) {
+		t.Fatalf("localhost: got %v, want ErrPrivateAddress", err)
+	}
+
+	// Allowed with AllowPrivate; the User-Agent is set; redirects are not followed.
+	c = NewClient(ClientOptions{AllowPrivate: true, Timeout: 5 * time.Second, UserAgent: "courier-test"})
+	resp, err = c.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("AllowPrivate: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("X-UA") != "courier-test" {
+		t.Fatalf("status %d, user agent %q", resp.StatusCode, resp.Header.Get("X-UA"))
+	}
+	resp, err = c.Get(srv.URL + "/redirect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/elsewhere" {
+		t.Fatalf("redirect followed: status %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,324 @@
+package activitypub
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Fetch errors.
+var (
+	// ErrGone: the remote answered 410 Gone; callers may drop the actor.
+	ErrGone = errors.New("activitypub: gone")
+	// ErrNotFound: the remote answered 404.
+	ErrNotFound = errors.New("activitypub: not found")
+	// ErrIDMismatch: the fetched document's id is not the URL fetched.
+	ErrIDMismatch = errors.New("activitypub: document id does not match its URL")
+	// ErrContentType: the response is not an ActivityPub document.
+	ErrContentType = errors.New("activitypub: not an ActivityPub content type")
+	// ErrTooLarge: the response body exceeds the limit.
+	ErrTooLarge = errors.New("activitypub: response too large")
+	// ErrKeyNotFound: the document at a key id carries no such key, or the
+	// key's owner does not list it.
+	ErrKeyNotFound = errors.New("activitypub: key not found")
+	// ErrBadURL: the URL is not an absolute http(s) URL.
+	ErrBadURL = errors.New("activitypub: bad URL")
+)
+
+// StatusError is a non-2xx answer other than 404 and 410.
+type StatusError struct {
+	// URL is the URL fetched.
+	URL string
+	// Status is the HTTP status code.
+	Status int
+	// RetryAfter is the parsed Retry-After header, 0 when absent.
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("activitypub: fetch %s: status %d", e.URL, e.Status)
+}
+
+// FetcherConfig configures a Fetcher.
+type FetcherConfig struct {
+	// Client makes the requests. Default NewClient(ClientOptions{}), which
+	// refuses private addresses; it must not follow redirects itself.
+	Client *http.Client
+	// Signer signs every GET (GoToSocial and authorized-fetch Mastodon
+	// require it). Required: courier signs fetches as its instance actor.
+	Signer Signer
+	// MaxBody bounds a response body. Default 1 MiB.
+	MaxBody int64
+	// MaxRedirects bounds the redirects followed (each re-signed for its
+	// URL). Default 3.
+	MaxRedirects int
+	// Now is the clock used for the Date header. Default time.Now.
+	Now func() time.Time
+	// Logger receives debug records of fetches. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c FetcherConfig) withDefaults() FetcherConfig {
+	if c.Client == nil {
+		c.Client = NewClient(ClientOptions{})
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = 1 << 20
+	}
+	if c.MaxRedirects <= 0 {
+		c.MaxRedirects = 3
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c FetcherConfig) validate() error {
+	if c.Signer.KeyID == "" || c.Signer.Key == nil {
+		return errors.New("activitypub: fetcher: Signer.KeyID and Signer.Key are required")
+	}
+	return nil
+}
+
+// Fetcher fetches remote ActivityPub documents with signed GETs. It is
+// stateless (callers cache; see Resolver) and safe for concurrent use.
+type Fetcher struct {
+	cfg FetcherConfig
+}
+
+// NewFetcher returns a Fetcher.
+func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Fetcher{cfg: cfg}, nil
+}
+
+// Fetch GETs rawURL (signed, with the ActivityPub Accept header), following
+// up to MaxRedirects redirects, and returns the body and the final URL. It
+// maps 410 to ErrGone, 404 to ErrNotFound and other non-2xx statuses to
+// *StatusError, and refuses non-ActivityPub content types and bodies over
+// MaxBody. It does not check the document's id.
+func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (body []byte, finalURL string, err error) {
+	cur := rawURL
+	for hop := 0; ; hop++ {
+		u, err := parseHTTPURL(cur)
+		if err != nil {
+			return nil, "", err
+		}
+		u.Fragment, u.RawFragment = "", ""
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return nil, "", fmt.Errorf("activitypub: fetch %s: %w", cur, err)
+		}
+		req.Header.Set("Accept", AcceptHeader)
+		if err := f.cfg.Signer.Sign(req, nil, f.cfg.Now()); err != nil {
+			return nil, "", err
+		}
+		resp, err := f.cfg.Client.Do(req)
+		if err != nil {
+			return nil, "", fmt.Errorf("activitypub: fetch %s: %w", cur, err)
+		}
+		loc := resp.Header.Get("Location")
+		status := resp.StatusCode
+		if status >= 300 && status < 400 && loc != "" {
+			drain(resp.Body)
+			if hop >= f.cfg.MaxRedirects {
+				return nil, "", fmt.Errorf("activitypub: fetch %s: too many redirects", rawURL)
+			}
+			next, err := u.Parse(loc)
+			if err != nil {
+				return nil, "", fmt.Errorf("%w: redirect to %q", ErrBadURL, loc)
+			}
+			f.cfg.Logger.DebugContext(ctx, "activitypub fetch redirected", "url", cur, "location", next.String(), "status", status)
+			cur = next.String()
+			continue
+		}
+		body, err := f.read(resp, cur)
+		if err != nil {
+			return nil, "", err
+		}
+		return body, cur, nil
+	}
+}
+
+// read consumes resp (closing it), mapping its status and checking type and size.
+func (f *Fetcher) read(resp *http.Response, u string) ([]byte, error) {
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusGone:
+		drain(resp.Body)
+		return nil, fmt.Errorf("activitypub: fetch %s: %w", u, ErrGone)
+	case resp.StatusCode == http.StatusNotFound:
+		drain(resp.Body)
+		return nil, fmt.Errorf("activitypub: fetch %s: %w", u, ErrNotFound)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		drain(resp.Body)
+		return nil, &StatusError{URL: u, Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), f.cfg.Now())}
+	}
+	if ct := resp.Header.Get("Content-Type"); !isFetchableContentType(ct) {
+		drain(resp.Body)
+		return nil, fmt.Errorf("activitypub: fetch %s: %w: %q", u, ErrContentType, ct)
+	}
+	if resp.ContentLength > f.cfg.MaxBody {
+		return nil, fmt.Errorf("activitypub: fetch %s: %w: %d bytes", u, ErrTooLarge, resp.ContentLength)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("activitypub: fetch %s: read body: %w", u, err)
+	}
+	if int64(len(body)) > f.cfg.MaxBody {
+		return nil, fmt.Errorf("activitypub: fetch %s: %w: over %d bytes", u, ErrTooLarge, f.cfg.MaxBody)
+	}
+	return body, nil
+}
+
+// isFetchableContentType accepts ActivityPub content types, and also
+// application/ld+json without a profile, which some servers send.
+func isFetchableContentType(ct string) bool {
+	if IsActivityPubContentType(ct) {
+		return true
+	}
+	mt, params, ok := parseMediaType(ct)
+	return ok && mt == "application/ld+json" && params["profile"] == ""
+}
+
+// FetchActor fetches and parses the actor at actorURL. The document's id
+// must equal actorURL (without fragment) or the URL it was finally served
+// from after redirects; otherwise ErrIDMismatch.
+func (f *Fetcher) FetchActor(ctx context.Context, actorURL string) (*Actor, error) {
+	body, final, err := f.Fetch(ctx, actorURL)
+	if err != nil {
+		return nil, err
+	}
+	a, err := ParseActor(body)
+	if err != nil {
+		return nil, fmt.Errorf("activitypub: fetch actor %s: %w", actorURL, err)
+	}
+	if !sameID(a.ID, actorURL) && !sameID(a.ID, final) {
+		return nil, fmt.Errorf("activitypub: fetch actor %s: %w: id %s", actorURL, ErrIDMismatch, a.ID)
+	}
+	return a, nil
+}
+
+// FetchKey resolves a signature's keyId to a public key and the actor that
+// owns it. A keyId with a fragment ({actor}#main-key) is looked up in the
+// actor document it names. One without (GoToSocial's {actor}/main-key) may
+// serve a minimal actor (whose id is the actor's, on the key's host) or a
+// standalone key document; either way the owning actor is then fetched from
+// its own id and must list the key, so the returned actor is always a full
+// document fetched from its id (callers may cache it).
+func (f *Fetcher) FetchKey(ctx context.Context, keyID string) (crypto.PublicKey, *Actor, error) {
+	body, final, err := f.Fetch(ctx, keyID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if a, err := ParseActor(body); err == nil {
+		switch {
+		case sameID(a.ID, keyID) || sameID(a.ID, final):
+			return keyOf(a, keyID)
+		case sameHost(a.ID, keyID):
+			owner, err := f.FetchActor(ctx, a.ID)
+			if err != nil {
+				return nil, nil, err
+			}
+			return keyOf(owner, keyID)
+		}
+		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w: id %s", keyID, ErrIDMismatch, a.ID)
+	}
+	k, err := ParsePublicKeyDocument(body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w", keyID, err)
+	}
+	if !sameID(k.ID, keyID) && !sameID(k.ID, final) {
+		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w: id %s", keyID, ErrIDMismatch, k.ID)
+	}
+	owner, err := f.FetchActor(ctx, k.Owner)
+	if err != nil {
+		return nil, nil, err
+	}
+	return keyOf(owner, keyID)
+}
+
+// sameHost reports whether two URLs have the same scheme and host.
+func sameHost(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host != "" &&
+		strings.EqualFold(ua.Host, ub.Host) && ua.Scheme == ub.Scheme
+}
+
+// keyOf returns the parsed key keyID of actor a.
+func keyOf(a *Actor, keyID string) (crypto.PublicKey, *Actor, error) {
+	k, ok := a.Key(keyID)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: %s not in actor %s", ErrKeyNotFound, keyID, a.ID)
+	}
+	if k.Owner != "" && k.Owner != a.ID {
+		return nil, nil, fmt.Errorf("%w: key %s owned by %s, not %s", ErrKeyNotFound, keyID, k.Owner, a.ID)
+	}
+	pub, err := ParsePublicKeyPEM(k.PublicKeyPem)
+	if err != nil {
+		return nil, nil, fmt.Errorf("activitypub: key %s: %w", keyID, err)
+	}
+	return pub, a, nil
+}
+
+// sameID reports whether id names u, ignoring u's fragment.
+func sameID(id, u string) bool {
+	if id == "" {
+		return false
+	}
+	if i := strings.IndexByte(u, '#'); i >= 0 {
+		u = u[:i]
+	}
+	return id == u
+}
+
+// parseHTTPURL parses an absolute http or https URL with a host.
+func parseHTTPURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q", ErrBadURL, s)
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("%w: %q", ErrBadURL, s)
+	}
+	return u, nil
+}
+
+// parseRetryAfter reads a Retry-After header (seconds or an HTTP date).
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// drain reads a little of an unused body so the connection can be reused.
+func drain(r io.Reader) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(r, 4<<10))
+}

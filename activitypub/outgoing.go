@@ -1,0 +1,84 @@
+package activitypub
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// EventOutgoing is the outbox event type of an activity to deliver: its
+// payload is an Outgoing. Producers (client-to-server writes, the inbox's
+// Accept/Reject) enqueue it in the transaction of the write; the delivery
+// worker fans it out to the inboxes of its audience.
+const EventOutgoing = "activity.outgoing"
+
+// Outgoing is the payload of an EventOutgoing event.
+type Outgoing struct {
+	// Actor is the local actor's id (URL); its key signs the deliveries.
+	Actor string `json:"actor"`
+	// Activity is the complete activity exactly as it will be POSTed
+	// (built by NewActivity, so a rebuilt one is byte-for-byte the same).
+	Activity json.RawMessage `json:"activity"`
+}
+
+// ErrBuild is returned (wrapped) when NewActivity's inputs are unusable.
+var ErrBuild = errors.New("activitypub: build activity")
+
+// activityDoc fixes the property order of built activities.
+type activityDoc struct {
+	Context   string   `json:"@context"`
+	ID        string   `json:"id"`
+	Type      string   `json:"type"`
+	Actor     string   `json:"actor"`
+	Object    any      `json:"object"`
+	To        []string `json:"to,omitempty"`
+	Cc        []string `json:"cc,omitempty"`
+	Published string   `json:"published"`
+}
+
+// NewActivity builds an activity deterministically: its id is
+// ActivityID(baseURL, eventID, typ), published is the given time in RFC 3339
+// UTC to the second, and the JSON is canonical (fixed property order, map
+// keys sorted, compact, HTML characters escaped as encoding/json does), so
+// identical inputs give identical bytes, and the bytes survive being put in
+// an Outgoing payload by json.Marshal unchanged. object is an id string, a json.RawMessage, or any
+// value encoding/json can marshal (an embedded object). It returns the
+// bytes and the id.
+func NewActivity(baseURL, eventID, typ, actor string, object any, to, cc []string, published time.Time) ([]byte, string, error) {
+	switch {
+	case baseURL == "" || eventID == "" || typ == "" || actor == "":
+		return nil, "", fmt.Errorf("%w: baseURL, eventID, type and actor are required", ErrBuild)
+	case object == nil:
+		return nil, "", fmt.Errorf("%w: nil object", ErrBuild)
+	case published.IsZero():
+		return nil, "", fmt.Errorf("%w: zero published time", ErrBuild)
+	}
+	if raw, ok := object.(json.RawMessage); ok {
+		if !json.Valid(raw) {
+			return nil, "", fmt.Errorf("%w: object is not valid JSON", ErrBuild)
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, "", fmt.Errorf("%w: %v", ErrBuild, err)
+		}
+		object = json.RawMessage(buf.Bytes())
+	}
+	id := ActivityID(baseURL, eventID, typ)
+	doc := activityDoc{
+		Context:   ActivityStreams,
+		ID:        id,
+		Type:      typ,
+		Actor:     actor,
+		Object:    object,
+		To:        to,
+		Cc:        cc,
+		Published: published.UTC().Truncate(time.Second).Format(time.RFC3339),
+	}
+	b, err := marshalCanonical(doc)
+	if err != nil {
+		return nil, "", err
+	}
+	return b, id, nil
+}

@@ -1,0 +1,263 @@
+package activitypub
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ActorStore is the persistent cache of remote actors a Resolver uses (the
+// store package implements it over remote_actors).
+type ActorStore interface {
+	// GetRemoteActor returns the stored actor with this id and when it was
+	// fetched. It returns a nil actor and a nil error (or an error matching
+	// ErrNotFound) when there is none.
+	GetRemoteActor(ctx context.Context, id string) (*Actor, time.Time, error)
+	// PutRemoteActor upserts the actor, keyed by a.ID, with the document
+	// exactly as fetched.
+	PutRemoteActor(ctx context.Context, a *Actor, raw []byte, fetchedAt time.Time) error
+}
+
+// ResolverConfig configures a Resolver.
+type ResolverConfig struct {
+	// Fetcher fetches actors and keys. Required.
+	Fetcher *Fetcher
+	// Store caches actors. Required.
+	Store ActorStore
+	// TTL is how long a stored actor is used without refetching. Default 24 h.
+	TTL time.Duration
+	// MinRefresh is the least time between two forced refetches of one key
+	// (Key with refresh=true), so unverifiable requests cannot make courier
+	// refetch without bound. Default 1 min.
+	MinRefresh time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives warnings about the store and stale fallbacks.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+func (c ResolverConfig) withDefaults() ResolverConfig {
+	if c.TTL <= 0 {
+		c.TTL = 24 * time.Hour
+	}
+	if c.MinRefresh <= 0 {
+		c.MinRefresh = time.Minute
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c ResolverConfig) validate() error {
+	if c.Fetcher == nil {
+		return errors.New("activitypub: resolver: Fetcher is required")
+	}
+	if c.Store == nil {
+		return errors.New("activitypub: resolver: Store is required")
+	}
+	return nil
+}
+
+// maxRemembered bounds the Resolver's in-memory maps (key owners, refresh
+// times); when full they are cleared, which only costs a store lookup.
+const maxRemembered = 10000
+
+// Resolver resolves remote actors and signature keys through a TTL cache
+// (ActorStore) in front of a Fetcher. Concurrent requests for the same
+// actor or key share one fetch. It is safe for concurrent use.
+type Resolver struct {
+	cfg ResolverConfig
+
+	mu        sync.Mutex
+	keyOwner  map[string]string    // keyID -> actor id
+	refreshed map[string]time.Time // keyID -> last forced refetch
+	inflight  map[string]*call
+}
+
+// call is one in-flight fetch shared by concurrent callers.
+type call struct {
+	done  chan struct{}
+	pub   crypto.PublicKey
+	actor *Actor
+	err   error
+}
+
+// NewResolver returns a Resolver.
+func NewResolver(cfg ResolverConfig) (*Resolver, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Resolver{
+		cfg:       cfg,
+		keyOwner:  map[string]string{},
+		refreshed: map[string]time.Time{},
+		inflight:  map[string]*call{},
+	}, nil
+}
+
+// Actor returns the actor with this id: the stored copy when fetched less
+// than TTL ago, else a fresh fetch (stored before returning). When a
+// refetch fails for a reason other than ErrGone or ErrNotFound and a stale
+// copy exists, the stale copy is returned. A gone actor yields ErrGone.
+func (r *Resolver) Actor(ctx context.Context, id string) (*Actor, error) {
+	cached, fetchedAt := r.load(ctx, id)
+	if cached != nil && r.cfg.Now().Sub(fetchedAt) < r.cfg.TTL {
+		return cached, nil
+	}
+	a, err := r.fetchActor(ctx, id)
+	if err != nil {
+		if cached != nil && !errors.Is(err, ErrGone) && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+			r.cfg.Logger.WarnContext(ctx, "activitypub: using stale actor", "actor", id, "err", err)
+			return cached, nil
+		}
+		return nil, err
+	}
+	return a, nil
+}
+
+// Refresh fetches the actor anew, stores and returns it.
+func (r *Resolver) Refresh(ctx context.Context, id string) (*Actor, error) {
+	return r.fetchActor(ctx, id)
+}
+
+// Key returns the public key with this keyId and the id of the actor that
+// owns it. It uses the stored owner when fresh; refresh=true forces a
+// refetch (the inbox retries once that way when a signature fails, to
+// follow key rotation), at most once per MinRefresh per key.
+func (r *Resolver) Key(ctx context.Context, keyID string, refresh bool) (crypto.PublicKey, string, error) {
+	if refresh && !r.mayRefresh(keyID) {
+		refresh = false
+	}
+	if !refresh {
+		for _, id := range r.ownerCandidates(keyID) {
+			a, fetchedAt := r.load(ctx, id)
+			if a == nil || r.cfg.Now().Sub(fetchedAt) >= r.cfg.TTL {
+				continue
+			}
+			if pub, owner, err := keyOf(a, keyID); err == nil {
+				return pub, owner.ID, nil
+			}
+		}
+	}
+	c := r.do(ctx, "key\x00"+keyID, func() *call {
+		pub, a, err := r.cfg.Fetcher.FetchKey(ctx, keyID)
+		if err == nil {
+			r.store(ctx, a)
+		}
+		return &call{pub: pub, actor: a, err: err}
+	})
+	if c.err != nil {
+		return nil, "", c.err
+	}
+	r.remember(keyID, c.actor.ID, refresh)
+	return c.pub, c.actor.ID, nil
+}
+
+func (r *Resolver) fetchActor(ctx context.Context, id string) (*Actor, error) {
+	c := r.do(ctx, "actor\x00"+id, func() *call {
+		a, err := r.cfg.Fetcher.FetchActor(ctx, id)
+		if err == nil {
+			r.store(ctx, a)
+		}
+		return &call{actor: a, err: err}
+	})
+	return c.actor, c.err
+}
+
+// do runs fn once for concurrent callers with the same key. A caller whose
+// context ends stops waiting; the fetch itself is bounded by the client's
+// timeout and the first caller's context.
+func (r *Resolver) do(ctx context.Context, key string, fn func() *call) *call {
+	r.mu.Lock()
+	if c, ok := r.inflight[key]; ok {
+		r.mu.Unlock()
+		select {
+		case <-c.done:
+			return c
+		case <-ctx.Done():
+			return &call{err: fmt.Errorf("activitypub: resolve: %w", ctx.Err())}
+		}
+	}
+	c := &call{done: make(chan struct{})}
+	r.inflight[key] = c
+	r.mu.Unlock()
+
+	res := fn()
+	c.pub, c.actor, c.err = res.pub, res.actor, res.err
+	r.mu.Lock()
+	delete(r.inflight, key)
+	r.mu.Unlock()
+	close(c.done)
+	return c
+}
+
+// load reads the store, treating errors as a miss (logged).
+func (r *Resolver) load(ctx context.Context, id string) (*Actor, time.Time) {
+	a, at, err := r.cfg.Store.GetRemoteActor(ctx, id)
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			r.cfg.Logger.WarnContext(ctx, "activitypub: read remote actor", "actor", id, "err", err)
+		}
+		return nil, time.Time{}
+	}
+	return a, at
+}
+
+// store writes a fetched actor; a failure is logged, not returned: the
+// actor was fetched and is usable, only the cache is behind.
+func (r *Resolver) store(ctx context.Context, a *Actor) {
+	if err := r.cfg.Store.PutRemoteActor(ctx, a, a.Raw, r.cfg.Now()); err != nil {
+		r.cfg.Logger.WarnContext(ctx, "activitypub: store remote actor", "actor", a.ID, "err", err)
+	}
+}
+
+// ownerCandidates lists actor ids that may own keyID: a remembered owner,
+// the key id without its fragment ({actor}#main-key), and the parent path
+// ({actor}/main-key).
+func (r *Resolver) ownerCandidates(keyID string) []string {
+	var out []string
+	r.mu.Lock()
+	if o, ok := r.keyOwner[keyID]; ok {
+		out = append(out, o)
+	}
+	r.mu.Unlock()
+	if i := strings.IndexByte(keyID, '#'); i > 0 {
+		out = append(out, keyID[:i])
+	} else if i := strings.LastIndexByte(keyID, '/'); i > len("https://") {
+		out = append(out, keyID[:i])
+	}
+	return out
+}
+
+func (r *Resolver) mayRefresh(keyID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last, ok := r.refreshed[keyID]
+	return !ok || r.cfg.Now().Sub(last) >= r.cfg.MinRefresh
+}
+
+func (r *Resolver) remember(keyID, owner string, refreshed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.keyOwner) >= maxRemembered {
+		clear(r.keyOwner)
+	}
+	r.keyOwner[keyID] = owner
+	if refreshed {
+		if len(r.refreshed) >= maxRemembered {
+			clear(r.refreshed)
+		}
+		r.refreshed[keyID] = r.cfg.Now()
+	}
+}

@@ -1,0 +1,440 @@
+package activitypub
+
+import (
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-fed/httpsig"
+)
+
+// Verification errors. Each failure of Verify (and of RequestKeyID) matches
+// exactly one of these with errors.Is, so an inbox can map it to a status and
+// a metric reason.
+var (
+	// ErrNoSignature: the request carries no Signature header.
+	ErrNoSignature = errors.New("activitypub: no signature")
+	// ErrRFC9421: the request is signed with RFC 9421 (Signature-Input) and
+	// carries no draft-cavage signature; courier verifies draft-cavage only.
+	ErrRFC9421 = errors.New("activitypub: RFC 9421 signature not supported")
+	// ErrMalformedSignature: the Signature header cannot be parsed.
+	ErrMalformedSignature = errors.New("activitypub: malformed signature header")
+	// ErrMissingSignedHeader: a header that must be signed is not in the
+	// signed list (see *MissingSignedHeaderError).
+	ErrMissingSignedHeader = errors.New("activitypub: required header not signed")
+	// ErrDigestMismatch: the Digest header is absent, has no supported
+	// algorithm, or does not match the body.
+	ErrDigestMismatch = errors.New("activitypub: digest mismatch")
+	// ErrDateOutOfWindow: the Date header is absent, unparseable, or outside
+	// the accepted window.
+	ErrDateOutOfWindow = errors.New("activitypub: date out of window")
+	// ErrUnsupportedKey: the key is neither RSA nor Ed25519.
+	ErrUnsupportedKey = errors.New("activitypub: unsupported key type")
+	// ErrBadSignature: the signature does not verify with the key.
+	ErrBadSignature = errors.New("activitypub: bad signature")
+)
+
+// MissingSignedHeaderError names the header missing from the signed list.
+type MissingSignedHeaderError struct {
+	// Header is the lower-case header name, or "(request-target)".
+	Header string
+}
+
+func (e *MissingSignedHeaderError) Error() string {
+	return fmt.Sprintf("activitypub: %q not in signed headers", e.Header)
+}
+
+// Unwrap makes the error match ErrMissingSignedHeader.
+func (e *MissingSignedHeaderError) Unwrap() error { return ErrMissingSignedHeader }
+
+// SignatureParams are the parameters of a draft-cavage Signature header.
+type SignatureParams struct {
+	// KeyID identifies the key (an actor's key URL).
+	KeyID string
+	// Algorithm is the header's claim; Verify ignores it and picks the
+	// algorithm from the key.
+	Algorithm string
+	// Headers is the signed header list, lower case; ["date"] when the
+	// header has no headers parameter (the draft's default).
+	Headers []string
+	// Signature is the base64 signature.
+	Signature string
+	// Created and Expires are the (created)/(expires) values, 0 when absent.
+	Created, Expires int64
+}
+
+// maxSignatureHeader bounds the Signature header courier parses.
+const maxSignatureHeader = 8 << 10
+
+// ParseSignatureHeader parses a draft-cavage Signature header value (an
+// Authorization value with the "Signature " scheme prefix is accepted too).
+// It tolerates whitespace around parameters and commas, and requires keyId
+// and signature. Errors wrap ErrMalformedSignature.
+func ParseSignatureHeader(h string) (*SignatureParams, error) {
+	if len(h) > maxSignatureHeader {
+		return nil, fmt.Errorf("%w: header of %d bytes", ErrMalformedSignature, len(h))
+	}
+	s := strings.TrimSpace(h)
+	if len(s) > 10 && strings.EqualFold(s[:10], "signature ") {
+		s = s[10:]
+	}
+	p := &SignatureParams{}
+	seen := map[string]bool{}
+	for i := 0; i < len(s); {
+		// Skip separators.
+		for i < len(s) && (s[i] == ',' || s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		if i >= len(s) {
+			break
+		}
+		eq := strings.IndexByte(s[i:], '=')
+		if eq <= 0 {
+			return nil, fmt.Errorf("%w: parameter without value", ErrMalformedSignature)
+		}
+		name := strings.TrimSpace(s[i : i+eq])
+		i += eq + 1
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		var val string
+		if i < len(s) && s[i] == '"' {
+			i++
+			var b strings.Builder
+			closed := false
+			for i < len(s) {
+				c := s[i]
+				if c == '\\' && i+1 < len(s) {
+					b.WriteByte(s[i+1])
+					i += 2
+					continue
+				}
+				i++
+				if c == '"' {
+					closed = true
+					break
+				}
+				b.WriteByte(c)
+			}
+			if !closed {
+				return nil, fmt.Errorf("%w: unterminated value of %s", ErrMalformedSignature, name)
+			}
+			val = b.String()
+		} else {
+			end := strings.IndexByte(s[i:], ',')
+			if end < 0 {
+				end = len(s) - i
+			}
+			val = strings.TrimSpace(s[i : i+end])
+			i += end
+		}
+		key := strings.ToLower(name)
+		if seen[key] {
+			return nil, fmt.Errorf("%w: duplicate %s", ErrMalformedSignature, name)
+		}
+		seen[key] = true
+		switch key {
+		case "keyid":
+			p.KeyID = val
+		case "algorithm":
+			p.Algorithm = val
+		case "headers":
+			p.Headers = strings.Fields(strings.ToLower(val))
+		case "signature":
+			p.Signature = val
+		case "created", "expires":
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("%w: bad %s", ErrMalformedSignature, key)
+			}
+			if key == "created" {
+				p.Created = n
+			} else {
+				p.Expires = n
+			}
+		}
+	}
+	if p.KeyID == "" {
+		return nil, fmt.Errorf("%w: no keyId", ErrMalformedSignature)
+	}
+	if p.Signature == "" {
+		return nil, fmt.Errorf("%w: no signature", ErrMalformedSignature)
+	}
+	if !seen["headers"] {
+		p.Headers = []string{"date"}
+	}
+	if len(p.Headers) == 0 {
+		return nil, fmt.Errorf("%w: empty headers", ErrMalformedSignature)
+	}
+	return p, nil
+}
+
+// String renders the parameters as a canonical Signature header value (no
+// whitespace after commas). Values are written unescaped; Verify refuses
+// parameters holding a quote, backslash or comma, which this form cannot carry.
+func (p *SignatureParams) String() string {
+	var b strings.Builder
+	b.WriteString(`keyId="` + p.KeyID + `"`)
+	if p.Algorithm != "" {
+		b.WriteString(`,algorithm="` + p.Algorithm + `"`)
+	}
+	if p.Created != 0 {
+		fmt.Fprintf(&b, `,created=%d`, p.Created)
+	}
+	if p.Expires != 0 {
+		fmt.Fprintf(&b, `,expires=%d`, p.Expires)
+	}
+	b.WriteString(`,headers="` + strings.Join(p.Headers, " ") + `",signature="` + p.Signature + `"`)
+	return b.String()
+}
+
+// signed reports whether name is in the signed header list.
+func (p *SignatureParams) signed(name string) bool {
+	for _, h := range p.Headers {
+		if h == name {
+			return true
+		}
+	}
+	return false
+}
+
+// RequestSignature returns the parsed draft-cavage signature of r, taken
+// from the Signature header (or an Authorization header with the Signature
+// scheme). It fails with ErrNoSignature, ErrRFC9421 or ErrMalformedSignature.
+func RequestSignature(r *http.Request) (*SignatureParams, error) {
+	h := r.Header.Get("Signature")
+	if h == "" {
+		if a := r.Header.Get("Authorization"); len(a) > 10 && strings.EqualFold(a[:10], "signature ") {
+			h = a
+		}
+	}
+	rfc9421 := r.Header.Get("Signature-Input") != ""
+	if h == "" {
+		if rfc9421 {
+			return nil, ErrRFC9421
+		}
+		return nil, ErrNoSignature
+	}
+	p, err := ParseSignatureHeader(h)
+	if err != nil {
+		if rfc9421 {
+			return nil, ErrRFC9421
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// RequestKeyID returns the keyId of r's signature, the key to resolve
+// before calling Verify.
+func RequestKeyID(r *http.Request) (string, error) {
+	p, err := RequestSignature(r)
+	if err != nil {
+		return "", err
+	}
+	return p.KeyID, nil
+}
+
+// VerifyOptions tune Verify.
+type VerifyOptions struct {
+	// Window is how far the Date header may be from Now, in either
+	// direction. Default 1 h (Mastodon accepts about 1 h ahead, 65 min behind).
+	Window time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// RequireDigest requires a signed Digest even for an empty body. By
+	// default a digest is required when the body is non-empty or the method
+	// is POST, PUT or PATCH.
+	RequireDigest bool
+}
+
+func (o VerifyOptions) withDefaults() VerifyOptions {
+	if o.Window <= 0 {
+		o.Window = time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Verify checks the draft-cavage HTTP signature of a server-side request
+// whose body (already read, bounded by the caller) is body, against pub, the
+// public key of the signature's keyId (see RequestKeyID). It requires
+// (request-target), host and date — or (created) instead of date — in the
+// signed headers, and digest when there is a body; checks Digest (SHA-256,
+// and SHA-512 when present) against body; checks Date within the window;
+// picks the algorithm from the key type (RSA: rsa-sha256; Ed25519), never
+// from the header; and builds (request-target) from the raw request URI, so
+// percent-encoded paths verify. r is not modified.
+func Verify(r *http.Request, body []byte, pub crypto.PublicKey, opts VerifyOptions) error {
+	opts = opts.withDefaults()
+	p, err := RequestSignature(r)
+	if err != nil {
+		return err
+	}
+	for _, v := range []string{p.KeyID, p.Algorithm, p.Signature} {
+		if strings.ContainsAny(v, "\"\\,") {
+			return fmt.Errorf("%w: unsupported character in a parameter", ErrMalformedSignature)
+		}
+	}
+	var algo httpsig.Algorithm
+	switch pub.(type) {
+	case *rsa.PublicKey:
+		algo = httpsig.RSA_SHA256
+	case ed25519.PublicKey:
+		algo = httpsig.ED25519
+	default:
+		return fmt.Errorf("%w: %T", ErrUnsupportedKey, pub)
+	}
+	for _, h := range []string{httpsig.RequestTarget, "host"} {
+		if !p.signed(h) {
+			return &MissingSignedHeaderError{Header: h}
+		}
+	}
+	if !p.signed("date") && !p.signed("(created)") {
+		return &MissingSignedHeaderError{Header: "date"}
+	}
+	needDigest := opts.RequireDigest || len(body) > 0
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		needDigest = true
+	}
+	if needDigest && !p.signed("digest") {
+		return &MissingSignedHeaderError{Header: "digest"}
+	}
+	if needDigest || r.Header.Get("Digest") != "" {
+		if err := checkDigest(r.Header.Values("Digest"), body); err != nil {
+			return err
+		}
+	}
+	now := opts.Now()
+	if p.signed("date") {
+		d, err := http.ParseTime(r.Header.Get("Date"))
+		if err != nil {
+			return fmt.Errorf("%w: unparseable Date", ErrDateOutOfWindow)
+		}
+		if skew := now.Sub(d); skew > opts.Window || skew < -opts.Window {
+			return fmt.Errorf("%w: Date %s is %s from now", ErrDateOutOfWindow, r.Header.Get("Date"), skew.Round(time.Second))
+		}
+	}
+	if p.Created != 0 {
+		if skew := now.Sub(time.Unix(p.Created, 0)); skew > opts.Window || skew < -opts.Window {
+			return fmt.Errorf("%w: created is %s from now", ErrDateOutOfWindow, skew.Round(time.Second))
+		}
+	}
+	if p.Expires != 0 && now.After(time.Unix(p.Expires, 0)) {
+		return fmt.Errorf("%w: signature expired", ErrDateOutOfWindow)
+	}
+
+	// Verify with httpsig on a shallow copy: its (request-target) is
+	// URL.Path + "?" + RawQuery, so give it the raw path; give it a cloned
+	// header map holding the canonical form of the Signature header (its
+	// parser breaks on whitespace after commas) and the Host.
+	path, query := rawTarget(r)
+	hdr := r.Header.Clone()
+	if hdr == nil {
+		hdr = http.Header{}
+	}
+	hdr.Del("Authorization")
+	hdr.Set("Signature", p.String())
+	if r.Host != "" {
+		hdr["Host"] = []string{r.Host}
+	}
+	for _, h := range p.Headers {
+		if strings.HasPrefix(h, "(") {
+			continue
+		}
+		if _, ok := hdr[textproto.CanonicalMIMEHeaderKey(h)]; !ok {
+			return fmt.Errorf("%w: signed header %q absent", ErrBadSignature, h)
+		}
+	}
+	cp := r.WithContext(r.Context())
+	u := *r.URL
+	u.Path, u.RawPath, u.RawQuery = path, "", query
+	cp.URL = &u
+	cp.Header = hdr
+	v, err := httpsig.NewVerifier(cp)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformedSignature, err)
+	}
+	if err := v.Verify(pub, algo); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSignature, err)
+	}
+	return nil
+}
+
+// rawTarget returns the path and query of r as they appeared on the wire.
+func rawTarget(r *http.Request) (path, query string) {
+	uri := r.RequestURI
+	if uri == "" || uri == "*" {
+		return r.URL.EscapedPath(), r.URL.RawQuery
+	}
+	if !strings.HasPrefix(uri, "/") {
+		// Absolute form (http://host/path?query): drop scheme and authority.
+		if i := strings.Index(uri, "://"); i >= 0 {
+			rest := uri[i+3:]
+			if j := strings.IndexByte(rest, '/'); j >= 0 {
+				uri = rest[j:]
+			} else {
+				uri = "/"
+				if q := strings.IndexByte(rest, '?'); q >= 0 {
+					uri += rest[q:]
+				}
+			}
+		}
+	}
+	if i := strings.IndexByte(uri, '#'); i >= 0 {
+		uri = uri[:i]
+	}
+	if i := strings.IndexByte(uri, '?'); i >= 0 {
+		return uri[:i], uri[i+1:]
+	}
+	return uri, ""
+}
+
+// checkDigest checks the Digest header values against body: at least one
+// supported algorithm (SHA-256, SHA-512) must be present and every supported
+// one present must match.
+func checkDigest(values []string, body []byte) error {
+	found := false
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			alg, b64, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok {
+				continue
+			}
+			var sum []byte
+			switch strings.ToUpper(alg) {
+			case "SHA-256":
+				s := sha256.Sum256(body)
+				sum = s[:]
+			case "SHA-512":
+				s := sha512.Sum512(body)
+				sum = s[:]
+			default:
+				continue
+			}
+			got, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+			if err != nil || subtle.ConstantTimeCompare(got, sum) != 1 {
+				return fmt.Errorf("%w: %s", ErrDigestMismatch, strings.ToUpper(alg))
+			}
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: no SHA-256 or SHA-512 digest", ErrDigestMismatch)
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package activitypub
+
+import (
+	"mime"
+	"strconv"
+	"strings"
+)
+
+// Public is the special collection addressing an activity to everyone.
+const Public = "https://www.w3.org/ns/activitystreams#Public"
+
+// ActivityStreams is the ActivityStreams JSON-LD context and profile URI.
+const ActivityStreams = "https://www.w3.org/ns/activitystreams"
+
+// SecurityContext is the JSON-LD context that defines publicKey.
+const SecurityContext = "https://w3id.org/security/v1"
+
+// Content types of ActivityPub documents.
+const (
+	// ContentType is the media type courier serves and sends.
+	ContentType = "application/activity+json"
+	// LDContentType is the equivalent JSON-LD form with the ActivityStreams profile.
+	LDContentType = `application/ld+json; profile="https://www.w3.org/ns/activitystreams"`
+	// AcceptHeader is the Accept value courier sends when fetching documents.
+	AcceptHeader = ContentType + ", " + LDContentType
+)
+
+// IsActivityPubContentType reports whether ct (a Content-Type header value)
+// names an ActivityPub document: application/activity+json (any parameters),
+// or application/ld+json whose profile parameter lists the ActivityStreams
+// URI. Case, whitespace and parameter order do not matter.
+func IsActivityPubContentType(ct string) bool {
+	mt, params, ok := parseMediaType(ct)
+	if !ok {
+		return false
+	}
+	switch mt {
+	case "application/activity+json":
+		return true
+	case "application/ld+json":
+		return hasASProfile(params["profile"])
+	}
+	return false
+}
+
+// hasASProfile reports whether a profile parameter (a space-separated URI
+// list) contains the ActivityStreams URI.
+func hasASProfile(profile string) bool {
+	for _, p := range strings.Fields(profile) {
+		if strings.TrimSuffix(p, "#") == ActivityStreams {
+			return true
+		}
+	}
+	return false
+}
+
+// Accepts reports whether an Accept header asks for an ActivityPub
+// representation: it lists application/activity+json, or application/ld+json
+// (with the ActivityStreams profile or none), with a non-zero quality. Wildcards
+// alone do not count, so a browser's "text/html, */*" gets the HTML page.
+func Accepts(acceptHeader string) bool {
+	for _, part := range splitCommaOutsideQuotes(acceptHeader) {
+		mt, params, ok := parseMediaType(part)
+		if !ok {
+			continue
+		}
+		if q, ok := params["q"]; ok {
+			f, err := strconv.ParseFloat(q, 64)
+			if err != nil || f <= 0 {
+				continue
+			}
+		}
+		switch mt {
+		case "application/activity+json":
+			return true
+		case "application/ld+json":
+			if p, ok := params["profile"]; !ok || hasASProfile(p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// splitCommaOutsideQuotes splits s at commas that are not inside a quoted
+// string (a profile parameter may be quoted and, in theory, hold a comma).
+func splitCommaOutsideQuotes(s string) []string {
+	var parts []string
+	inQuote, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			inQuote = !inQuote
+		case '\\':
+			if inQuote {
+				i++
+			}
+		case ',':
+			if !inQuote {
+				parts = append(parts, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if start <= len(s) {
+		parts = append(parts, s[start:])
+	}
+	return parts
+}
+
+// parseMediaType parses a media type with parameters like
+// mime.ParseMediaType, falling back to a lenient split for values real peers
+// send that RFC 7231 does not allow (an unquoted profile URL). Type and
+// parameter names are lower-cased.
+func parseMediaType(v string) (string, map[string]string, bool) {
+	if mt, params, err := mime.ParseMediaType(v); err == nil {
+		return mt, params, true
+	}
+	parts := splitSemicolonOutsideQuotes(v)
+	mt := strings.ToLower(strings.TrimSpace(parts[0]))
+	if mt == "" || strings.Count(mt, "/") != 1 || strings.ContainsAny(mt, " \t\"") {
+		return "", nil, false
+	}
+	params := map[string]string{}
+	for _, p := range parts[1:] {
+		k, val, ok := strings.Cut(p, "=")
+		k = strings.ToLower(strings.TrimSpace(k))
+		if !ok || k == "" {
+			return "", nil, false
+		}
+		val = strings.TrimSpace(val)
+		if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
+			val = val[1 : len(val)-1]
+		}
+		params[k] = val
+	}
+	return mt, params, true
+}
+
+func splitSemicolonOutsideQuotes(s string) []string {
+	var parts []string
+	inQuote, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			inQuote = !inQuote
+		case ';':
+			if !inQuote {
+				parts = append(parts, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(parts, s[start:])
+}

@@ -1,0 +1,97 @@
+package courier_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/courier-ap/courier/"
+
+// allowed is the import direction of STYLE.md: for each package of ours, the
+// packages of ours its non-test files may import. A package missing from this
+// table fails the test, so a new package has to take its place here.
+var allowed = map[string][]string{
+	"activitypub":    {},
+	"migrations":     {},
+	"metrics":        {},
+	"sqlite":         {},
+	"outbox":         {"metrics"},
+	"outbox/natsbus": {"outbox", "metrics"},
+	"store":          {"outbox", "activitypub", "sqlite", "metrics"},
+	"delivery":       {"outbox", "activitypub", "store", "sqlite", "metrics"},
+	"inbox":          {"outbox", "activitypub", "store", "sqlite", "metrics"},
+	"server":         {"outbox", "activitypub", "store", "sqlite", "metrics"},
+	"admin":          {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "sqlite", "metrics"},
+	"chaos":          {"outbox", "activitypub", "store", "sqlite", "migrations"},
+	"cmd/courier":    nil, // may import everything; nothing imports it
+}
+
+func TestImportDirection(t *testing.T) {
+	imports := map[string]map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(filepath.Dir(path))
+		if pkg == "." {
+			return nil // the module root holds only the tools pin and this test
+		}
+		if imports[pkg] == nil {
+			imports[pkg] = map[string]bool{}
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if rest, ok := strings.CutPrefix(p, module); ok {
+				imports[pkg][rest] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := make([]string, 0, len(imports))
+	for p := range imports {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	for _, pkg := range pkgs {
+		allow, known := allowed[pkg]
+		if !known {
+			t.Errorf("package %s is not in the import-direction table of arch_test.go", pkg)
+			continue
+		}
+		for imp := range imports[pkg] {
+			if imp == "cmd/courier" {
+				t.Errorf("%s imports cmd/courier: nothing may", pkg)
+			}
+			if pkg == "cmd/courier" {
+				continue
+			}
+			ok := false
+			for _, a := range allow {
+				ok = ok || a == imp
+			}
+			if !ok {
+				t.Errorf("%s imports %s, which STYLE.md's import direction forbids", pkg, imp)
+			}
+		}
+	}
+}

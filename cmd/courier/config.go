@@ -1,0 +1,191 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is every setting courier reads. Each has a flag and an environment
+// variable; a flag given on the command line wins over the environment, which
+// wins over the default.
+type Config struct {
+	DB                    string
+	Synchronous           string
+	Listen                string
+	BaseURL               string
+	AdminToken            string
+	Bus                   string
+	MaxAttempts           int
+	NATSURL               string
+	NATSMode              string
+	AllowPrivateAddresses bool
+	Worker                bool
+	Concurrency           int
+	LogLevel              string
+	ParkMax               time.Duration
+	DateWindow            time.Duration
+}
+
+// setting is one flag with its environment variable.
+type setting struct {
+	flag, env, usage string
+	value            flag.Value
+}
+
+// settings binds every flag of cfg; cfg must hold the defaults already.
+func settings(cfg *Config) []setting {
+	return []setting{
+		{"db", "COURIER_DB", "SQLite database file", (*stringValue)(&cfg.DB)},
+		{"synchronous", "COURIER_SQLITE_SYNCHRONOUS", "SQLite synchronous mode: FULL (durable across power loss) or NORMAL (faster; the last commits may be lost on power loss)", (*stringValue)(&cfg.Synchronous)},
+		{"listen", "COURIER_LISTEN", "HTTP listen address (host:port)", (*stringValue)(&cfg.Listen)},
+		{"base-url", "COURIER_BASE_URL", "public base URL of this server; ids are built from it", (*stringValue)(&cfg.BaseURL)},
+		{"admin-token", "COURIER_ADMIN_TOKEN", "bearer token of the admin API (empty: admin API off)", (*stringValue)(&cfg.AdminToken)},
+		{"bus", "EVENT_BUS_BACKEND", "event bus: db or nats", (*stringValue)(&cfg.Bus)},
+		{"max-attempts", "EVENT_QUEUE_MAX_ATTEMPTS", "attempts before an event is dead-lettered (JetStream max_deliver)", (*intValue)(&cfg.MaxAttempts)},
+		{"nats-url", "NATS_URL", "NATS server URL (bus nats)", (*stringValue)(&cfg.NATSURL)},
+		{"nats-mode", "NATS_MODE", "jetstream (at-least-once, deduplicated) or core (fire-and-forget)", (*stringValue)(&cfg.NATSMode)},
+		{"allow-private-addresses", "COURIER_ALLOW_PRIVATE_ADDRESSES", "allow fetching from and delivering to loopback/private addresses", (*boolValue)(&cfg.AllowPrivateAddresses)},
+		{"worker", "COURIER_WORKER", "serve: run the worker in the same process", (*boolValue)(&cfg.Worker)},
+		{"concurrency", "COURIER_WORKER_CONCURRENCY", "handlers run at once by the worker", (*intValue)(&cfg.Concurrency)},
+		{"log-level", "COURIER_LOG_LEVEL", "debug, info, warn or error", (*stringValue)(&cfg.LogLevel)},
+		{"park-max", "COURIER_PARK_MAX", "how long deliveries to an unavailable host are kept parked before they are dead-lettered", (*durationValue)(&cfg.ParkMax)},
+		{"date-window", "COURIER_SIGNATURE_DATE_WINDOW", "accepted skew of an inbound request's Date header, either way", (*durationValue)(&cfg.DateWindow)},
+	}
+}
+
+func defaultConfig() Config {
+	return Config{
+		DB:          "courier.db",
+		Synchronous: "FULL",
+		Listen:      "127.0.0.1:8080",
+		BaseURL:     "http://localhost:8080",
+		Bus:         "db",
+		MaxAttempts: 10,
+		NATSURL:     "nats://127.0.0.1:4222",
+		NATSMode:    "jetstream",
+		Worker:      true,
+		Concurrency: 16,
+		LogLevel:    "info",
+		ParkMax:     7 * 24 * time.Hour,
+		DateWindow:  time.Hour,
+	}
+}
+
+// parseConfig reads the environment, then the flags in args, and validates
+// the result. The error names the flag or variable and the bad value.
+func parseConfig(name string, args []string, getenv func(string) string) (Config, []string, error) {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("courier "+name, flag.ContinueOnError)
+	fs.SetOutput(discard{})
+	ss := settings(&cfg)
+	for _, s := range ss {
+		if v := getenv(s.env); v != "" {
+			if err := s.value.Set(v); err != nil {
+				return cfg, nil, fmt.Errorf("invalid %s=%q: %v", s.env, v, err)
+			}
+		}
+		fs.Var(s.value, s.flag, s.usage+" (env "+s.env+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return cfg, nil, err
+	}
+	return cfg, fs.Args(), nil
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.DB == "":
+		return errors.New("invalid --db: empty path")
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("invalid --max-attempts (EVENT_QUEUE_MAX_ATTEMPTS) %d: must be at least 1", c.MaxAttempts)
+	case c.Concurrency < 1 || c.Concurrency > 1024:
+		return fmt.Errorf("invalid --concurrency %d: must be between 1 and 1024", c.Concurrency)
+	case c.Bus != "db" && c.Bus != "nats":
+		return fmt.Errorf("invalid --bus (EVENT_BUS_BACKEND) %q: want db or nats", c.Bus)
+	case c.NATSMode != "jetstream" && c.NATSMode != "core":
+		return fmt.Errorf("invalid --nats-mode (NATS_MODE) %q: want jetstream or core", c.NATSMode)
+	case c.Synchronous != "FULL" && c.Synchronous != "NORMAL":
+		return fmt.Errorf("invalid --synchronous %q: want FULL or NORMAL", c.Synchronous)
+	case c.ParkMax <= 0:
+		return fmt.Errorf("invalid --park-max %s: must be positive", c.ParkMax)
+	case c.DateWindow <= 0:
+		return fmt.Errorf("invalid --date-window %s: must be positive", c.DateWindow)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("invalid --listen %q: want host:port", c.Listen)
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("invalid --base-url %q: want an absolute http(s) URL with no path, like https://social.example", c.BaseURL)
+	}
+	if c.Bus == "nats" {
+		n, err := url.Parse(c.NATSURL)
+		if err != nil || n.Host == "" || (n.Scheme != "nats" && n.Scheme != "tls" && n.Scheme != "ws" && n.Scheme != "wss") {
+			return fmt.Errorf("invalid --nats-url (NATS_URL) %q: want nats://host:port", c.NATSURL)
+		}
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// BaseURL without a trailing slash.
+func (c Config) base() string { return strings.TrimSuffix(c.BaseURL, "/") }
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+type stringValue string
+
+func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }
+func (s *stringValue) String() string     { return string(*s) }
+
+type intValue int
+
+func (i *intValue) Set(v string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", v)
+	}
+	*i = intValue(n)
+	return nil
+}
+func (i *intValue) String() string { return strconv.Itoa(int(*i)) }
+
+type boolValue bool
+
+func (b *boolValue) Set(v string) error {
+	p, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	*b = boolValue(p)
+	return nil
+}
+func (b *boolValue) String() string   { return strconv.FormatBool(bool(*b)) }
+func (b *boolValue) IsBoolFlag() bool { return true }
+
+type durationValue time.Duration
+
+func (d *durationValue) Set(v string) error {
+	p, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like 90s or 168h", v)
+	}
+	*d = durationValue(p)
+	return nil
+}
+func (d *durationValue) String() string { return time.Duration(*d).String() }

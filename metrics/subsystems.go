@@ -1,0 +1,262 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of one handler run (label outcome of
+// courier_outbox_events_handled_total), as the outbox runner reports them.
+const (
+	OutcomeSuccess       = "success"        // the handler returned nil; the ledger marked it done
+	OutcomeFailure       = "failure"        // an error that spends an attempt
+	OutcomePermanent     = "permanent"      // a permanent error: the event is dead-lettered
+	OutcomeDeferred      = "deferred"       // postponed without spending an attempt
+	OutcomeSkippedDone   = "skipped_done"   // the ledger had it done: the handler did not run
+	OutcomeHeldElsewhere = "held_elsewhere" // a fresh ledger claim held by another run: deferred
+	OutcomeLedgerError   = "ledger_error"   // the ledger could not be read: skipped and retried
+	OutcomeInterrupted   = "interrupted"    // shutdown ended the run: released, nothing spent
+)
+
+// Results of a ledger claim (label result of
+// courier_outbox_ledger_claims_total).
+const (
+	ClaimClaimed       = "claimed"        // a new in_progress row was inserted
+	ClaimTakenOver     = "taken_over"     // a claim older than the lease was taken over
+	ClaimHeldElsewhere = "held_elsewhere" // a fresh claim is held by another run: defer
+	ClaimAlreadyDone   = "already_done"   // the row is done: skip the handler
+)
+
+// Outbox records the outbox's own activity: events enqueued, claimed and
+// settled, how each handler run ended and how long it took, ledger claims
+// and dead letters. The row counts and queue age are read from the database
+// at scrape time (see QueueStats). A nil *Outbox records nothing.
+//
+// Its methods have the shapes of the fields of outbox.Observer, so wiring is
+// one method value per field (see the package documentation).
+type Outbox struct {
+	enqueued     *prometheus.CounterVec
+	claimed      prometheus.Counter
+	handled      *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	settled      *prometheus.CounterVec
+	deadLettered *prometheus.CounterVec
+	claims       *prometheus.CounterVec
+
+	types, handlers, outcomes, settledOutcomes, results *labelGuard
+}
+
+func newOutbox(r *registrar) *Outbox {
+	const sub = "outbox"
+	return &Outbox{
+		enqueued: counterVec(r, sub, "events_enqueued_total",
+			"Events inserted into the outbox by committed transactions, by event type.", "type"),
+		claimed: counter(r, sub, "rows_claimed_total",
+			"Outbox rows claimed by the db worker (reclaimed rows whose lease expired included)."),
+		handled: counterVec(r, sub, "events_handled_total",
+			"Handler runs by handler and outcome (success, failure, permanent, deferred, skipped_done, held_elsewhere, ledger_error, interrupted).",
+			"handler", "outcome"),
+		duration: histogramVec(r, sub, "handler_duration_seconds",
+			"Time spent in a handler, by handler (runs the ledger skipped are not observed).", durationBuckets, "handler"),
+		settled: counterVec(r, sub, "events_settled_total",
+			"Deliveries of an event to all its handlers, by event type and outcome (succeeded, failed, deferred, dead, released).",
+			"type", "outcome"),
+		deadLettered: counterVec(r, sub, "events_dead_lettered_total",
+			"Events given up on (max attempts spent or a permanent error), by event type.", "type"),
+		claims: counterVec(r, sub, "ledger_claims_total",
+			"Processed-events ledger claims by handler and result (claimed, taken_over, held_elsewhere, already_done).",
+			"handler", "result"),
+		types:           r.guard(),
+		handlers:        r.guard(),
+		outcomes:        r.guard(),
+		settledOutcomes: r.guard(),
+		results:         r.guard(),
+	}
+}
+
+// Enqueued counts n events of eventType inserted into the outbox. Call it
+// after the transaction committed.
+func (o *Outbox) Enqueued(eventType string, n int) {
+	if o == nil || n <= 0 {
+		return
+	}
+	o.enqueued.WithLabelValues(o.types.value(eventType)).Add(float64(n))
+}
+
+// Claimed counts n rows claimed by the db worker in one batch.
+func (o *Outbox) Claimed(n int) {
+	if o == nil || n <= 0 {
+		return
+	}
+	o.claimed.Add(float64(n))
+}
+
+// Handled counts one run of handler for an event of eventType ending with
+// outcome (one of the Outcome* values) and, when the handler ran (d > 0),
+// observes its duration. Runs are counted by handler, which already implies
+// the event type, to keep the series count down.
+func (o *Outbox) Handled(eventType, handler, outcome string, d time.Duration) {
+	if o == nil {
+		return
+	}
+	h := o.handlers.value(handler)
+	o.handled.WithLabelValues(h, o.outcomes.value(outcome)).Inc()
+	if d > 0 {
+		o.duration.WithLabelValues(h).Observe(d.Seconds())
+	}
+}
+
+// Settled counts one delivery of an event of eventType to all its handlers,
+// ending with outcome (the String of an outbox.Outcome: succeeded, failed,
+// deferred, dead, released).
+func (o *Outbox) Settled(eventType, outcome string) {
+	if o == nil {
+		return
+	}
+	o.settled.WithLabelValues(o.types.value(eventType), o.settledOutcomes.value(outcome)).Inc()
+}
+
+// DeadLettered counts one event of eventType given up on.
+func (o *Outbox) DeadLettered(eventType string) {
+	if o == nil {
+		return
+	}
+	o.deadLettered.WithLabelValues(o.types.value(eventType)).Inc()
+}
+
+// LedgerClaimed counts one ledger claim by handler ending with result (one
+// of the Claim* values).
+func (o *Outbox) LedgerClaimed(handler, result string) {
+	if o == nil {
+		return
+	}
+	o.claims.WithLabelValues(o.handlers.value(handler), o.results.value(result)).Inc()
+}
+
+// Outcomes of one delivery POST (label outcome of courier_delivery_*).
+const (
+	DeliveryDelivered = "delivered" // 2xx
+	DeliveryRetry     = "retry"     // 408, 429, 5xx, timeout, connection error: retried
+	DeliveryPermanent = "permanent" // 410 and other 4xx: recorded, not retried
+	DeliveryRefused   = "refused"   // not sent: private address or invalid target
+)
+
+// Delivery records outgoing deliveries. Host health and parked deliveries
+// are read at scrape time (see HostStats). A nil *Delivery records nothing.
+type Delivery struct {
+	attempts *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	parked   *prometheus.CounterVec
+
+	outcomes, states *labelGuard
+}
+
+func newDelivery(r *registrar) *Delivery {
+	const sub = "delivery"
+	return &Delivery{
+		attempts: counterVec(r, sub, "attempts_total",
+			"Delivery POSTs to remote inboxes by outcome (delivered, retry, permanent, refused) and HTTP status class (2xx..5xx, none when no response arrived).",
+			"outcome", "status_class"),
+		latency: histogramVec(r, sub, "duration_seconds",
+			"Time from sending a delivery POST to its response or failure, by outcome.", durationBuckets, "outcome"),
+		parked: counterVec(r, sub, "parked_total",
+			"Deliveries parked (postponed without spending an attempt) because their host was known down, by host state.", "state"),
+		outcomes: r.guard(),
+		states:   r.guard(),
+	}
+}
+
+// Attempt records one delivery POST: its outcome (DeliveryDelivered,
+// DeliveryRetry, DeliveryPermanent, DeliveryRefused), the HTTP status (0 when
+// no response arrived) and how long it took.
+func (d *Delivery) Attempt(outcome string, status int, took time.Duration) {
+	if d == nil {
+		return
+	}
+	o := d.outcomes.value(outcome)
+	d.attempts.WithLabelValues(o, StatusClass(status)).Inc()
+	if took > 0 {
+		d.latency.WithLabelValues(o).Observe(took.Seconds())
+	}
+}
+
+// Parked counts one delivery postponed because its host is in state (for
+// instance "unavailable").
+func (d *Delivery) Parked(state string) {
+	if d == nil {
+		return
+	}
+	d.parked.WithLabelValues(d.states.value(state)).Inc()
+}
+
+// Results of an inbound request other than rejections (label result of
+// courier_inbox_requests_total). Rejections use their reason as the result
+// ("bad_signature", "digest_mismatch", "date_out_of_window", ...).
+const (
+	InboxAccepted  = "accepted"  // verified, stored, answered 202
+	InboxDuplicate = "duplicate" // an activity already stored, answered 202
+)
+
+// Inbox records inbound requests to the inboxes. A nil *Inbox records
+// nothing.
+type Inbox struct {
+	requests *prometheus.CounterVec
+	results  *labelGuard
+}
+
+func newInbox(r *registrar) *Inbox {
+	return &Inbox{
+		requests: counterVec(r, "inbox", "requests_total",
+			"Inbound inbox POSTs by result: accepted, duplicate, or the rejection reason.", "result"),
+		results: r.guard(),
+	}
+}
+
+// Request counts one inbound request ending with result: InboxAccepted,
+// InboxDuplicate, or a short snake_case rejection reason.
+func (i *Inbox) Request(result string) {
+	if i == nil {
+		return
+	}
+	i.requests.WithLabelValues(i.results.value(result)).Inc()
+}
+
+// Relay records the state of the JetStream relay. The relay's publish and
+// defer counters are registered by the JetStream bus itself (see
+// ExternalNames). A nil *Relay records nothing.
+type Relay struct {
+	paused prometheus.Gauge
+	lag    prometheus.Gauge
+}
+
+func newRelay(r *registrar) *Relay {
+	const sub = "relay"
+	return &Relay{
+		paused: gauge(r, sub, "paused",
+			"1 while the relay is paused because the broker is unreachable, else 0."),
+		lag: gauge(r, sub, "lag_seconds",
+			"How long the oldest row of the relay's latest batch had been due when it was published (0 when idle)."),
+	}
+}
+
+// SetPaused records whether the relay is paused.
+func (r *Relay) SetPaused(paused bool) {
+	if r == nil {
+		return
+	}
+	if paused {
+		r.paused.Set(1)
+	} else {
+		r.paused.Set(0)
+	}
+}
+
+// SetLag records the relay's lag: how long the oldest row of its latest batch
+// had been due. Negative values are recorded as 0.
+func (r *Relay) SetLag(d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.lag.Set(max(d, 0).Seconds())
+}

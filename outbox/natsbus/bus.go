@@ -1,0 +1,340 @@
+// Package natsbus is the NATS backend of the outbox (EVENT_BUS_BACKEND=nats).
+//
+// The server only inserts outbox rows and never connects to NATS. The worker
+// runs a Bus, which has three parts:
+//
+//   - the relay claims due outbox rows in batches, publishes each to
+//     JetStream asynchronously with Nats-Msg-Id set to the event id, and marks
+//     a row done only once its publish is acknowledged (a duplicate ack
+//     counts). When the broker is unreachable or times out it defers the
+//     claimed rows with a growing pause, spending no attempt;
+//   - the consumer pulls from a durable consumer shared by every worker
+//     process and runs each message through the outbox Runner (the ledger):
+//     success acks, failure naks with the backoff of its delivery count, a
+//     deferral naks with the delay until then, a permanent failure
+//     terminates the message;
+//   - the advisory recorder consumes a stream that captures the consumer's
+//     max-deliveries and terminated advisories, counts them and records them
+//     in jetstream_exhausted, and performs the replays requested there
+//     (ListExhausted, Replay).
+//
+// In core mode (ModeCore) the relay publishes with plain NATS and the
+// consumer is a queue subscription: no broker dedup and no redelivery, only
+// the ledger. OPERATING.md says what each mode guarantees.
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/courier-ap/courier/outbox"
+)
+
+// ErrNotReady is wrapped by Ready while the bus is not connected or its
+// streams are not set up.
+var ErrNotReady = errors.New("natsbus: not ready")
+
+// ErrRunning is returned by a Run method called while the bus already runs.
+var ErrRunning = errors.New("natsbus: bus already running")
+
+// Bus relays outbox rows to NATS and consumes them. Create it with New and
+// start it with Run (or RunRelay / RunConsumer); it is not reusable while
+// running.
+type Bus struct {
+	cfg     Config
+	log     *slog.Logger
+	queue   Queue
+	metrics *busMetrics
+	running atomic.Bool
+
+	wake chan struct{} // Notify: new rows may be due
+
+	mu       sync.Mutex
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	setupErr error         // nil once streams and consumers are set up
+	back     chan struct{} // closed (and replaced) when the connection comes back
+}
+
+// New validates cfg and returns a Bus. It does not connect.
+func New(cfg Config) (*Bus, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	q := cfg.Queue
+	if q == nil {
+		q = outbox.NewQueue(cfg.DB, outbox.QueueOptions{Now: cfg.Now})
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Bus{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		queue:    q,
+		metrics:  m,
+		wake:     make(chan struct{}, 1),
+		back:     make(chan struct{}),
+		setupErr: fmt.Errorf("%w: not started", ErrNotReady),
+	}, nil
+}
+
+// Notify wakes the relay to look for due rows now. It never blocks; wire it
+// to sqlite.DB.OnWrite when the worker shares the process with writers.
+func (b *Bus) Notify() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Ready reports whether the bus can relay and consume: nil once it is
+// connected and its streams and consumers are set up, an error wrapping
+// ErrNotReady otherwise. cmd puts it behind /readyz.
+func (b *Bus) Ready() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.setupErr != nil {
+		return b.setupErr
+	}
+	if b.nc == nil {
+		return fmt.Errorf("%w: not connected", ErrNotReady)
+	}
+	if st := b.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("%w: connection to %s is %s", ErrNotReady, b.cfg.URL, st)
+	}
+	return nil
+}
+
+// part selects what a Run method runs.
+type part uint8
+
+const (
+	partRelay part = 1 << iota
+	partConsumer
+	partRecorder
+)
+
+// Run runs the relay, the consumer and (in JetStream mode) the advisory
+// recorder until ctx ends, then returns after every goroutine has ended. It
+// returns nil after a clean shutdown; a broker that is down is waited out,
+// not returned.
+func (b *Bus) Run(ctx context.Context) error {
+	return b.run(ctx, partRelay|partConsumer|partRecorder)
+}
+
+// RunRelay runs only the relay: outbox rows to NATS.
+func (b *Bus) RunRelay(ctx context.Context) error { return b.run(ctx, partRelay) }
+
+// RunConsumer runs only the consumer and (in JetStream mode) the advisory
+// recorder: NATS messages to the handlers.
+func (b *Bus) RunConsumer(ctx context.Context) error {
+	return b.run(ctx, partConsumer|partRecorder)
+}
+
+func (b *Bus) run(ctx context.Context, parts part) error {
+	if !b.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer b.running.Store(false)
+	if parts&partConsumer != 0 && b.cfg.Runner == nil {
+		return errors.New("natsbus: config: Runner is required to consume")
+	}
+	nc, err := b.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	b.mu.Lock()
+	b.nc = nc
+	b.setupErr = fmt.Errorf("%w: setting up", ErrNotReady)
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.nc, b.js = nil, nil
+		b.setupErr = fmt.Errorf("%w: stopped", ErrNotReady)
+		b.mu.Unlock()
+	}()
+
+	var js jetstream.JetStream
+	if b.cfg.Mode == ModeJetStream {
+		js, err = jetstream.New(nc,
+			jetstream.WithPublishAsyncMaxPending(b.cfg.MaxInFlight),
+			jetstream.WithPublishAsyncTimeout(b.cfg.PublishTimeout),
+			jetstream.WithDefaultTimeout(b.cfg.PublishTimeout))
+		if err != nil {
+			return fmt.Errorf("natsbus: jetstream: %w", err)
+		}
+		defer js.CleanupPublisher()
+		if !b.setup(ctx, js) {
+			return nil // ctx ended before the broker could be set up
+		}
+	}
+	b.mu.Lock()
+	b.js = js
+	b.setupErr = nil
+	b.mu.Unlock()
+	b.log.InfoContext(ctx, "nats bus started", "mode", string(b.cfg.Mode), "stream", b.cfg.Stream,
+		"consumer", b.cfg.Consumer)
+
+	var (
+		coreSub *nats.Subscription
+		coreCh  chan *nats.Msg
+	)
+	if js == nil && parts&partConsumer != 0 {
+		if coreSub, coreCh, err = b.subscribeCore(nc); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	start := func(name string, fn func(context.Context) error) {
+		wg.Go(func() {
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				errs <- fmt.Errorf("natsbus: %s: %w", name, err)
+			}
+		})
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ctx = runCtx
+	if parts&partRelay != 0 {
+		start("relay", func(ctx context.Context) error { return b.relay(ctx, nc, js) })
+	}
+	if parts&partConsumer != 0 {
+		if js != nil {
+			start("consumer", func(ctx context.Context) error { return b.consume(ctx, js) })
+		} else {
+			start("consumer", func(ctx context.Context) error { return b.consumeCore(ctx, coreSub, coreCh) })
+		}
+	}
+	if parts&partRecorder != 0 && js != nil {
+		start("advisory recorder", func(ctx context.Context) error { return b.recordAdvisories(ctx, js) })
+		start("replayer", func(ctx context.Context) error { return b.replayLoop(ctx, js) })
+	}
+	var first error
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case first = <-errs:
+		cancel()
+		<-done
+	case <-done:
+	}
+	select {
+	case err := <-errs:
+		if first == nil {
+			first = err
+		}
+	default:
+	}
+	return first
+}
+
+// connect dials NATS. It does not wait for the server: with
+// RetryOnFailedConnect the connection keeps trying in the background and
+// Ready reports it. Only a configuration error (a bad URL, TLS settings)
+// fails here.
+func (b *Bus) connect() (*nats.Conn, error) {
+	log := b.log
+	nc, err := nats.Connect(b.cfg.URL,
+		nats.Name(b.cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(b.cfg.ReconnectWait),
+		nats.ReconnectJitter(b.cfg.ReconnectWait/4, b.cfg.ReconnectWait/4),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected; reconnecting", "err", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("nats reconnected", "server", c.ConnectedUrlRedacted())
+			b.signalBack()
+		}),
+		nats.ConnectHandler(func(c *nats.Conn) {
+			log.Info("nats connected", "server", c.ConnectedUrlRedacted())
+			b.signalBack()
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Warn("nats async error", "subject", subj, "err", err)
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("natsbus: connect %s: %w", b.cfg.URL, err)
+	}
+	return nc, nil
+}
+
+// setup creates or reconciles the streams and consumers, retrying with a
+// growing pause while the broker is unreachable or refuses. It reports
+// false when ctx ended first.
+func (b *Bus) setup(ctx context.Context, js jetstream.JetStream) bool {
+	pause := b.cfg.PauseMin
+	for attempt := 1; ; attempt++ {
+		sctx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
+		err := b.reconcile(sctx, js)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		b.mu.Lock()
+		b.setupErr = fmt.Errorf("%w: set up JetStream: %w", ErrNotReady, err)
+		b.mu.Unlock()
+		level := slog.LevelWarn
+		if attempt > 1 && attempt%10 != 0 {
+			level = slog.LevelDebug // one line per ten failed tries is enough
+		} else if errors.Is(err, errUnusable) {
+			level = slog.LevelError // retrying cannot fix it: an operator must
+		}
+		b.log.Log(ctx, level, "jetstream setup failed; retrying", "attempt", attempt, "delay", pause, "err", err)
+		if !b.sleep(ctx, pause) {
+			return false
+		}
+		pause = min(pause*2, b.cfg.PauseMax)
+	}
+}
+
+// signalBack wakes everything waiting for the connection to come back.
+func (b *Bus) signalBack() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.back)
+	b.back = make(chan struct{})
+}
+
+// backCh returns a channel closed when the connection next comes back.
+func (b *Bus) backCh() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.back
+}
+
+// sleep waits d or until the connection comes back; false when ctx ended.
+func (b *Bus) sleep(ctx context.Context, d time.Duration) bool {
+	back := b.backCh()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-back:
+	}
+	return true
+}

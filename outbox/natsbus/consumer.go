@@ -1,0 +1,324 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/courier-ap/courier/outbox"
+)
+
+// maxReasonLen bounds the reason sent with Term (it travels in the
+// terminated advisory and is recorded).
+const maxReasonLen = 256
+
+// consume runs the JetStream consumer until ctx ends: Concurrency workers
+// take messages from one pull iterator and run them through the Runner.
+// When the iterator fails (the consumer was deleted, the connection closed)
+// it is recreated after a growing pause.
+func (b *Bus) consume(ctx context.Context, js jetstream.JetStream) error {
+	hctx, stop := b.handlerContext(ctx)
+	work := make(chan jetstream.Msg)
+	var wg sync.WaitGroup
+	for range b.cfg.Concurrency {
+		wg.Go(func() {
+			for m := range work {
+				b.handleMsg(hctx, m)
+			}
+		})
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+		stop()
+	}()
+	pause := b.cfg.PauseMin
+	for {
+		err := b.pull(ctx, js, work)
+		if ctx.Err() != nil {
+			return nil
+		}
+		b.log.WarnContext(ctx, "jetstream consumer stopped; restarting", "stream", b.cfg.Stream,
+			"consumer", b.cfg.Consumer, "delay", pause, "err", err)
+		if !b.sleep(ctx, pause) {
+			return nil
+		}
+		pause = min(pause*2, b.cfg.PauseMax)
+	}
+}
+
+// handlerContext returns the context handlers run under: it outlives ctx by
+// ShutdownGrace, so running handlers may finish at shutdown. stop releases
+// it once the handlers have returned.
+func (b *Bus) handlerContext(ctx context.Context) (hctx context.Context, stop func()) {
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var timer *time.Timer
+	unregister := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(b.cfg.ShutdownGrace, cancel)
+	})
+	return hctx, func() {
+		unregister()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
+
+// pull feeds work from one Messages iterator until ctx ends or the
+// iterator fails. At shutdown the messages the client had buffered are
+// nak'ed so another worker gets them at once instead of after AckWait.
+func (b *Bus) pull(ctx context.Context, js jetstream.JetStream, work chan<- jetstream.Msg) error {
+	cons, err := js.Consumer(ctx, b.cfg.Stream, b.cfg.Consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		if rerr := b.reconcile(ctx, js); rerr != nil {
+			return fmt.Errorf("recreate consumer: %w", rerr)
+		}
+		cons, err = js.Consumer(ctx, b.cfg.Stream, b.cfg.Consumer)
+	}
+	if err != nil {
+		return fmt.Errorf("consumer %s > %s: %w", b.cfg.Stream, b.cfg.Consumer, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(b.cfg.Concurrency))
+	if err != nil {
+		return fmt.Errorf("consumer %s > %s: messages: %w", b.cfg.Stream, b.cfg.Consumer, err)
+	}
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				b.drain(it)
+				return nil
+			}
+			it.Stop()
+			return err
+		}
+		select {
+		case work <- m:
+		case <-ctx.Done():
+			_ = m.Nak()
+			b.drain(it)
+			return nil
+		}
+	}
+}
+
+// drain stops it and naks the messages it still buffers (bounded).
+func (b *Bus) drain(it jetstream.MessagesContext) {
+	it.Drain()
+	for range 2 * b.cfg.Concurrency {
+		m, err := it.Next(jetstream.NextMaxWait(time.Second))
+		if err != nil {
+			break
+		}
+		_ = m.Nak()
+	}
+	it.Stop()
+}
+
+// handleMsg runs one message through the Runner and applies the verdict.
+func (b *Bus) handleMsg(ctx context.Context, m jetstream.Msg) {
+	meta, err := m.Metadata()
+	if err != nil {
+		b.log.WarnContext(ctx, "jetstream message without metadata; terminated", "subject", m.Subject(), "err", err)
+		_ = m.Term()
+		return
+	}
+	attempt := int(meta.NumDelivered)
+	ev, err := decode(m.Headers(), m.Data())
+	if err != nil {
+		b.log.ErrorContext(ctx, "jetstream message is not a courier event; terminated", "subject", m.Subject(),
+			"stream_seq", meta.Sequence.Stream, "err", err)
+		_ = m.TermWithReason(truncate("courier: "+err.Error(), maxReasonLen))
+		return
+	}
+	p := &progress{msg: m, every: max(b.cfg.AckWait/10, 10*time.Millisecond), last: time.Now()}
+	res := b.cfg.Runner.Run(outbox.WithProgress(ctx, p.signal), ev, attempt)
+	b.metrics.delivered(res.Outcome)
+	b.settleMsg(ctx, m, meta, ev, attempt, res)
+}
+
+// settleMsg applies a Runner verdict to a message:
+//
+//   - Succeeded acks;
+//   - Failed naks with the backoff of the delivery count;
+//   - Deferred naks with the delay until Result.Next;
+//   - Released (shutdown) naks for immediate redelivery;
+//   - Dead with a permanent error terminates the message, which the
+//     terminated advisory records as dead.
+//
+// On the final delivery (NumDelivered = MaxAttempts) anything but success
+// logs "event exhausted max deliveries" at error level and naks without
+// delay, so the server gives up at once and sends the max-deliveries
+// advisory.
+func (b *Bus) settleMsg(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, ev outbox.Event, attempt int, res outbox.Result) {
+	final := attempt >= b.cfg.MaxAttempts
+	var perm *outbox.PermanentError
+	var err error
+	switch {
+	case res.Outcome == outbox.Succeeded:
+		err = m.Ack()
+	case res.Outcome == outbox.Dead && errors.As(res.Err, &perm):
+		b.log.WarnContext(ctx, "jetstream message terminated: permanent failure", "event_id", ev.ID,
+			"type", ev.Type, "attempt", attempt, "stream_seq", meta.Sequence.Stream, "err", res.Err)
+		err = m.TermWithReason(truncate(errString(res.Err), maxReasonLen))
+	case final:
+		b.log.ErrorContext(ctx, "event exhausted max deliveries", "event_id", ev.ID, "type", ev.Type,
+			"attempt", attempt, "max_deliver", b.cfg.MaxAttempts, "stream_seq", meta.Sequence.Stream,
+			"outcome", res.Outcome.String(), "err", res.Err)
+		err = m.Nak()
+	case res.Outcome == outbox.Dead:
+		// The Runner allows fewer attempts than max_deliver: its verdict
+		// stands, and the terminated advisory records it.
+		b.log.WarnContext(ctx, "jetstream message terminated: runner attempts exhausted before max_deliver",
+			"event_id", ev.ID, "type", ev.Type, "attempt", attempt, "max_deliver", b.cfg.MaxAttempts)
+		err = m.TermWithReason(truncate("attempts exhausted: "+errString(res.Err), maxReasonLen))
+	case res.Outcome == outbox.Released:
+		err = m.Nak()
+	case res.Outcome == outbox.Deferred:
+		d := res.Next.Sub(b.cfg.Now())
+		b.log.DebugContext(ctx, "event deferred", "event_id", ev.ID, "attempt", attempt, "delay", d,
+			"reason", res.Reason)
+		err = nakAfter(m, d)
+	default: // Failed
+		d := b.retryDelay(res, attempt)
+		b.log.InfoContext(ctx, "event failed; redelivery scheduled", "event_id", ev.ID, "type", ev.Type,
+			"attempt", attempt, "delay", d, "err", res.Err)
+		err = nakAfter(m, d)
+	}
+	if err != nil {
+		// The message comes back after AckWait; the ledger makes that safe.
+		b.log.DebugContext(ctx, "jetstream settle failed", "event_id", ev.ID, "outcome", res.Outcome.String(),
+			"err", err)
+	}
+}
+
+// retryDelay is the nak delay after a failed delivery: Config.Backoff (if
+// set) raised to a handler's Retry-After, else the Runner's own schedule.
+func (b *Bus) retryDelay(res outbox.Result, attempt int) time.Duration {
+	if b.cfg.Backoff == nil {
+		if d := res.Next.Sub(b.cfg.Now()); d > 0 {
+			return d
+		}
+		return outbox.Backoff(attempt)
+	}
+	d := b.cfg.Backoff(attempt)
+	var ra *outbox.RetryAfterError
+	if errors.As(res.Err, &ra) && ra.After > d {
+		d = ra.After
+	}
+	return d
+}
+
+func nakAfter(m jetstream.Msg, d time.Duration) error {
+	if d <= 0 {
+		return m.Nak()
+	}
+	return m.NakWithDelay(d)
+}
+
+// progress turns outbox.Progress calls into InProgress acks, at most one per
+// interval, so a chatty handler does not flood the server.
+type progress struct {
+	msg   jetstream.Msg
+	every time.Duration
+	mu    sync.Mutex
+	last  time.Time
+}
+
+func (p *progress) signal() {
+	now := time.Now()
+	p.mu.Lock()
+	if now.Sub(p.last) < p.every {
+		p.mu.Unlock()
+		return
+	}
+	p.last = now
+	p.mu.Unlock()
+	_ = p.msg.InProgress()
+}
+
+// subscribeCore joins the core-mode queue group shared by every worker
+// process. run subscribes before the relay starts, so that in one process
+// nothing is published before someone listens.
+func (b *Bus) subscribeCore(nc *nats.Conn) (*nats.Subscription, chan *nats.Msg, error) {
+	ch := make(chan *nats.Msg, 4*b.cfg.Concurrency)
+	sub, err := nc.ChanQueueSubscribe(b.cfg.SubjectPrefix+".>", b.cfg.QueueGroup, ch)
+	if err != nil {
+		return nil, nil, fmt.Errorf("natsbus: subscribe %s.>: %w", b.cfg.SubjectPrefix, err)
+	}
+	return sub, ch, nil
+}
+
+// consumeCore runs the core-mode consumer until ctx ends: each message of
+// the subscription runs once through the Runner. Core NATS cannot redeliver,
+// so a failure is logged and the event is not retried (the ledger still
+// prevents double handling).
+func (b *Bus) consumeCore(ctx context.Context, sub *nats.Subscription, ch chan *nats.Msg) error {
+	hctx, stop := b.handlerContext(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for range b.cfg.Concurrency {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m := <-ch:
+					b.handleCore(hctx, m)
+				}
+			}
+		})
+	}
+	<-ctx.Done()
+	if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		b.log.DebugContext(ctx, "core unsubscribe failed", "err", err)
+	}
+	wg.Wait()
+	if n := len(ch); n > 0 {
+		b.log.WarnContext(ctx, "core mode: events received but not handled at shutdown are lost", "events", n)
+	}
+	return nil
+}
+
+func (b *Bus) handleCore(ctx context.Context, m *nats.Msg) {
+	ev, err := decode(m.Header, m.Data)
+	if err != nil {
+		b.log.ErrorContext(ctx, "core message is not a courier event; dropped", "subject", m.Subject, "err", err)
+		return
+	}
+	res := b.cfg.Runner.Run(ctx, ev, 1)
+	b.metrics.delivered(res.Outcome)
+	if res.Outcome != outbox.Succeeded {
+		b.log.ErrorContext(ctx, "core mode: event not handled and not retried (no redelivery in core mode)",
+			"event_id", ev.ID, "type", ev.Type, "outcome", res.Outcome.String(), "err", res.Err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	return err.Error()
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,140 @@
+package natsbus
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/courier-ap/courier/outbox"
+)
+
+// The same event relayed twice lands once in the stream: the second publish
+// carries the same Nats-Msg-Id, the broker answers with a duplicate ack, and
+// that ack still marks the row done.
+func TestRelaySameEventTwiceLandsOnce(t *testing.T) {
+	t.Parallel()
+	testRelaySameEventTwiceLandsOnce(t, newBroker)
+}
+
+func testRelaySameEventTwiceLandsOnce(t *testing.T, newBroker brokerFunc) {
+	br := newBroker(t)
+	db := newDB(t)
+	_, js := br.js(t)
+	bus := mustNew(t, fastConfig(br.url(), db, nil, nil))
+	stop := runBus(t, bus, (*Bus).RunRelay)
+	waitReady(t, bus)
+
+	evs := enqueue(t, db, testEvents(3, "delivery.post")...)
+	waitFor(t, 10*time.Second, "rows done", func() bool {
+		return count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'done'`) == 3
+	})
+	if n := streamMsgs(t, js, DefaultStream); n != 3 {
+		t.Fatalf("stream holds %d messages after the first relay, want 3", n)
+	}
+	// A relay that crashed after publishing and before marking done runs the
+	// rows again: put them back to pending.
+	if _, err := db.Write.Exec(`UPDATE event_queue SET status = 'pending', claimed_at = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	bus.Notify()
+	waitFor(t, 10*time.Second, "rows done again", func() bool {
+		return count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'done'`) == 3
+	})
+	stop()
+	if n := streamMsgs(t, js, DefaultStream); n != 3 {
+		t.Fatalf("stream holds %d messages after relaying the same events twice, want 3", n)
+	}
+	// The stored message carries the event.
+	s, err := js.Stream(context.Background(), DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := s.GetMsg(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.Header.Get(jetstream.MsgIDHeader) != evs[0].ID || raw.Header.Get(HeaderEventID) != evs[0].ID ||
+		raw.Subject != "courier.events.delivery.post" || string(raw.Data) != string(evs[0].Payload) {
+		t.Errorf("stored message %s %v %s does not carry event %+v", raw.Subject, raw.Header, raw.Data, evs[0])
+	}
+}
+
+// A broker stopped for longer than several pause periods mid-run and
+// restarted on the same store leaves zero rows dead-lettered and every event
+// handled, once per handler.
+func TestBrokerOutageLosesNothing(t *testing.T) {
+	t.Parallel()
+	testBrokerOutageLosesNothing(t, newBroker)
+}
+
+func testBrokerOutageLosesNothing(t *testing.T, newBroker brokerFunc) {
+	br := newBroker(t)
+	db := newDB(t)
+	logs := &logBuffer{}
+	reg := outbox.NewRegistry()
+	var mu sync.Mutex
+	handled := map[string]int{}
+	reg.Handle("delivery.post", "record", func(ctx context.Context, ev outbox.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		handled[ev.ID]++
+		return nil
+	})
+	handledCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled)
+	}
+	runner := newRunner(t, db, reg, 5, 30*time.Second, nil)
+	cfg := fastConfig(br.url(), db, runner, logs)
+	cfg.MaxAttempts = 5
+	cfg.PublishTimeout = 500 * time.Millisecond
+	bus := mustNew(t, cfg)
+	stop := runBus(t, bus, (*Bus).Run)
+	waitReady(t, bus)
+
+	const first, during, after = 50, 50, 20
+	enqueue(t, db, testEvents(first, "delivery.post")...)
+	waitFor(t, 20*time.Second, "first events handled", func() bool { return handledCount() == first })
+
+	br.stop()
+	waitFor(t, 10*time.Second, "bus not ready during outage", func() bool { return bus.Ready() != nil })
+	enqueue(t, db, testEvents(during, "delivery.post")...)
+	// Much longer than PauseMax: the relay defers the rows again and again.
+	time.Sleep(2 * time.Second)
+	if n := len(logs.records("nats unreachable; relay paused, rows deferred without spending an attempt")); n == 0 {
+		t.Error("no pause logged during the outage")
+	}
+	if n := count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE attempts > 0 OR status = 'dead_lettered'`); n != 0 {
+		t.Errorf("%d rows spent an attempt or were dead-lettered during the outage", n)
+	}
+	br.start()
+	waitReady(t, bus)
+	enqueue(t, db, testEvents(after, "delivery.post")...)
+
+	total := first + during + after
+	waitFor(t, 30*time.Second, "every event handled", func() bool { return handledCount() == total })
+	waitFor(t, 10*time.Second, "every row done", func() bool {
+		return count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'done'`) == total
+	})
+	stop()
+	if n := count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'dead_lettered' OR attempts > 0`); n != 0 {
+		t.Errorf("%d rows dead-lettered or spent attempts", n)
+	}
+	if n := count(t, db.Write, `SELECT COUNT(*) FROM processed_events WHERE status = 'done'`); n != total {
+		t.Errorf("ledger holds %d done rows, want %d", n, total)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range handled {
+		if n != 1 {
+			t.Errorf("event %s handled %d times", id, n)
+		}
+	}
+	if len(logs.records("nats reachable again; relay resumed")) == 0 {
+		t.Error("relay did not log its resumption")
+	}
+}

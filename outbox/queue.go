@@ -1,0 +1,494 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors of the queue's row operations.
+var (
+	// ErrNotFound: no outbox row has that id.
+	ErrNotFound = errors.New("outbox: not found")
+	// ErrState: the row is not in a status that allows the operation (for
+	// example retrying a row that is not dead-lettered).
+	ErrState = errors.New("outbox: row is not in a status that allows this")
+)
+
+// maxErrorLen bounds the last_error stored on a row.
+const maxErrorLen = 2000
+
+// Row is one outbox row as the queue sees it.
+type Row struct {
+	// ID is the row's primary key.
+	ID int64
+	// Event is the row's event; Event.ID is empty for a row from a foreign
+	// writer that has no event id (no ledger dedup for it).
+	Event         Event
+	Status        string
+	Attempts      int // attempts spent (failed deliveries)
+	NextAttemptAt time.Time
+	// ClaimedAt is when the row was claimed (zero when it is not); it is the
+	// claim's owner token: settling a row requires the same value, so a
+	// claimer whose lease expired cannot overwrite a newer claim's outcome.
+	ClaimedAt time.Time
+	LastError string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Attempt is the 1-based number of the delivery this claimed row is on.
+func (r Row) Attempt() int { return r.Attempts + 1 }
+
+// QueueOptions configures a Queue.
+type QueueOptions struct {
+	// Read is a pool for the queries of List, Get, Ledger and Stats (default:
+	// the writer). sqlite.DB.Read is the right one.
+	Read *sql.DB
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Queue is the row-level API of the outbox table event_queue: claiming due
+// rows with a lease and settling them (the relay of the JetStream bus and the
+// db worker), and what operators need (list, get, retry, discard, release).
+type Queue struct {
+	write *sql.DB
+	read  *sql.DB
+	now   func() time.Time
+	tok   *tokenClock
+}
+
+// NewQueue returns a Queue over the writer db (its transactions must begin
+// with a write lock, as sqlite.DB.Write's do).
+func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
+	q := &Queue{write: db, read: opts.Read, now: opts.Now, tok: &tokenClock{}}
+	if q.read == nil {
+		q.read = db
+	}
+	if q.now == nil {
+		q.now = time.Now
+	}
+	return q
+}
+
+const rowColumns = `id, event_id, type, target, payload, status, attempts, next_attempt_at, claimed_at,
+	last_error, occurred_at, created_at, updated_at`
+
+const (
+	sqlClaimStale = `UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
+		WHERE id IN (SELECT id FROM event_queue WHERE status = 'processing' AND claimed_at <= ?
+			ORDER BY claimed_at LIMIT ?)
+		RETURNING ` + rowColumns
+	sqlClaimDue = `UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
+		WHERE id IN (SELECT id FROM event_queue WHERE status = 'pending' AND next_attempt_at <= ?
+			ORDER BY next_attempt_at, id LIMIT ?)
+		RETURNING ` + rowColumns
+	sqlRowDone = `UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
+		WHERE id = ? AND status = 'processing' AND claimed_at = ?`
+	sqlRowFail = `UPDATE event_queue SET status = 'pending', attempts = attempts + 1, next_attempt_at = ?,
+		last_error = ?, claimed_at = NULL, updated_at = ?
+		WHERE id = ? AND status = 'processing' AND claimed_at = ?`
+	sqlRowDefer = `UPDATE event_queue SET status = 'pending', next_attempt_at = ?, claimed_at = NULL, updated_at = ?
+		WHERE id = ? AND status = 'processing' AND claimed_at = ?`
+	sqlRowDead = `UPDATE event_queue SET status = 'dead_lettered', attempts = attempts + ?, last_error = ?,
+		claimed_at = NULL, updated_at = ?
+		WHERE id = ? AND status = 'processing' AND claimed_at = ?`
+)
+
+// Claim claims up to limit rows in one write transaction: first rows whose
+// claim is older than lease (a claimer that died), then due pending rows,
+// oldest first. Claimed rows are 'processing' with ClaimedAt set to the
+// claim's owner token. Settle them with Settle (or Complete, Defer, Release).
+func (q *Queue) Claim(ctx context.Context, limit int, lease time.Duration) ([]Row, error) {
+	var rows []Row
+	err := inTx(ctx, q.write, func(s *stmts) error {
+		var err error
+		rows, err = claimRows(s, q.tok.next(q.now()), q.now(), limit, lease)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	return rows, nil
+}
+
+// claimRows claims up to limit rows with owner token token.
+func claimRows(s *stmts, token int64, now time.Time, limit int, lease time.Duration) ([]Row, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	nowMs := now.UnixMilli()
+	rows, err := scanClaim(s, sqlClaimStale, token, nowMs, nowMs-lease.Milliseconds(), limit)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) < limit {
+		due, err := scanClaim(s, sqlClaimDue, token, nowMs, nowMs, limit-len(rows))
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, due...)
+	}
+	return rows, nil
+}
+
+func scanClaim(s *stmts, query string, args ...any) ([]Row, error) {
+	rs, err := s.query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []Row
+	for rs.Next() {
+		r, err := scanRow(rs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanRow(sc scanner) (Row, error) {
+	var (
+		r                    Row
+		eventID, target, msg sql.NullString
+		payload              string
+		next, occ, cr, up    int64
+		claimed              sql.NullInt64
+	)
+	if err := sc.Scan(&r.ID, &eventID, &r.Event.Type, &target, &payload, &r.Status, &r.Attempts, &next,
+		&claimed, &msg, &occ, &cr, &up); err != nil {
+		return Row{}, err
+	}
+	r.Event.ID, r.Event.Target, r.LastError = eventID.String, target.String, msg.String
+	r.Event.Payload = []byte(payload)
+	r.Event.OccurredAt = time.UnixMilli(occ)
+	r.NextAttemptAt = time.UnixMilli(next)
+	if claimed.Valid {
+		r.ClaimedAt = time.UnixMilli(claimed.Int64)
+	}
+	r.CreatedAt, r.UpdatedAt = time.UnixMilli(cr), time.UnixMilli(up)
+	return r, nil
+}
+
+// Settlement is the outcome to apply to a claimed row.
+type Settlement struct {
+	// Row is the row as Claim returned it (ID and ClaimedAt identify the
+	// claim).
+	Row Row
+	// Result is the delivery's verdict (Runner.Run). Released puts the row
+	// back to pending at Result.Next (now when zero) without spending an
+	// attempt; Deferred does the same at Result.Next.
+	Result Result
+}
+
+// Settle applies settlements to their rows in one write transaction. A row
+// whose claim is no longer the one settled (its lease expired and another
+// claimer took it) is left alone. It returns how many rows were changed.
+func (q *Queue) Settle(ctx context.Context, settlements ...Settlement) (int, error) {
+	var n int
+	err := inTx(ctx, q.write, func(s *stmts) error {
+		n = 0
+		for _, st := range settlements {
+			ok, err := settleRow(s, q.now(), st)
+			if err != nil {
+				return err
+			}
+			if ok {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: settle: %w", err)
+	}
+	return n, nil
+}
+
+// Complete marks claimed rows done.
+func (q *Queue) Complete(ctx context.Context, rows ...Row) (int, error) {
+	return q.Settle(ctx, settleAll(rows, Result{Outcome: Succeeded})...)
+}
+
+// Defer puts claimed rows back to pending, due at until, without spending an
+// attempt (the relay's answer to an unreachable broker).
+func (q *Queue) Defer(ctx context.Context, until time.Time, rows ...Row) (int, error) {
+	return q.Settle(ctx, settleAll(rows, Result{Outcome: Deferred, Next: until})...)
+}
+
+// Release puts claimed rows back to pending, due now, without spending an
+// attempt (shutdown).
+func (q *Queue) Release(ctx context.Context, rows ...Row) (int, error) {
+	return q.Settle(ctx, settleAll(rows, Result{Outcome: Released, Next: q.now()})...)
+}
+
+func settleAll(rows []Row, res Result) []Settlement {
+	out := make([]Settlement, len(rows))
+	for i, r := range rows {
+		out[i] = Settlement{Row: r, Result: res}
+	}
+	return out
+}
+
+// settleRow applies one settlement; it reports whether the row changed.
+func settleRow(s *stmts, now time.Time, st Settlement) (bool, error) {
+	if st.Row.ClaimedAt.IsZero() {
+		return false, fmt.Errorf("row %d: not claimed", st.Row.ID)
+	}
+	token, nowMs := st.Row.ClaimedAt.UnixMilli(), now.UnixMilli()
+	res := st.Result
+	var (
+		n   int64
+		err error
+	)
+	switch res.Outcome {
+	case Succeeded:
+		n, err = s.exec(sqlRowDone, nowMs, st.Row.ID, token)
+	case Failed:
+		next := res.Next
+		if next.IsZero() {
+			next = now.Add(Backoff(st.Row.Attempt()))
+		}
+		n, err = s.exec(sqlRowFail, next.UnixMilli(), errText(res.Err), nowMs, st.Row.ID, token)
+	case Deferred, Released:
+		next := res.Next
+		if next.IsZero() {
+			next = now
+		}
+		n, err = s.exec(sqlRowDefer, next.UnixMilli(), nowMs, st.Row.ID, token)
+	case Dead:
+		n, err = s.exec(sqlRowDead, 1, errText(res.Err), nowMs, st.Row.ID, token)
+	default:
+		return false, fmt.Errorf("row %d: unknown outcome %d", st.Row.ID, res.Outcome)
+	}
+	if err != nil {
+		return false, fmt.Errorf("row %d: %w", st.Row.ID, err)
+	}
+	return n == 1, nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	s := err.Error()
+	if len(s) > maxErrorLen {
+		s = s[:maxErrorLen]
+	}
+	return s
+}
+
+// Filter selects rows for List. Zero fields do not filter.
+type Filter struct {
+	Status string
+	Type   string
+	Target string
+	// EventID selects the row of one event.
+	EventID string
+	// AfterID pages: only rows with a larger id.
+	AfterID int64
+	// Limit bounds the result (default 100, at most 1000).
+	Limit int
+}
+
+// List returns rows matching f in id order.
+func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	if f.Status != "" {
+		add("status = ?", f.Status)
+	}
+	if f.Type != "" {
+		add("type = ?", f.Type)
+	}
+	if f.Target != "" {
+		add("target = ?", f.Target)
+	}
+	if f.EventID != "" {
+		add("event_id = ?", f.EventID)
+	}
+	add("id > ?", f.AfterID)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	args = append(args, limit)
+	query := `SELECT ` + rowColumns + ` FROM event_queue WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY id LIMIT ?`
+	rs, err := q.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list: %w", err)
+	}
+	defer rs.Close()
+	var out []Row
+	for rs.Next() {
+		r, err := scanRow(rs)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: list: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: list: %w", err)
+	}
+	return out, nil
+}
+
+// Get returns the row with primary key id, or ErrNotFound.
+func (q *Queue) Get(ctx context.Context, id int64) (Row, error) {
+	r, err := scanRow(q.read.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM event_queue WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Row{}, fmt.Errorf("outbox: get row %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Row{}, fmt.Errorf("outbox: get row %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// Retry puts a dead-lettered row back to pending, due now, with its attempts
+// reset. Its ledger is left as it is: handlers already done stay skipped.
+func (q *Queue) Retry(ctx context.Context, id int64) error {
+	now := q.now().UnixMilli()
+	return q.change(ctx, "retry", id, `UPDATE event_queue SET status = 'pending', attempts = 0,
+		next_attempt_at = ?, claimed_at = NULL, updated_at = ? WHERE id = ? AND status = 'dead_lettered'`,
+		now, now, id)
+}
+
+// Discard deletes a dead-lettered or pending row (never one being
+// processed).
+func (q *Queue) Discard(ctx context.Context, id int64) error {
+	return q.change(ctx, "discard", id,
+		`DELETE FROM event_queue WHERE id = ? AND status IN ('dead_lettered', 'pending')`, id)
+}
+
+func (q *Queue) change(ctx context.Context, op string, id int64, query string, args ...any) error {
+	err := inTx(ctx, q.write, func(s *stmts) error {
+		n, err := s.exec(query, args...)
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+		var status string
+		err = s.tx.QueryRowContext(ctx, `SELECT status FROM event_queue WHERE id = ?`, id).Scan(&status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w (status %s)", ErrState, status)
+	})
+	if err != nil {
+		return fmt.Errorf("outbox: %s row %d: %w", op, id, err)
+	}
+	return nil
+}
+
+// ReleaseTarget makes every pending row of target due now (rows parked or
+// backing off for a host that is known to be back). Attempts are kept. It
+// returns how many rows it changed.
+func (q *Queue) ReleaseTarget(ctx context.Context, target string) (int64, error) {
+	var n int64
+	now := q.now().UnixMilli()
+	err := inTx(ctx, q.write, func(s *stmts) error {
+		var err error
+		n, err = s.exec(`UPDATE event_queue SET next_attempt_at = ?, updated_at = ?
+			WHERE target = ? AND status = 'pending' AND next_attempt_at > ?`, now, now, target, now)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: release target: %w", err)
+	}
+	return n, nil
+}
+
+// Stats counts the outbox rows by status and type.
+type Stats map[string]map[string]int64
+
+// Stats returns the number of rows per status and event type (a gauge of
+// the backlog for metrics and the admin API).
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	rs, err := q.read.QueryContext(ctx, `SELECT status, type, COUNT(*) FROM event_queue GROUP BY status, type`)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: stats: %w", err)
+	}
+	defer rs.Close()
+	st := Stats{}
+	for rs.Next() {
+		var status, typ string
+		var n int64
+		if err := rs.Scan(&status, &typ, &n); err != nil {
+			return nil, fmt.Errorf("outbox: stats: %w", err)
+		}
+		if st[status] == nil {
+			st[status] = map[string]int64{}
+		}
+		st[status][typ] = n
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: stats: %w", err)
+	}
+	return st, nil
+}
+
+// SweepResult counts what Sweep deleted.
+type SweepResult struct {
+	Ledger int64 // processed_events rows
+	Done   int64 // done event_queue rows
+}
+
+// sweepChunk bounds each delete transaction of Sweep, and sweepChunks the
+// number of them per call, so a sweep never holds the write lock for long.
+const (
+	sweepChunk  = 1000
+	sweepChunks = 1000
+)
+
+// Sweep deletes ledger rows started before ledgerBefore and done outbox rows
+// last updated before doneBefore, in bounded chunks.
+func (q *Queue) Sweep(ctx context.Context, ledgerBefore, doneBefore time.Time) (SweepResult, error) {
+	var res SweepResult
+	for _, job := range []struct {
+		query  string
+		before time.Time
+		n      *int64
+	}{
+		{`DELETE FROM processed_events WHERE rowid IN
+			(SELECT rowid FROM processed_events WHERE started_at < ? LIMIT ?)`, ledgerBefore, &res.Ledger},
+		{`DELETE FROM event_queue WHERE id IN
+			(SELECT id FROM event_queue WHERE status = 'done' AND updated_at < ? LIMIT ?)`, doneBefore, &res.Done},
+	} {
+		for range sweepChunks {
+			var n int64
+			err := inTx(ctx, q.write, func(s *stmts) error {
+				var err error
+				n, err = s.exec(job.query, job.before.UnixMilli(), sweepChunk)
+				return err
+			})
+			if err != nil {
+				return res, fmt.Errorf("outbox: sweep: %w", err)
+			}
+			*job.n += n
+			if n < sweepChunk {
+				break
+			}
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,443 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// WorkerConfig configures the db bus worker (EVENT_BUS_BACKEND=db).
+type WorkerConfig struct {
+	// DB is the writer: a *sql.DB whose transactions begin with a write lock
+	// (BEGIN IMMEDIATE), as sqlite.DB.Write. Required.
+	DB *sql.DB
+	// Read is a read pool for the queue's queries (default DB).
+	Read *sql.DB
+	// Registry holds the handlers. Required.
+	Registry *Registry
+	// Concurrency is how many events are handled at once (default 16).
+	Concurrency int
+	// BatchSize is the most rows claimed in one transaction (default 100,
+	// at most 1000). At most Concurrency+BatchSize rows are claimed and not
+	// yet settled at any time.
+	BatchSize int
+	// MaxAttempts is how many attempts an event gets before it is
+	// dead-lettered (default 10).
+	MaxAttempts int
+	// Lease is how long a claimed row may stay 'processing' before another
+	// claim takes it back (default 600 s). Reclaiming spends no attempt.
+	Lease time.Duration
+	// LedgerLease is how long a ledger claim protects a running handler
+	// (default 1800 s).
+	LedgerLease time.Duration
+	// LedgerRetention is how long ledger rows are kept (default 30 days).
+	LedgerRetention time.Duration
+	// DoneRetention is how long done outbox rows are kept (default 7 days).
+	// Keep it below LedgerRetention: a row's event id stops deduplicating
+	// enqueues once the row is gone, and the ledger then still skips done
+	// handlers.
+	DoneRetention time.Duration
+	// PollInterval is how often an idle worker looks for due rows (default
+	// 1 s); Notify wakes it at once.
+	PollInterval time.Duration
+	// SweepInterval is how often retention is applied (default 10 min).
+	SweepInterval time.Duration
+	// ShutdownGrace is how long running handlers may go on after Run's
+	// context ends before their context is cancelled (default 10 s).
+	ShutdownGrace time.Duration
+	// Now is the clock of every time written to the database (default
+	// time.Now). Waiting uses real timers.
+	Now func() time.Time
+	// Logger receives the worker's logs (nil discards).
+	Logger *slog.Logger
+	// Observer receives counts for metrics (nil observes nothing).
+	Observer *Observer
+}
+
+// Defaults of WorkerConfig.
+const (
+	DefaultConcurrency     = 16
+	DefaultBatchSize       = 100
+	DefaultLease           = 600 * time.Second
+	DefaultLedgerRetention = 30 * 24 * time.Hour
+	DefaultDoneRetention   = 7 * 24 * time.Hour
+	DefaultPollInterval    = time.Second
+	DefaultSweepInterval   = 10 * time.Minute
+	DefaultShutdownGrace   = 10 * time.Second
+	maxBatchSize           = 1000
+	maxCompletionGroup     = 512
+	settleTimeout          = 30 * time.Second
+)
+
+func (c WorkerConfig) withDefaults() WorkerConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	def(&c.Lease, DefaultLease)
+	def(&c.LedgerLease, DefaultLedgerLease)
+	def(&c.LedgerRetention, DefaultLedgerRetention)
+	def(&c.DoneRetention, DefaultDoneRetention)
+	def(&c.PollInterval, DefaultPollInterval)
+	def(&c.SweepInterval, DefaultSweepInterval)
+	def(&c.ShutdownGrace, DefaultShutdownGrace)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c WorkerConfig) validate() error {
+	switch {
+	case c.DB == nil:
+		return errors.New("outbox: worker: DB is required")
+	case c.Registry == nil:
+		return errors.New("outbox: worker: Registry is required")
+	case c.Concurrency < 1:
+		return fmt.Errorf("outbox: worker: Concurrency must be at least 1, not %d", c.Concurrency)
+	case c.BatchSize < 1 || c.BatchSize > maxBatchSize:
+		return fmt.Errorf("outbox: worker: BatchSize must be 1 to %d, not %d", maxBatchSize, c.BatchSize)
+	case c.Lease < 100*time.Millisecond:
+		return fmt.Errorf("outbox: worker: Lease must be at least 100ms, not %s", c.Lease)
+	case c.PollInterval < time.Millisecond:
+		return fmt.Errorf("outbox: worker: PollInterval must be at least 1ms, not %s", c.PollInterval)
+	case c.LedgerRetention < c.LedgerLease:
+		return fmt.Errorf("outbox: worker: LedgerRetention (%s) must not be shorter than LedgerLease (%s)",
+			c.LedgerRetention, c.LedgerLease)
+	case c.DoneRetention < 0 || c.SweepInterval < 0 || c.ShutdownGrace < 0:
+		return errors.New("outbox: worker: DoneRetention, SweepInterval and ShutdownGrace must not be negative")
+	}
+	return nil
+}
+
+// ErrRunning is returned by Run when the worker is already running.
+var ErrRunning = errors.New("outbox: worker is already running")
+
+// Worker is the db bus: it claims due rows of the outbox in batches, runs them
+// through the Runner on a bounded pool, and settles the rows and their ledger
+// claims in grouped transactions.
+//
+// Pipeline: one claimer claims up to BatchSize due rows and their ledger
+// entries in one transaction; Concurrency goroutines run handlers, each event
+// on its own, so a slow handler holds up nothing but its own slot; one
+// completer commits finished events (ledger mark or release, row update) in
+// groups, one transaction per group of whatever has finished.
+type Worker struct {
+	cfg     WorkerConfig
+	runner  *Runner
+	queue   *Queue
+	log     *slog.Logger
+	wake    chan struct{}
+	running atomic.Bool
+}
+
+// NewWorker returns a worker. It does not touch the database.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	r, err := NewRunner(RunnerConfig{
+		DB: cfg.DB, Registry: cfg.Registry, MaxAttempts: cfg.MaxAttempts, LedgerLease: cfg.LedgerLease,
+		Now: cfg.Now, Logger: cfg.Logger, Observer: cfg.Observer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: worker: %w", err)
+	}
+	q := NewQueue(cfg.DB, QueueOptions{Read: cfg.Read, Now: cfg.Now})
+	q.tok = &r.tokens
+	return &Worker{cfg: cfg, runner: r, queue: q, log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
+}
+
+// Runner returns the worker's Runner (one per process: it issues the
+// ledger's owner tokens).
+func (w *Worker) Runner() *Runner { return w.runner }
+
+// Queue returns the worker's Queue.
+func (w *Worker) Queue() *Queue { return w.queue }
+
+// Notify wakes an idle worker to look for due rows now. It never blocks;
+// wire it to sqlite.DB.OnWrite so a local enqueue is handled at once.
+func (w *Worker) Notify() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Sweep applies retention once: ledger rows older than LedgerRetention and
+// done rows older than DoneRetention are deleted. Run calls it every
+// SweepInterval.
+func (w *Worker) Sweep(ctx context.Context) (SweepResult, error) {
+	now := w.cfg.Now()
+	return w.queue.Sweep(ctx, now.Add(-w.cfg.LedgerRetention), now.Add(-w.cfg.DoneRetention))
+}
+
+// job is one claimed row on its way through the pool.
+type job struct {
+	row Row
+	d   delivery
+	res Result
+	ops []ledgerOp
+}
+
+// Run works until ctx ends, then stops claiming, lets running handlers go on
+// for up to ShutdownGrace (then cancels their context), puts every claimed
+// row that did not finish back to pending without spending an attempt, and
+// returns nil once all its goroutines have ended. It returns an error only
+// when it cannot start.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer w.running.Store(false)
+
+	maxInflight := w.cfg.Concurrency + w.cfg.BatchSize
+	slots := make(chan struct{}, maxInflight) // one per claimed, unsettled row
+	freed := make(chan struct{}, 1)
+	jobs := make(chan *job, maxInflight)
+	results := make(chan *job, maxInflight)
+	// Handlers run under hctx, which outlives ctx by ShutdownGrace.
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hcancel()
+
+	var pool sync.WaitGroup
+	for range w.cfg.Concurrency {
+		pool.Go(func() {
+			for j := range jobs {
+				if ctx.Err() != nil {
+					j.res, j.ops = Result{Outcome: Released, Next: w.cfg.Now()}, releaseAll(&j.d)
+				} else {
+					j.res, j.ops = w.runner.execute(ctx, hctx, &j.d)
+				}
+				results <- j
+			}
+		})
+	}
+	var done sync.WaitGroup
+	done.Go(func() { w.complete(ctx, results, slots, freed) })
+	stopGrace := make(chan struct{})
+	done.Go(func() {
+		select {
+		case <-stopGrace:
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(w.cfg.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			w.log.Warn("outbox: shutdown grace over; cancelling running handlers", "delay", w.cfg.ShutdownGrace)
+			hcancel()
+		case <-stopGrace:
+		}
+	})
+
+	w.claimLoop(ctx, jobs, slots, freed)
+	close(jobs)
+	pool.Wait()
+	close(stopGrace)
+	close(results)
+	done.Wait()
+	return nil
+}
+
+// claimLoop claims rows until ctx ends. It waits, without polling faster
+// than PollInterval, when nothing is due or the pool is full.
+func (w *Worker) claimLoop(ctx context.Context, jobs chan<- *job, slots chan struct{}, freed <-chan struct{}) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	// wait sleeps up to d, or until ctx ends or ch has a signal.
+	wait := func(d time.Duration, ch <-chan struct{}) {
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		case <-ch:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+	<-timer.C
+	nextSweep := time.Now()
+	failures := 0
+	for ctx.Err() == nil {
+		if w.cfg.SweepInterval > 0 && !time.Now().Before(nextSweep) {
+			nextSweep = time.Now().Add(w.cfg.SweepInterval)
+			if res, err := w.Sweep(ctx); err != nil {
+				w.log.Warn("outbox: retention sweep failed", "err", err)
+			} else if res.Ledger > 0 || res.Done > 0 {
+				w.log.Info("outbox: retention sweep", "ledger_rows", res.Ledger, "done_rows", res.Done)
+			}
+		}
+		n := min(cap(slots)-len(slots), w.cfg.BatchSize)
+		if n <= 0 {
+			wait(w.cfg.PollInterval, freed)
+			continue
+		}
+		got, err := w.claim(ctx, n)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			delay := min(w.cfg.PollInterval<<min(failures, 6), 30*time.Second)
+			w.log.Warn("outbox: claim failed", "err", err, "delay", delay)
+			wait(delay, nil)
+			continue
+		}
+		failures = 0
+		for _, j := range got {
+			slots <- struct{}{}
+			jobs <- j
+		}
+		if len(got) == n {
+			continue // more may be due
+		}
+		wait(w.cfg.PollInterval, w.wake)
+	}
+}
+
+// claim claims up to n due rows and their ledger entries in one transaction.
+func (w *Worker) claim(ctx context.Context, n int) ([]*job, error) {
+	var jobs []*job
+	err := inTx(ctx, w.cfg.DB, func(s *stmts) error {
+		jobs = jobs[:0]
+		now := w.cfg.Now()
+		token := w.runner.tokens.next(now)
+		rows, err := claimRows(s, token, now, n, w.cfg.Lease)
+		if err != nil {
+			return err
+		}
+		for _, row := range rows {
+			j := &job{row: row, d: delivery{ev: row.Event, attempt: row.Attempt()}}
+			hs := w.cfg.Registry.Handlers(row.Event.Type)
+			if row.Event.ID == "" || len(hs) == 0 {
+				j.d.claims = noLedger(hs)
+			} else {
+				j.d.claims, j.d.claimErr, err = w.runner.claimLedger(s, row.Event.ID, hs, token)
+				if err != nil {
+					return err
+				}
+			}
+			jobs = append(jobs, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	w.runner.obs.claimed(len(jobs))
+	return jobs, nil
+}
+
+// releaseAll releases every claim a delivery holds (it never ran).
+func releaseAll(d *delivery) []ledgerOp {
+	var ops []ledgerOp
+	for _, c := range d.claims {
+		if c.result == ClaimClaimed || c.result == ClaimTakenOver {
+			ops = append(ops, ledgerOp{eventID: d.ev.ID, handler: c.h.Name, token: c.token})
+		}
+	}
+	return ops
+}
+
+// complete commits finished jobs in groups until results is closed, freeing
+// their slots after each commit.
+func (w *Worker) complete(ctx context.Context, results <-chan *job, slots <-chan struct{}, freed chan<- struct{}) {
+	group := make([]*job, 0, maxCompletionGroup)
+	for j := range results {
+		group = append(group[:0], j)
+	fill:
+		for len(group) < maxCompletionGroup {
+			select {
+			case j, ok := <-results:
+				if !ok {
+					break fill
+				}
+				group = append(group, j)
+			default:
+				break fill
+			}
+		}
+		w.settle(ctx, group)
+		for range group {
+			<-slots
+		}
+		select {
+		case freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// settle writes the outcome of a group of jobs in one transaction, or one
+// transaction per job when the group fails. A job whose write fails keeps
+// its row 'processing'; the lease brings it back.
+func (w *Worker) settle(ctx context.Context, group []*job) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	one := func(s *stmts, j *job) error {
+		if err := w.runner.settleLedger(s, j.ops); err != nil {
+			return err
+		}
+		ok, err := settleRow(s, w.cfg.Now(), Settlement{Row: j.row, Result: j.res})
+		if err != nil {
+			return err
+		}
+		if !ok {
+			w.log.Info("outbox: row was reclaimed before it was settled", "event_id", j.row.Event.ID,
+				"row", j.row.ID)
+		}
+		return nil
+	}
+	err := inTx(sctx, w.cfg.DB, func(s *stmts) error {
+		for _, j := range group {
+			if err := one(s, j); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && len(group) > 1 {
+		for _, j := range group {
+			if err := inTx(sctx, w.cfg.DB, func(s *stmts) error { return one(s, j) }); err != nil {
+				w.log.Error("outbox: settle failed; the row returns after its lease", "event_id", j.row.Event.ID,
+					"row", j.row.ID, "err", err)
+			} else {
+				w.runner.obs.settled(j.row.Event.Type, j.res.Outcome)
+			}
+		}
+		return
+	}
+	if err != nil {
+		w.log.Error("outbox: settle failed; the row returns after its lease", "event_id", group[0].row.Event.ID,
+			"row", group[0].row.ID, "err", err)
+		return
+	}
+	for _, j := range group {
+		w.runner.obs.settled(j.row.Event.Type, j.res.Outcome)
+	}
+}

@@ -1,0 +1,309 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/store"
+)
+
+// c2sWire is the loose shape of a client-to-server request: an activity,
+// or a bare object (a Note) that the server wraps in a Create. Ids sent by
+// the client are ignored: the server assigns them.
+type c2sWire struct {
+	Type         json.RawMessage `json:"type"`
+	Actor        json.RawMessage `json:"actor"`
+	AttributedTo json.RawMessage `json:"attributedTo"`
+	Object       json.RawMessage `json:"object"`
+	To           json.RawMessage `json:"to"`
+	Cc           json.RawMessage `json:"cc"`
+	Content      json.RawMessage `json:"content"`
+	Summary      json.RawMessage `json:"summary"`
+	Name         json.RawMessage `json:"name"`
+	Sensitive    json.RawMessage `json:"sensitive"`
+	InReplyTo    json.RawMessage `json:"inReplyTo"`
+	ID           json.RawMessage `json:"id"`
+}
+
+// decodeC2S decodes a JSON object body; anything else is EINVALID.
+func decodeC2S(b []byte) (*c2sWire, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, store.Errorf(store.EINVALID, "body must be a JSON object")
+	}
+	var w c2sWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, store.Errorf(store.EINVALID, "body is not valid JSON: %v", err)
+	}
+	return &w, nil
+}
+
+// str returns a JSON string value, or the first string of a list, or "".
+func str(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var l []json.RawMessage
+	if json.Unmarshal(raw, &l) == nil && len(l) > 0 {
+		return str(l[0])
+	}
+	return ""
+}
+
+func boolean(raw json.RawMessage) bool {
+	var b bool
+	_ = json.Unmarshal(raw, &b) // absent or not a bool: false
+	return b
+}
+
+// embedded decodes raw as an embedded object; nil when raw is an id string
+// or absent.
+func embedded(raw json.RawMessage) (*c2sWire, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, nil
+	}
+	return decodeC2S(raw)
+}
+
+// objectID returns the id of the "object" property: a string, or an
+// embedded object's id.
+func objectID(raw json.RawMessage) string {
+	ids := activitypub.IDs(raw)
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+// postOutbox handles client-to-server writes to /users/{name}/outbox. The
+// request needs the actor's bearer token, a JSON body of at most
+// MaxBodyBytes in application/activity+json, application/ld+json with the
+// ActivityStreams profile, or plain application/json. It answers 201 with
+// Location (the activity id) and the activity.
+func (s *Server) postOutbox(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	name := mux.Vars(r)["name"]
+	if _, err := s.st.ActorByName(ctx, name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tok, _ := bearer(r)
+	if tok == "" {
+		s.writeError(w, r, store.Errorf(store.EUNAUTHORIZED, "an Authorization: Bearer token is required"))
+		return
+	}
+	actor, err := s.st.Authenticate(ctx, name, tok)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !acceptedBody(r.Header.Get("Content-Type")) {
+		s.writeError(w, r, store.Errorf(eMediaType,
+			"Content-Type must be application/activity+json, application/ld+json; profile=\"%s\" or application/json",
+			activitypub.ActivityStreams))
+		return
+	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		s.writeError(w, r, store.Errorf(eTooLarge, "body is larger than %d bytes", s.cfg.MaxBodyBytes))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.writeError(w, r, store.Errorf(eTooLarge, "body is larger than %d bytes", s.cfg.MaxBodyBytes))
+			return
+		}
+		s.writeError(w, r, store.Errorf(store.EINVALID, "reading body: %v", err))
+		return
+	}
+	req, err := decodeC2S(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	act, err := s.dispatch(r, actor, req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.DebugContext(ctx, "client write", "actor", actor.Name, "type", act.Type, "activity", act.URI, "event_id", act.EventID)
+	w.Header().Set("Location", act.URI)
+	writeRawDoc(w, r, http.StatusCreated, act.Document)
+}
+
+// checkAuthor refuses a request that names another actor as its actor or
+// author; absent, the authenticated actor is used.
+func checkAuthor(actor *store.Actor, fields ...json.RawMessage) error {
+	for _, f := range fields {
+		for _, id := range activitypub.IDs(f) {
+			if id != actor.URI {
+				return store.Errorf(store.EFORBIDDEN, "cannot write as %q", id)
+			}
+		}
+	}
+	return nil
+}
+
+// dispatch runs the store method of one client-to-server request.
+func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire) (*store.Activity, error) {
+	ctx := r.Context()
+	typ := str(req.Type)
+	if typ == "" {
+		return nil, store.Errorf(store.EINVALID, "the request has no type")
+	}
+	if err := checkAuthor(actor, req.Actor, req.AttributedTo); err != nil {
+		return nil, err
+	}
+	switch typ {
+	case "Note":
+		// A bare object is wrapped in a Create (ActivityPub 6.2.1).
+		act, _, err := s.st.CreateNote(ctx, actor, noteInput(req, nil))
+		return act, err
+	case "Create":
+		obj, err := embedded(req.Object)
+		if err != nil {
+			return nil, err
+		}
+		if obj == nil || str(obj.Type) != "Note" {
+			return nil, store.Errorf(store.EUNPROCESSABLE, "only a Create of an embedded Note is supported")
+		}
+		if err := checkAuthor(actor, obj.Actor, obj.AttributedTo); err != nil {
+			return nil, err
+		}
+		act, _, err := s.st.CreateNote(ctx, actor, noteInput(obj, req))
+		return act, err
+	case "Update":
+		return s.update(r, actor, req)
+	case "Delete":
+		id := objectID(req.Object)
+		if id == "" {
+			return nil, store.Errorf(store.EINVALID, "Delete needs an object")
+		}
+		if id == actor.URI {
+			return nil, store.Errorf(store.EUNPROCESSABLE, "deleting an actor is not supported")
+		}
+		if !s.uris.IsLocal(id) {
+			return nil, store.Errorf(store.EFORBIDDEN, "cannot delete %q: it belongs to another server", id)
+		}
+		return s.st.DeleteNote(ctx, actor, id)
+	case "Follow", "Like", "Announce", "Block":
+		id := objectID(req.Object)
+		if id == "" {
+			return nil, store.Errorf(store.EINVALID, "%s needs an object", typ)
+		}
+		switch typ {
+		case "Follow":
+			return s.st.Follow(ctx, actor, id)
+		case "Like":
+			return s.st.Like(ctx, actor, id)
+		case "Announce":
+			return s.st.Announce(ctx, actor, id)
+		default:
+			return s.st.Block(ctx, actor, id)
+		}
+	case "Undo":
+		return s.undo(r, actor, req)
+	default:
+		return nil, store.Errorf(store.EUNPROCESSABLE, "activity type %q is not supported", typ)
+	}
+}
+
+// noteInput builds a note from an object and, for a Create, the activity
+// around it: the audience is the union of both (ActivityPub 6.2).
+func noteInput(o, create *c2sWire) store.NoteInput {
+	in := store.NoteInput{
+		Content:   str(o.Content),
+		Summary:   str(o.Summary),
+		Sensitive: boolean(o.Sensitive),
+		InReplyTo: objectID(o.InReplyTo),
+		To:        activitypub.IDs(o.To),
+		CC:        activitypub.IDs(o.Cc),
+	}
+	if create != nil {
+		in.To = append(in.To, activitypub.IDs(create.To)...)
+		in.CC = append(in.CC, activitypub.IDs(create.Cc)...)
+	}
+	return in
+}
+
+// update handles Update of an own Note (content, summary, sensitivity) or
+// of the actor itself (name and summary).
+func (s *Server) update(r *http.Request, actor *store.Actor, req *c2sWire) (*store.Activity, error) {
+	obj, err := embedded(req.Object)
+	if err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, store.Errorf(store.EINVALID, "Update needs the updated object embedded")
+	}
+	id := str(obj.ID)
+	if id == "" {
+		return nil, store.Errorf(store.EINVALID, "the updated object has no id")
+	}
+	if id == actor.URI {
+		u := store.ActorUpdate{}
+		if obj.Content != nil {
+			return nil, store.Errorf(store.EINVALID, "an actor has no content")
+		}
+		if obj.Name != nil {
+			name := str(obj.Name)
+			u.DisplayName = &name
+		}
+		if obj.Summary != nil {
+			summary := str(obj.Summary)
+			u.Summary = &summary
+		}
+		_, act, err := s.st.UpdateActor(r.Context(), actor.Name, u)
+		return act, err
+	}
+	if !s.uris.IsLocal(id) {
+		return nil, store.Errorf(store.EFORBIDDEN, "cannot update %q: it belongs to another server", id)
+	}
+	if t := str(obj.Type); t != "" && t != "Note" {
+		return nil, store.Errorf(store.EUNPROCESSABLE, "only Notes and the actor itself can be updated, not %q", t)
+	}
+	if err := checkAuthor(actor, obj.Actor, obj.AttributedTo); err != nil {
+		return nil, err
+	}
+	act, _, err := s.st.UpdateNote(r.Context(), actor, id, noteInput(obj, nil))
+	return act, err
+}
+
+// undo handles Undo of an own Follow, Like, Announce or Block, named by
+// id (a string or an embedded activity's id) or, without an id, by its
+// type and object.
+func (s *Server) undo(r *http.Request, actor *store.Actor, req *c2sWire) (*store.Activity, error) {
+	id := objectID(req.Object)
+	if id == "" {
+		obj, err := embedded(req.Object)
+		if err != nil {
+			return nil, err
+		}
+		if obj == nil {
+			return nil, store.Errorf(store.EINVALID, "Undo needs an object")
+		}
+		typ, target := str(obj.Type), objectID(obj.Object)
+		if !store.Undoable[typ] {
+			return nil, store.Errorf(store.EUNPROCESSABLE, "undoing %q is not supported", typ)
+		}
+		if target == "" {
+			return nil, store.Errorf(store.EINVALID, "Undo needs the id of the activity or its type and object")
+		}
+		if id, err = s.st.ActiveActivity(r.Context(), actor, typ, target); err != nil {
+			return nil, err
+		}
+	}
+	if !s.uris.IsLocal(id) {
+		return nil, store.Errorf(store.EFORBIDDEN, "cannot undo %q: it belongs to another server", id)
+	}
+	return s.st.Undo(r.Context(), actor, id)
+}

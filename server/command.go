@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/courier-ap/courier/store"
+)
+
+// Exit codes of commands.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed (a taken name, a database error)
+	exitUsage = 2 // bad arguments
+)
+
+// CreateActorCommand runs `courier actor create NAME [--display-name TEXT]
+// [--summary TEXT] [--manually-approves-followers] [--json]`: it creates a
+// local actor with its own RSA-2048 key pair and prints its id and the
+// bearer token of its outbox, which is shown only this once (only its hash
+// is stored). Flags may come before or after NAME. With --json it prints
+// one JSON object {"id": ..., "token": ...}. It returns the process exit
+// code: 0 on success, 1 when the actor cannot be created (a taken name),
+// 2 for bad arguments (a malformed name included).
+func CreateActorCommand(ctx context.Context, st *store.Store, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("courier actor create", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	displayName := fs.String("display-name", "", "display name shown by other servers")
+	summary := fs.String("summary", "", "profile text")
+	locked := fs.Bool("manually-approves-followers", false, "ask for approval of each follower")
+	asJSON := fs.Bool("json", false, `print {"id": ..., "token": ...} as one JSON object`)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: courier actor create NAME [--display-name TEXT] [--summary TEXT] [--manually-approves-followers] [--json]")
+		fmt.Fprintln(stderr, "NAME is 1 to 30 of a-z, 0-9 and _.")
+		fs.PrintDefaults()
+	}
+	// Accept NAME before the flags as well as after them.
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	rest := fs.Args()
+	if name == "" && len(rest) > 0 {
+		name, rest = rest[0], rest[1:]
+	}
+	if name == "" || len(rest) > 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	a, token, err := st.CreateActor(ctx, store.NewActor{
+		Name: name, DisplayName: *displayName, Summary: *summary, ManuallyApprovesFollowers: *locked,
+	})
+	if err != nil {
+		if store.ErrorCode(err) == store.EINTERNAL {
+			fmt.Fprintf(stderr, "courier actor create: %v\n", err)
+			return exitError
+		}
+		fmt.Fprintf(stderr, "courier actor create: %s\n", store.ErrorMessage(err))
+		if store.ErrorCode(err) == store.EINVALID {
+			return exitUsage
+		}
+		return exitError
+	}
+	if *asJSON {
+		b, _ := json.Marshal(struct {
+			ID    string `json:"id"`
+			Token string `json:"token"`
+		}{a.URI, token}) // two strings always marshal
+		fmt.Fprintf(stdout, "%s\n", b)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "id: %s\ntoken: %s\n", a.URI, token)
+	fmt.Fprintln(stderr, "Keep the token: it is shown only once. Use it as Authorization: Bearer TOKEN on POST "+st.URIs().Outbox(a.Name))
+	return exitOK
+}

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/courier-ap/courier/store"
+)
+
+// Codes of errors the HTTP layer raises itself, beside store's.
+const (
+	// eTooLarge is a request body over the limit.
+	eTooLarge store.Code = "too_large"
+	// eMediaType is a request body of a content type courier does not read.
+	eMediaType store.Code = "unsupported_media_type"
+	// eMethod is a method the route does not serve.
+	eMethod store.Code = "method_not_allowed"
+)
+
+// status maps an error code to its HTTP status. It is the only place that
+// does.
+func status(code store.Code) int {
+	switch code {
+	case store.EINVALID:
+		return http.StatusBadRequest
+	case store.EUNAUTHORIZED:
+		return http.StatusUnauthorized
+	case store.EFORBIDDEN:
+		return http.StatusForbidden
+	case store.ENOTFOUND:
+		return http.StatusNotFound
+	case store.ECONFLICT:
+		return http.StatusConflict
+	case store.EGONE:
+		return http.StatusGone
+	case store.EUNPROCESSABLE:
+		return http.StatusUnprocessableEntity
+	case eTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case eMediaType:
+		return http.StatusUnsupportedMediaType
+	case eMethod:
+		return http.StatusMethodNotAllowed
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// errorBody is the JSON body of every error response.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// writeError answers err as {"error": "..."} with the status of its code.
+// Internal errors are logged at error level (an operator must look) and
+// answered with a generic message; client errors are not logged.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := store.ErrorCode(err)
+	st := status(code)
+	msg := store.ErrorMessage(err)
+	if st >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", st, "err", err)
+		msg = "internal error"
+	}
+	if st == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
+	}
+	writeJSON(w, st, "application/json; charset=utf-8", errorBody{Error: msg})
+}

@@ -1,0 +1,348 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/gorilla/mux"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/store"
+)
+
+// actor serves /users/{name}: the Person document, or the HTML profile.
+func (s *Server) actor(w http.ResponseWriter, r *http.Request) {
+	a, err := s.st.ActorByName(r.Context(), mux.Vars(r)["name"])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if negotiate(r.Header.Get("Accept")) == reprHTML {
+		notes, err := s.st.RecentPublicNotes(r.Context(), a.ID, s.cfg.PageSize)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.renderHTML(w, r, profilePage(s.uris, a, notes))
+		return
+	}
+	writeDoc(w, r, http.StatusOK, s.st.ActorDocument(a))
+}
+
+// Collection and CollectionPage documents.
+type collection struct {
+	Context    any    `json:"@context,omitempty"`
+	ID         string `json:"id"`
+	Type       string `json:"type"`
+	TotalItems int    `json:"totalItems"`
+	First      string `json:"first,omitempty"`
+	Last       string `json:"last,omitempty"`
+}
+
+type collectionPage struct {
+	Context      any    `json:"@context,omitempty"`
+	ID           string `json:"id"`
+	Type         string `json:"type"`
+	TotalItems   int    `json:"totalItems"`
+	PartOf       string `json:"partOf"`
+	Next         string `json:"next,omitempty"`
+	Prev         string `json:"prev,omitempty"`
+	OrderedItems any    `json:"orderedItems"`
+}
+
+// outbox serves /users/{name}/outbox: an OrderedCollection whose first page
+// is ?page=true, then keyset pages ?max_id= (older) and ?min_id= (newer).
+// Only public activities are listed, unless the request carries the
+// actor's own bearer token.
+func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
+	a, err := s.st.ActorByName(r.Context(), mux.Vars(r)["name"])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	own, err := s.owner(r, a)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if own {
+		w.Header().Set("Cache-Control", "private, no-store")
+	}
+	q := r.URL.Query()
+	base := s.uris.Outbox(a.Name)
+	maxID, err1 := cursor(q.Get("max_id"))
+	minID, err2 := cursor(q.Get("min_id"))
+	if err := errors.Join(err1, err2); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	paged := q.Get("page") != "" || maxID > 0 || minID > 0
+	p, err := s.st.OutboxPage(r.Context(), a.ID, store.PageQuery{
+		Before: maxID, After: minID, Limit: s.cfg.PageSize, IncludePrivate: own,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !paged {
+		writeDoc(w, r, http.StatusOK, collection{
+			Context: activitypub.ActivityStreams, ID: base, Type: "OrderedCollection",
+			TotalItems: p.Total, First: base + "?page=true",
+		})
+		return
+	}
+	id := base + "?page=true"
+	switch {
+	case maxID > 0:
+		id = base + "?page=true&max_id=" + strconv.FormatInt(maxID, 10)
+	case minID > 0:
+		id = base + "?page=true&min_id=" + strconv.FormatInt(minID, 10)
+	}
+	items := make([]json.RawMessage, 0, len(p.Items))
+	for _, it := range p.Items {
+		items = append(items, it.Document)
+	}
+	page := collectionPage{
+		Context: activitypub.ActivityStreams, ID: id, Type: "OrderedCollectionPage",
+		TotalItems: p.Total, PartOf: base, OrderedItems: items,
+	}
+	if p.Next > 0 {
+		page.Next = base + "?page=true&max_id=" + strconv.FormatInt(p.Next, 10)
+	}
+	if p.Prev > 0 {
+		page.Prev = base + "?page=true&min_id=" + strconv.FormatInt(p.Prev, 10)
+	}
+	writeDoc(w, r, http.StatusOK, page)
+}
+
+// cursor parses a keyset cursor parameter; "" is 0.
+func cursor(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, store.Errorf(store.EINVALID, "cursor %q is not a non-negative integer", v)
+	}
+	return n, nil
+}
+
+// pageNumber parses ?page=N (1-based); "true" means 1; absent means 0 (the
+// collection itself).
+func pageNumber(v string) (int, error) {
+	switch v {
+	case "":
+		return 0, nil
+	case "true":
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1_000_000 {
+		return 0, store.Errorf(store.EINVALID, "page %q is not a positive integer", v)
+	}
+	return n, nil
+}
+
+func (s *Server) followers(w http.ResponseWriter, r *http.Request) {
+	s.actorCollection(w, r, func(a *store.Actor, offset, limit int) ([]string, int, error) {
+		fs, total, err := s.st.Followers(r.Context(), a.ID, store.StateAccepted, offset, limit)
+		ids := make([]string, 0, len(fs))
+		for _, f := range fs {
+			ids = append(ids, f.URI)
+		}
+		return ids, total, err
+	}, s.uris.Followers)
+}
+
+func (s *Server) following(w http.ResponseWriter, r *http.Request) {
+	s.actorCollection(w, r, func(a *store.Actor, offset, limit int) ([]string, int, error) {
+		fs, total, err := s.st.FollowingOf(r.Context(), a.ID, offset, limit)
+		ids := make([]string, 0, len(fs))
+		for _, f := range fs {
+			ids = append(ids, f.TargetURI)
+		}
+		return ids, total, err
+	}, s.uris.Following)
+}
+
+// actorCollection serves a followers/following OrderedCollection with
+// totalItems and numbered pages (?page=N) of actor ids.
+func (s *Server) actorCollection(w http.ResponseWriter, r *http.Request,
+	list func(a *store.Actor, offset, limit int) ([]string, int, error), idOf func(string) string) {
+	a, err := s.st.ActorByName(r.Context(), mux.Vars(r)["name"])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := pageNumber(r.URL.Query().Get("page"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	size := s.cfg.PageSize
+	offset := 0
+	if n > 0 {
+		offset = (n - 1) * size
+	}
+	ids, total, err := list(a, offset, size)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	base := idOf(a.Name)
+	if n == 0 {
+		writeDoc(w, r, http.StatusOK, collection{
+			Context: activitypub.ActivityStreams, ID: base, Type: "OrderedCollection",
+			TotalItems: total, First: base + "?page=1",
+		})
+		return
+	}
+	page := collectionPage{
+		Context: activitypub.ActivityStreams, ID: base + "?page=" + strconv.Itoa(n), Type: "OrderedCollectionPage",
+		TotalItems: total, PartOf: base, OrderedItems: ids,
+	}
+	if offset+len(ids) < total {
+		page.Next = base + "?page=" + strconv.Itoa(n+1)
+	}
+	if n > 1 {
+		page.Prev = base + "?page=" + strconv.Itoa(n-1)
+	}
+	writeDoc(w, r, http.StatusOK, page)
+}
+
+// visible reports whether the reader of r may see a local object or
+// activity of author: public and unlisted ones are for everyone, others
+// only for their author's bearer token. (Signed fetches by recipients are
+// not served: peers receive such items by delivery.)
+func (s *Server) visible(r *http.Request, public bool, authorID int64) (bool, error) {
+	if public {
+		return true, nil
+	}
+	a, err := s.st.ActorByID(r.Context(), authorID)
+	if err != nil {
+		return false, err
+	}
+	return s.owner(r, a)
+}
+
+// object serves /objects/{id}: the Note with likes and shares collections
+// carrying totalItems, 410 Gone with a Tombstone once deleted, or the HTML
+// page.
+func (s *Server) object(w http.ResponseWriter, r *http.Request) {
+	o, err := s.st.ObjectByLocalID(r.Context(), mux.Vars(r)["id"])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if o.Deleted() {
+		t := store.Tombstone(o)
+		t.Context = activitypub.ActivityStreams
+		writeDoc(w, r, http.StatusGone, t)
+		return
+	}
+	public := o.Visibility == store.VisibilityPublic || o.Visibility == store.VisibilityUnlisted
+	ok, err := s.visible(r, public, o.ActorID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !ok {
+		s.writeError(w, r, store.Errorf(store.ENOTFOUND, "no object %q", o.LocalID))
+		return
+	}
+	if !public {
+		w.Header().Set("Cache-Control", "private, no-store")
+	}
+	likes, shares, err := s.st.ReactionCounts(r.Context(), o.URI)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if negotiate(r.Header.Get("Accept")) == reprHTML {
+		a, err := s.st.ActorByID(r.Context(), o.ActorID)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.renderHTML(w, r, notePage(s.uris, a, o, likes, shares))
+		return
+	}
+	var doc store.NoteDocument
+	if err := json.Unmarshal(o.Document, &doc); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	doc.Context = []any{activitypub.ActivityStreams, map[string]string{"sensitive": "as:sensitive"}}
+	doc.Likes = collection{ID: s.uris.Likes(o.LocalID), Type: "Collection", TotalItems: likes}
+	doc.Shares = collection{ID: s.uris.Shares(o.LocalID), Type: "Collection", TotalItems: shares}
+	writeDoc(w, r, http.StatusOK, doc)
+}
+
+// reactions serves /objects/{id}/likes and /shares: a Collection with the
+// count (the reacting actors are not listed).
+func (s *Server) reactions(typ string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		o, err := s.st.ObjectByLocalID(r.Context(), mux.Vars(r)["id"])
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if o.Deleted() {
+			s.writeError(w, r, store.Errorf(store.EGONE, "object %q was deleted", o.LocalID))
+			return
+		}
+		ok, err := s.visible(r, o.Visibility == store.VisibilityPublic || o.Visibility == store.VisibilityUnlisted, o.ActorID)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if !ok {
+			s.writeError(w, r, store.Errorf(store.ENOTFOUND, "no object %q", o.LocalID))
+			return
+		}
+		likes, shares, err := s.st.ReactionCounts(r.Context(), o.URI)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		c := collection{Context: activitypub.ActivityStreams, ID: s.uris.Likes(o.LocalID), Type: "Collection", TotalItems: likes}
+		if typ == store.ReactionAnnounce {
+			c.ID, c.TotalItems = s.uris.Shares(o.LocalID), shares
+		}
+		writeDoc(w, r, http.StatusOK, c)
+	}
+}
+
+// activity serves /activities/{id}: the activity's exact bytes. A Create
+// or Update of a deleted object is 410 Gone with the object's Tombstone.
+func (s *Server) activity(w http.ResponseWriter, r *http.Request) {
+	a, err := s.st.ActivityByLocalID(r.Context(), mux.Vars(r)["id"])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ok, err := s.visible(r, a.Public, a.ActorID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !ok {
+		s.writeError(w, r, store.Errorf(store.ENOTFOUND, "no activity %q", a.LocalID()))
+		return
+	}
+	if !a.Public {
+		w.Header().Set("Cache-Control", "private, no-store")
+	}
+	if (a.Type == "Create" || a.Type == "Update") && a.ObjectURI != "" {
+		o, err := s.st.ObjectByURI(r.Context(), a.ObjectURI)
+		if err == nil && o.Deleted() {
+			t := store.Tombstone(o)
+			t.Context = activitypub.ActivityStreams
+			writeDoc(w, r, http.StatusGone, t)
+			return
+		}
+	}
+	writeRawDoc(w, r, http.StatusOK, a.Document)
+}

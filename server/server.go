@@ -1,0 +1,191 @@
+// Package server is courier's HTTP ActivityPub surface: discovery
+// (WebFinger, host-meta, NodeInfo), the documents of local actors, notes
+// and activities with content negotiation (ActivityPub JSON for peers, a
+// small HTML page for browsers), the outbox, followers and following
+// collections, and client-to-server writes to an actor's outbox.
+//
+// The server never opens a transaction nor talks to a broker: every write
+// is one store method that stores the data and enqueues its events in one
+// transaction. The inbox routes (/users/{name}/inbox, /inbox) belong to
+// package inbox; cmd mounts both on one router.
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/gorilla/mux"
+
+	"github.com/courier-ap/courier/store"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Store is the repository; required. Its base URL is the instance's.
+	Store *store.Store
+	// Logger receives request failures that need an operator. Nil discards.
+	Logger *slog.Logger
+	// Version is the software version NodeInfo reports (default "dev").
+	Version string
+	// MaxBodyBytes bounds a client-to-server request body (default 1 MiB).
+	MaxBodyBytes int64
+	// PageSize is the number of items per collection page (default 20, at
+	// most store.MaxPageSize).
+	PageSize int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = store.DefaultPageSize
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Store == nil {
+		return errors.New("server: Config.Store is required")
+	}
+	if c.PageSize > store.MaxPageSize {
+		return fmt.Errorf("server: PageSize %d is over the maximum %d", c.PageSize, store.MaxPageSize)
+	}
+	return nil
+}
+
+// Server serves the ActivityPub surface. Its handlers are safe for
+// concurrent use.
+type Server struct {
+	cfg  Config
+	st   *store.Store
+	uris store.URIs
+	log  *slog.Logger
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, st: cfg.Store, uris: cfg.Store.URIs(), log: cfg.Logger}, nil
+}
+
+// Register mounts the server's routes on r:
+//
+//	GET  /.well-known/webfinger, /.well-known/host-meta, /.well-known/nodeinfo, /nodeinfo/2.1
+//	GET  /users/{name}, /users/{name}/followers, /users/{name}/following
+//	GET  /users/{name}/outbox     POST /users/{name}/outbox (Authorization: Bearer)
+//	GET  /objects/{id}, /objects/{id}/likes, /objects/{id}/shares
+//	GET  /activities/{id}
+func (s *Server) Register(r *mux.Router) {
+	r.HandleFunc("/.well-known/webfinger", s.webfinger).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/.well-known/host-meta", s.hostMeta).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/.well-known/nodeinfo", s.nodeInfoLinks).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/nodeinfo/2.1", s.nodeInfo).Methods(http.MethodGet, http.MethodHead)
+
+	r.HandleFunc("/users/{name}", s.actor).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}/outbox", s.outbox).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}/outbox", s.postOutbox).Methods(http.MethodPost)
+	r.HandleFunc("/users/{name}/followers", s.followers).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}/following", s.following).Methods(http.MethodGet, http.MethodHead)
+
+	r.HandleFunc("/objects/{id}", s.object).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/objects/{id}/likes", s.reactions(store.ReactionLike)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/objects/{id}/shares", s.reactions(store.ReactionAnnounce)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/activities/{id}", s.activity).Methods(http.MethodGet, http.MethodHead)
+}
+
+// Handler returns a router with only this server's routes, answering
+// unknown paths and methods with JSON errors.
+func (s *Server) Handler() http.Handler {
+	r := mux.NewRouter()
+	s.Register(r)
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, store.Errorf(store.ENOTFOUND, "no route %s", req.URL.Path))
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, store.Errorf(eMethod, "method %s not allowed on %s", req.Method, req.URL.Path))
+	})
+	return r
+}
+
+// writeJSON writes v as JSON (no HTML escaping, as ActivityPub documents
+// carry HTML content) with content type ct.
+func writeJSON(w http.ResponseWriter, status int, ct string, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, `{"error":"internal error"}`, http.StatusInternalServerError)
+		return
+	}
+	writeRaw(w, status, ct, buf.Bytes())
+}
+
+func writeRaw(w http.ResponseWriter, status int, ct string, b []byte) {
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// writeDoc writes an ActivityPub document in the negotiated JSON type.
+func writeDoc(w http.ResponseWriter, r *http.Request, status int, v any) {
+	w.Header().Add("Vary", "Accept")
+	writeJSON(w, status, jsonRepr(r).contentType(), v)
+}
+
+// writeRawDoc writes stored document bytes in the negotiated JSON type.
+func writeRawDoc(w http.ResponseWriter, r *http.Request, status int, b []byte) {
+	w.Header().Add("Vary", "Accept")
+	writeRaw(w, status, jsonRepr(r).contentType(), b)
+}
+
+// jsonRepr is the negotiated JSON representation (HTML requests to a route
+// that has no page get activity+json).
+func jsonRepr(r *http.Request) representation {
+	if rep := negotiate(r.Header.Get("Accept")); rep == reprLD {
+		return reprLD
+	}
+	return reprJSON
+}
+
+// bearer returns the token of an "Authorization: Bearer" header, or "".
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", false
+	}
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", true
+	}
+	return strings.TrimSpace(tok), true
+}
+
+// owner reports whether the request carries a valid bearer token of actor
+// a. A request without Authorization is not the owner; a request with a
+// wrong one is EUNAUTHORIZED, so that a client learns its token is bad
+// instead of silently seeing the public view.
+func (s *Server) owner(r *http.Request, a *store.Actor) (bool, error) {
+	tok, present := bearer(r)
+	if !present {
+		return false, nil
+	}
+	if _, err := s.st.Authenticate(r.Context(), a.Name, tok); err != nil {
+		return false, err
+	}
+	return true, nil
+}

@@ -1,0 +1,273 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/courier-ap/courier/outbox"
+)
+
+// Activity is an activity courier built for a local actor, with the exact
+// bytes it federated.
+type Activity struct {
+	RowID     int64
+	URI       string
+	ActorURI  string
+	ActorID   int64
+	Type      string
+	ObjectURI string
+	// Document is the activity's JSON exactly as sent.
+	Document  json.RawMessage
+	Published time.Time
+	// Public reports whether as:Public is among the recipients; only public
+	// activities appear in the outbox collection for other readers.
+	Public bool
+	// UndoneAt is set once an Undo of this activity was sent.
+	UndoneAt time.Time
+	// EventID is the outbox event that carries the activity.
+	EventID string
+}
+
+// LocalID returns the {id} of /activities/{id}.
+func (a *Activity) LocalID() string {
+	i := strings.LastIndexByte(a.URI, '/')
+	return a.URI[i+1:]
+}
+
+const activityColumns = `id, uri, actor_uri, COALESCE(actor_id, 0), type, COALESCE(object_uri, ''), document,
+	published_at, public, undone_at, COALESCE(event_id, '')`
+
+func scanActivity(row interface{ Scan(...any) error }) (*Activity, error) {
+	var a Activity
+	var doc string
+	var published int64
+	var undone sql.NullInt64
+	if err := row.Scan(&a.RowID, &a.URI, &a.ActorURI, &a.ActorID, &a.Type, &a.ObjectURI, &doc,
+		&published, &a.Public, &undone, &a.EventID); err != nil {
+		return nil, err
+	}
+	a.Document = json.RawMessage(doc)
+	a.Published, a.UndoneAt = fromMS(published), fromNullMS(undone)
+	return &a, nil
+}
+
+// ActivityByURI returns the activity with id uri, or ENOTFOUND.
+func (s *Store) ActivityByURI(ctx context.Context, uri string) (*Activity, error) {
+	return activityByURI(ctx, s.db.Read, uri)
+}
+
+// ActivityByLocalID returns the activity served at /activities/{id}, or
+// ENOTFOUND.
+func (s *Store) ActivityByLocalID(ctx context.Context, id string) (*Activity, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, Errorf(ENOTFOUND, "no activity %q", id)
+	}
+	return s.ActivityByURI(ctx, s.uris.Activity(id))
+}
+
+func activityByURI(ctx context.Context, q queryer, uri string) (*Activity, error) {
+	a, err := scanActivity(q.QueryRowContext(ctx, `SELECT `+activityColumns+` FROM activities WHERE uri = ?`, uri))
+	if err != nil {
+		return nil, wrap("activity", notFound(err, ENOTFOUND, "no activity %q", uri))
+	}
+	return a, nil
+}
+
+// PageQuery selects one page of a keyset-paginated collection. Cursors are
+// row ids: Before returns items older than it, After items newer than it;
+// both zero is the newest page.
+type PageQuery struct {
+	Before int64
+	After  int64
+	Limit  int // default DefaultPageSize, at most MaxPageSize
+	// IncludePrivate includes activities without as:Public (the owner
+	// reading their own outbox).
+	IncludePrivate bool
+}
+
+// Page is one page of activities, newest first.
+type Page struct {
+	Items []*Activity
+	Total int
+	// Next is the cursor (Before) of the older page, 0 when there is none.
+	Next int64
+	// Prev is the cursor (After) of the newer page, 0 when there is none.
+	Prev int64
+}
+
+// outboxFilter excludes what an outbox must not show: undone activities and
+// the Creates and Updates of deleted objects.
+const outboxFilter = ` AND undone_at IS NULL AND NOT (type IN ('Create', 'Update') AND object_uri IN
+	(SELECT uri FROM objects WHERE deleted_at IS NOT NULL))`
+
+// OutboxPage returns a page of the local actor actorID's outbox.
+func (s *Store) OutboxPage(ctx context.Context, actorID int64, q PageQuery) (*Page, error) {
+	where := `actor_id = ?`
+	if !q.IncludePrivate {
+		where += ` AND public = 1`
+	}
+	where += outboxFilter
+	p := &Page{}
+	if err := s.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM activities WHERE `+where, actorID).Scan(&p.Total); err != nil {
+		return nil, wrap("outbox page", err)
+	}
+	limit := clampLimit(q.Limit)
+	var rows *sql.Rows
+	var err error
+	if q.After > 0 {
+		rows, err = s.db.Read.QueryContext(ctx, `SELECT `+activityColumns+` FROM activities WHERE `+where+
+			` AND id > ? ORDER BY id ASC LIMIT ?`, actorID, q.After, limit+1)
+	} else {
+		before := q.Before
+		if before <= 0 {
+			before = 1<<63 - 1
+		}
+		rows, err = s.db.Read.QueryContext(ctx, `SELECT `+activityColumns+` FROM activities WHERE `+where+
+			` AND id < ? ORDER BY id DESC LIMIT ?`, actorID, before, limit+1)
+	}
+	if err != nil {
+		return nil, wrap("outbox page", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		a, err := scanActivity(rows)
+		if err != nil {
+			return nil, wrap("outbox page", err)
+		}
+		p.Items = append(p.Items, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("outbox page", err)
+	}
+	more := len(p.Items) > limit
+	if more {
+		p.Items = p.Items[:limit]
+	}
+	if q.After > 0 {
+		// Fetched oldest first; serve newest first.
+		for i, j := 0, len(p.Items)-1; i < j; i, j = i+1, j-1 {
+			p.Items[i], p.Items[j] = p.Items[j], p.Items[i]
+		}
+	}
+	if len(p.Items) == 0 {
+		return p, nil
+	}
+	newest, oldest := p.Items[0].RowID, p.Items[len(p.Items)-1].RowID
+	// Whether an older or newer page exists: from the over-fetch in the
+	// direction read, from a probe in the other.
+	olderExists, newerExists := more, more
+	if q.After > 0 {
+		olderExists, err = s.exists(ctx, `SELECT 1 FROM activities WHERE `+where+` AND id < ? LIMIT 1`, actorID, oldest)
+	} else {
+		newerExists, err = s.exists(ctx, `SELECT 1 FROM activities WHERE `+where+` AND id > ? LIMIT 1`, actorID, newest)
+	}
+	if err != nil {
+		return nil, wrap("outbox page", err)
+	}
+	if olderExists {
+		p.Next = oldest
+	}
+	if newerExists {
+		p.Prev = newest
+	}
+	return p, nil
+}
+
+func (s *Store) exists(ctx context.Context, q string, args ...any) (bool, error) {
+	var one int
+	err := s.db.Read.QueryRowContext(ctx, q, args...).Scan(&one)
+	if err == sql.ErrNoRows {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Recorded is what emitting an activity produced: the stored activity and
+// the outbox event that carries it.
+type Recorded struct {
+	Activity *Activity
+	Event    outbox.Event
+}
+
+// pendingEvent is an event id and time chosen before the activity it
+// carries is built, so ids derived from the event (the activity's, a new
+// object's) are known up front.
+type pendingEvent struct {
+	ID string
+	At time.Time
+}
+
+func (s *Store) newEvent() pendingEvent {
+	return pendingEvent{ID: uuid.NewString(), At: s.clock()}
+}
+
+// EnqueueActivityTx builds the activity typ of the local actor about
+// object (an id string or an embedded document), addressed to to and cc,
+// stores it, and enqueues the outgoing event that carries it, all in tx.
+// Inbound handlers use it for the Accept or Reject of a Follow.
+func (s *Store) EnqueueActivityTx(ctx context.Context, tx *sql.Tx, actor *Actor, typ string, object any, to, cc []string) (*Activity, error) {
+	return s.emitTx(ctx, tx, s.newEvent(), actor, typ, object, to, cc)
+}
+
+// emitTx builds, stores and enqueues one outgoing activity in tx; see the
+// package documentation.
+func (s *Store) emitTx(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Actor, typ string, object any, to, cc []string) (*Activity, error) {
+	doc, err := buildActivity(s.uris.Base, ev.ID, typ, actor.URI, object, to, cc, ev.At)
+	if err != nil {
+		return nil, fmt.Errorf("store: build %s: %w", typ, err)
+	}
+	payload, err := outgoingPayload(actor.URI, doc)
+	if err != nil {
+		return nil, fmt.Errorf("store: build %s: %w", typ, err)
+	}
+	a := &Activity{
+		URI: activityID(s.uris.Base, ev.ID, typ), ActorURI: actor.URI, ActorID: actor.ID, Type: typ,
+		ObjectURI: objectRef(object), Document: doc, Published: ev.At,
+		Public: containsPublic(to) || containsPublic(cc), EventID: ev.ID,
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO activities
+		(uri, actor_uri, actor_id, type, object_uri, document, published_at, public, event_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.URI, a.ActorURI, a.ActorID, a.Type, nullString(a.ObjectURI), string(doc), ms(a.Published), a.Public, ev.ID, ms(ev.At))
+	if err != nil {
+		return nil, wrap("store activity", err)
+	}
+	if a.RowID, err = res.LastInsertId(); err != nil {
+		return nil, wrap("store activity", err)
+	}
+	if err := outbox.Enqueue(ctx, tx, outbox.Event{
+		ID: ev.ID, Type: outgoingEventType, Payload: payload, OccurredAt: ev.At,
+	}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// objectRef returns the id of an activity's object: the string itself, or
+// the "id" of an embedded document.
+func objectRef(object any) string {
+	switch o := object.(type) {
+	case string:
+		return o
+	case map[string]any:
+		id, _ := o["id"].(string)
+		return id
+	case interface{ ObjectID() string }:
+		return o.ObjectID()
+	}
+	b, err := json.Marshal(object)
+	if err != nil {
+		return ""
+	}
+	var v struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(b, &v) // a non-object has no id
+	return v.ID
+}

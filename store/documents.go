@@ -1,0 +1,144 @@
+package store
+
+import (
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+)
+
+// timeFormat is how courier writes times in documents: RFC 3339 in UTC with
+// whole seconds, the form Mastodon writes and every peer parses.
+const timeFormat = "2006-01-02T15:04:05Z"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+// Context is the JSON-LD @context of courier's actor documents:
+// ActivityStreams, security v1 (publicKey), and the two extension terms
+// Mastodon reads.
+var Context = []any{
+	activitypub.ActivityStreams,
+	activitypub.SecurityContext,
+	map[string]any{
+		"manuallyApprovesFollowers": "as:manuallyApprovesFollowers",
+		"sensitive":                 "as:sensitive",
+	},
+}
+
+// NoteDocument is a local Note as courier serves and federates it. Stored
+// without @context (it is embedded in activities) and without the likes
+// and shares collections, whose counts are added when it is served.
+type NoteDocument struct {
+	Context      any      `json:"@context,omitempty"`
+	ID           string   `json:"id"`
+	Type         string   `json:"type"`
+	AttributedTo string   `json:"attributedTo"`
+	Summary      *string  `json:"summary"`
+	Content      string   `json:"content"`
+	InReplyTo    *string  `json:"inReplyTo"`
+	Published    string   `json:"published"`
+	Updated      string   `json:"updated,omitempty"`
+	URL          string   `json:"url"`
+	To           []string `json:"to"`
+	Cc           []string `json:"cc"`
+	Sensitive    bool     `json:"sensitive"`
+	Likes        any      `json:"likes,omitempty"`
+	Shares       any      `json:"shares,omitempty"`
+}
+
+// ObjectID implements the interface objectRef looks for.
+func (n *NoteDocument) ObjectID() string { return n.ID }
+
+// TombstoneDocument is what a deleted object is served and federated as.
+type TombstoneDocument struct {
+	Context    any    `json:"@context,omitempty"`
+	ID         string `json:"id"`
+	Type       string `json:"type"`
+	FormerType string `json:"formerType,omitempty"`
+	Deleted    string `json:"deleted,omitempty"`
+}
+
+// ObjectID implements the interface objectRef looks for.
+func (t *TombstoneDocument) ObjectID() string { return t.ID }
+
+// Tombstone returns the Tombstone document of a deleted object.
+func Tombstone(o *Object) *TombstoneDocument {
+	ft := o.FormerType
+	if ft == "" {
+		ft = "Note"
+	}
+	return &TombstoneDocument{ID: o.URI, Type: "Tombstone", FormerType: ft, Deleted: formatTime(o.DeletedAt)}
+}
+
+// PublicKeyDocument is the publicKey of an actor document.
+type PublicKeyDocument struct {
+	ID           string `json:"id"`
+	Owner        string `json:"owner"`
+	PublicKeyPem string `json:"publicKeyPem"`
+}
+
+// EndpointsDocument is the endpoints of an actor document.
+type EndpointsDocument struct {
+	SharedInbox string `json:"sharedInbox"`
+}
+
+// ActorDocument is a local actor as courier serves it at /users/{name}:
+// the fields Mastodon, GoToSocial and their peers read.
+type ActorDocument struct {
+	Context                   any               `json:"@context,omitempty"`
+	ID                        string            `json:"id"`
+	Type                      string            `json:"type"`
+	PreferredUsername         string            `json:"preferredUsername"`
+	Name                      string            `json:"name"`
+	Summary                   string            `json:"summary"`
+	URL                       string            `json:"url"`
+	Inbox                     string            `json:"inbox"`
+	Outbox                    string            `json:"outbox"`
+	Followers                 string            `json:"followers"`
+	Following                 string            `json:"following"`
+	Endpoints                 EndpointsDocument `json:"endpoints"`
+	ManuallyApprovesFollowers bool              `json:"manuallyApprovesFollowers"`
+	Published                 string            `json:"published"`
+	PublicKey                 PublicKeyDocument `json:"publicKey"`
+}
+
+// ObjectID implements the interface objectRef looks for.
+func (d *ActorDocument) ObjectID() string { return d.ID }
+
+// ActorDocument returns a's actor document, with @context.
+func (s *Store) ActorDocument(a *Actor) *ActorDocument {
+	u := s.uris
+	name := a.DisplayName
+	if name == "" {
+		name = a.Name
+	}
+	return &ActorDocument{
+		Context:                   Context,
+		ID:                        u.Actor(a.Name),
+		Type:                      "Person",
+		PreferredUsername:         a.Name,
+		Name:                      name,
+		Summary:                   a.Summary,
+		URL:                       u.Actor(a.Name),
+		Inbox:                     u.Inbox(a.Name),
+		Outbox:                    u.Outbox(a.Name),
+		Followers:                 u.Followers(a.Name),
+		Following:                 u.Following(a.Name),
+		Endpoints:                 EndpointsDocument{SharedInbox: u.SharedInbox()},
+		ManuallyApprovesFollowers: a.ManuallyApprovesFollowers,
+		Published:                 formatTime(a.CreatedAt),
+		PublicKey: PublicKeyDocument{
+			ID:           u.KeyID(a.Name),
+			Owner:        u.Actor(a.Name),
+			PublicKeyPem: a.PublicKeyPEM,
+		},
+	}
+}
+
+// ActorJSON returns a's actor document as JSON.
+func (s *Store) ActorJSON(a *Actor) ([]byte, error) {
+	b, err := marshalJSON(s.ActorDocument(a))
+	if err != nil {
+		return nil, wrap("actor document", err)
+	}
+	return b, nil
+}

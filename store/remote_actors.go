@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+)
+
+// The store is the Resolver's persistent actor cache.
+var _ activitypub.ActorStore = (*Store)(nil)
+
+// GetRemoteActor returns the cached remote actor id and when it was
+// fetched; a nil actor and nil error when it is not cached. A gone actor is
+// returned too: GoneAt tells callers (RemoteActorGone) not to deliver to it.
+func (s *Store) GetRemoteActor(ctx context.Context, id string) (*activitypub.Actor, time.Time, error) {
+	var doc string
+	var fetched int64
+	err := s.db.Read.QueryRowContext(ctx, `SELECT document, fetched_at FROM remote_actors WHERE uri = ?`, id).Scan(&doc, &fetched)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, time.Time{}, nil
+	}
+	if err != nil {
+		return nil, time.Time{}, wrap("get remote actor", err)
+	}
+	a, err := activitypub.ParseActor([]byte(doc))
+	if err != nil {
+		// A row that no longer parses is as good as absent: refetch.
+		return nil, time.Time{}, nil
+	}
+	return a, fromMS(fetched), nil
+}
+
+// PutRemoteActor caches a, keyed by a.ID, with its document exactly as
+// fetched. A fresh fetch clears a gone mark.
+func (s *Store) PutRemoteActor(ctx context.Context, a *activitypub.Actor, raw []byte, fetchedAt time.Time) error {
+	if a == nil || a.ID == "" || a.Inbox == "" {
+		return Errorf(EINVALID, "remote actor needs an id and an inbox")
+	}
+	if len(raw) == 0 {
+		b, err := json.Marshal(a)
+		if err != nil {
+			return wrap("put remote actor", err)
+		}
+		raw = b
+	}
+	if !json.Valid(raw) {
+		return Errorf(EINVALID, "remote actor %q document is not JSON", a.ID)
+	}
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO remote_actors
+			(uri, inbox, shared_inbox, key_id, public_key_pem, document, fetched_at, gone_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, NULL)
+			ON CONFLICT (uri) DO UPDATE SET inbox = excluded.inbox, shared_inbox = excluded.shared_inbox,
+				key_id = excluded.key_id, public_key_pem = excluded.public_key_pem, document = excluded.document,
+				fetched_at = excluded.fetched_at, gone_at = NULL`,
+			a.ID, a.Inbox, nullString(a.SharedInbox), nullString(a.PublicKey.ID), nullString(a.PublicKey.PublicKeyPem),
+			string(raw), ms(fetchedAt))
+		return err
+	})
+	return wrap("put remote actor", err)
+}
+
+// RemoteActorGone reports whether the remote actor id is marked gone (it
+// answered 410 or was deleted) and since when.
+func (s *Store) RemoteActorGone(ctx context.Context, id string) (bool, time.Time, error) {
+	var gone sql.NullInt64
+	err := s.db.Read.QueryRowContext(ctx, `SELECT gone_at FROM remote_actors WHERE uri = ?`, id).Scan(&gone)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, time.Time{}, nil
+	}
+	if err != nil {
+		return false, time.Time{}, wrap("remote actor gone", err)
+	}
+	return gone.Valid, fromNullMS(gone), nil
+}
+
+// MarkRemoteActorGoneTx marks the remote actor id gone in tx.
+func (s *Store) MarkRemoteActorGoneTx(ctx context.Context, tx *sql.Tx, id string) error {
+	_, err := tx.ExecContext(ctx, `UPDATE remote_actors SET gone_at = ? WHERE uri = ? AND gone_at IS NULL`, ms(s.clock()), id)
+	return wrap("mark remote actor gone", err)
+}

@@ -1,0 +1,155 @@
+// Package store is courier's domain repository: local actors and their keys,
+// notes, the activities courier built, follow relationships, blocks,
+// reactions, domain blocks and the remote actor cache.
+//
+// Every method that changes state and causes events writes the data and
+// enqueues the events in one transaction through outbox.Enqueue: either it
+// runs its own transaction (sqlite.DB.Tx) or it takes the caller's *sql.Tx
+// (the methods named ...Tx). Use cases never open transactions themselves.
+//
+// A local write that federates enqueues one activitypub.EventOutgoing event
+// per activity. The event id is chosen before the activity is built, the
+// activity id is derived from it (activitypub.ActivityID), the activity's
+// bytes are stored in the activities table, and the event's payload carries
+// the actor and those bytes, so the delivery worker can deliver from the
+// event alone.
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rsa"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqlite"
+)
+
+// Store is the repository. It is safe for concurrent use.
+type Store struct {
+	db   *sqlite.DB
+	uris URIs
+	now  func() time.Time
+	// newKey generates an actor's key pair; tests may share one key.
+	newKey func() (*rsa.PrivateKey, error)
+}
+
+// New returns a store over db for the instance at baseURL (its public
+// origin, e.g. "https://courier.example"). now is the clock; nil means
+// time.Now.
+func New(db *sqlite.DB, baseURL string, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{
+		db:     db,
+		uris:   NewURIs(baseURL),
+		now:    now,
+		newKey: activitypub.GenerateKey,
+	}
+}
+
+// URIs returns the URL builder of this instance.
+func (s *Store) URIs() URIs { return s.uris }
+
+// DB returns the underlying database.
+func (s *Store) DB() *sqlite.DB { return s.db }
+
+// Tx runs fn in one write transaction (sqlite.DB.Tx), for callers that
+// combine several ...Tx methods into one atomic change.
+func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.db.Tx(ctx, fn)
+}
+
+// clock returns now truncated to the millisecond, the precision of every
+// stored time, so that a value read back equals the value written.
+func (s *Store) clock() time.Time {
+	return s.now().UTC().Truncate(time.Millisecond)
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func fromNullMS(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMS(v.Int64)
+}
+
+func nullMS(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// marshalJSON encodes v as compact JSON without HTML escaping, the form
+// activitypub.NewActivity embeds it in, so a document reads the same
+// wherever it is served.
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func marshalList(v []string) string {
+	if v == nil {
+		v = []string{}
+	}
+	b, _ := json.Marshal(v) // a []string always marshals
+	return string(b)
+}
+
+func unmarshalList(s string) []string {
+	var v []string
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return nil
+	}
+	return v
+}
+
+// queryer is what both *sql.DB and *sql.Tx offer for reads.
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// execer is what both *sql.DB and *sql.Tx offer for writes.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func notFound(err error, code Code, format string, args ...any) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return Errorf(code, format, args...)
+	}
+	return err
+}
+
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}

@@ -1,0 +1,622 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"unicode/utf8"
+)
+
+// Limits of a note.
+const (
+	MaxContentLen   = 50_000 // characters of content
+	MaxSummaryChars = 1_000  // characters of summary (content warning)
+	MaxRecipients   = 500    // entries of to plus cc
+)
+
+// NoteInput is the content of a note a local actor writes.
+type NoteInput struct {
+	// Content is the note's HTML content; required.
+	Content string
+	// Summary is the content warning, if any.
+	Summary string
+	// Sensitive marks the note sensitive.
+	Sensitive bool
+	// InReplyTo is the id of the object replied to, if any.
+	InReplyTo string
+	// To and CC address the note: as:Public in To (public), as:Public in CC
+	// (unlisted), the author's followers collection without as:Public
+	// (followers-only), or actor ids only (direct). "as:Public" and
+	// "Public" are accepted for the public collection. Ignored by UpdateNote,
+	// which keeps the note's audience.
+	To, CC []string
+}
+
+func (in *NoteInput) validate(requireAudience bool) error {
+	if in.Content == "" {
+		return Errorf(EINVALID, "a note needs content")
+	}
+	if !utf8.ValidString(in.Content) || !utf8.ValidString(in.Summary) {
+		return Errorf(EINVALID, "content and summary must be UTF-8")
+	}
+	if utf8.RuneCountInString(in.Content) > MaxContentLen {
+		return Errorf(EINVALID, "content is longer than %d characters", MaxContentLen)
+	}
+	if utf8.RuneCountInString(in.Summary) > MaxSummaryChars {
+		return Errorf(EINVALID, "summary is longer than %d characters", MaxSummaryChars)
+	}
+	if in.InReplyTo != "" && !absoluteURL(in.InReplyTo) {
+		return Errorf(EINVALID, "inReplyTo %q is not an absolute http(s) URL", in.InReplyTo)
+	}
+	if !requireAudience {
+		return nil
+	}
+	var err error
+	if in.To, err = normalizeAudience(in.To); err != nil {
+		return err
+	}
+	if in.CC, err = normalizeAudience(in.CC); err != nil {
+		return err
+	}
+	if len(in.To)+len(in.CC) == 0 {
+		return Errorf(EINVALID, "a note needs an audience: as:Public in to (public), in cc (unlisted), "+
+			"your followers collection (followers-only) or actor ids (direct)")
+	}
+	if len(in.To)+len(in.CC) > MaxRecipients {
+		return Errorf(EINVALID, "a note may have at most %d recipients", MaxRecipients)
+	}
+	return nil
+}
+
+// normalizeAudience spells the public collection in full, drops duplicates
+// and checks that every entry is an absolute http(s) URL.
+func normalizeAudience(l []string) ([]string, error) {
+	out := make([]string, 0, len(l))
+	seen := map[string]bool{}
+	for _, v := range l {
+		if isPublic(v) {
+			v = Public
+		}
+		if !absoluteURL(v) {
+			return nil, Errorf(EINVALID, "recipient %q is not an absolute http(s) URL", v)
+		}
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func absoluteURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.User == nil
+}
+
+func ptr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// noteDocument builds the stored form of a local note.
+func (s *Store) noteDocument(o *Object, sensitive bool) *NoteDocument {
+	d := &NoteDocument{
+		ID: o.URI, Type: "Note", AttributedTo: o.AttributedTo,
+		Summary: ptr(o.Summary), Content: o.Content, InReplyTo: ptr(o.InReplyTo),
+		Published: formatTime(o.Published), URL: o.URI,
+		To: nonNil(o.To), Cc: nonNil(o.CC), Sensitive: sensitive,
+	}
+	if !o.Updated.IsZero() {
+		d.Updated = formatTime(o.Updated)
+	}
+	return d
+}
+
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+// CreateNote stores a new note by actor and enqueues its Create, in one
+// transaction. The note's id is derived from the event id
+// (activitypub.ObjectID); the client's ids are never used.
+func (s *Store) CreateNote(ctx context.Context, actor *Actor, in NoteInput) (*Activity, *Object, error) {
+	if err := in.validate(true); err != nil {
+		return nil, nil, err
+	}
+	ev := s.newEvent()
+	o := &Object{
+		URI: objectID(s.uris.Base, ev.ID), LocalID: objectUUID(ev.ID), Type: "Note",
+		AttributedTo: actor.URI, ActorID: actor.ID, Content: in.Content, Summary: in.Summary,
+		InReplyTo: in.InReplyTo, To: in.To, CC: in.CC,
+		Visibility: Visibility(in.To, in.CC, s.uris.Followers(actor.Name)), Published: ev.At,
+	}
+	doc := s.noteDocument(o, in.Sensitive)
+	var act *Activity
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		b, err := marshalJSON(doc)
+		if err != nil {
+			return err
+		}
+		o.Document = b
+		res, err := tx.ExecContext(ctx, `INSERT INTO objects
+			(uri, local_id, type, attributed_to, actor_id, content, summary, in_reply_to, to_json, cc_json,
+			 visibility, published_at, document, created_at, modified_at)
+			VALUES (?, ?, 'Note', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			o.URI, o.LocalID, o.AttributedTo, o.ActorID, o.Content, o.Summary, nullString(o.InReplyTo),
+			marshalList(o.To), marshalList(o.CC), o.Visibility, ms(o.Published), string(b), ms(ev.At), ms(ev.At))
+		if err != nil {
+			return err
+		}
+		if o.RowID, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		act, err = s.emitTx(ctx, tx, ev, actor, "Create", doc, o.To, o.CC)
+		return err
+	})
+	if err != nil {
+		return nil, nil, wrap("create note", err)
+	}
+	return act, o, nil
+}
+
+// ownObjectTx loads the object uri and checks that actor wrote it and that
+// it is not deleted.
+func (s *Store) ownObjectTx(ctx context.Context, tx *sql.Tx, actor *Actor, uri string) (*Object, error) {
+	o, err := objectByURI(ctx, tx, uri)
+	if err != nil {
+		return nil, err
+	}
+	if o.ActorID != actor.ID || o.AttributedTo != actor.URI {
+		return nil, Errorf(EFORBIDDEN, "object %q belongs to another actor", uri)
+	}
+	if o.Deleted() {
+		return nil, Errorf(EGONE, "object %q was deleted", uri)
+	}
+	return o, nil
+}
+
+// UpdateNote replaces the content, summary and sensitivity of actor's own
+// note uri and enqueues its Update, in one transaction. The note keeps its
+// audience. Another actor's note is EFORBIDDEN, a deleted one EGONE.
+func (s *Store) UpdateNote(ctx context.Context, actor *Actor, uri string, in NoteInput) (*Activity, *Object, error) {
+	if err := in.validate(false); err != nil {
+		return nil, nil, err
+	}
+	ev := s.newEvent()
+	var act *Activity
+	var o *Object
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if o, err = s.ownObjectTx(ctx, tx, actor, uri); err != nil {
+			return err
+		}
+		o.Content, o.Summary, o.InReplyTo, o.Updated = in.Content, in.Summary, in.InReplyTo, ev.At
+		doc := s.noteDocument(o, in.Sensitive)
+		b, err := marshalJSON(doc)
+		if err != nil {
+			return err
+		}
+		o.Document = b
+		if _, err := tx.ExecContext(ctx, `UPDATE objects SET content = ?, summary = ?, in_reply_to = ?,
+			updated_at = ?, document = ?, modified_at = ? WHERE id = ?`,
+			o.Content, o.Summary, nullString(o.InReplyTo), ms(ev.At), string(b), ms(ev.At), o.RowID); err != nil {
+			return err
+		}
+		act, err = s.emitTx(ctx, tx, ev, actor, "Update", doc, o.To, o.CC)
+		return err
+	})
+	if err != nil {
+		return nil, nil, wrap("update note", err)
+	}
+	return act, o, nil
+}
+
+// DeleteNote turns actor's own note uri into a tombstone and enqueues its
+// Delete (object: the Tombstone, addressed to the note's audience), in one
+// transaction. Another actor's note is EFORBIDDEN, a deleted one EGONE.
+func (s *Store) DeleteNote(ctx context.Context, actor *Actor, uri string) (*Activity, error) {
+	ev := s.newEvent()
+	var act *Activity
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		o, err := s.ownObjectTx(ctx, tx, actor, uri)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE objects SET former_type = type, type = 'Tombstone', content = '',
+			summary = '', document = '', deleted_at = ?, modified_at = ? WHERE id = ?`, ms(ev.At), ms(ev.At), o.RowID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM reactions WHERE object_uri = ?`, o.URI); err != nil {
+			return err
+		}
+		o.FormerType, o.DeletedAt = o.Type, ev.At
+		act, err = s.emitTx(ctx, tx, ev, actor, "Delete", Tombstone(o), o.To, o.CC)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("delete note", err)
+	}
+	return act, nil
+}
+
+// checkRemoteActor validates the id of a remote actor a local actor acts on.
+func (s *Store) checkRemoteActor(ctx context.Context, target string) error {
+	if !absoluteURL(target) {
+		return Errorf(EINVALID, "actor %q is not an absolute http(s) URL", target)
+	}
+	if s.uris.IsLocal(target) {
+		return Errorf(EINVALID, "%q is a local actor; only remote actors can be followed or blocked", target)
+	}
+	blocked, err := s.IsDomainBlocked(ctx, target)
+	if err != nil {
+		return err
+	}
+	if blocked {
+		return Errorf(EFORBIDDEN, "the domain of %q is blocked", target)
+	}
+	return nil
+}
+
+// Follow records actor's (pending) follow of the remote actor target and
+// enqueues the Follow, in one transaction. Following an actor already
+// followed is ECONFLICT; a pending follow is sent again with a new id.
+// Fetching the target is the delivery worker's job.
+func (s *Store) Follow(ctx context.Context, actor *Actor, target string) (*Activity, error) {
+	if err := s.checkRemoteActor(ctx, target); err != nil {
+		return nil, err
+	}
+	ev := s.newEvent()
+	var act *Activity
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var blocked int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM blocks WHERE actor_id = ? AND remote_uri = ? AND direction = 'outgoing'`,
+			actor.ID, target).Scan(&blocked); err != nil {
+			return err
+		}
+		if blocked > 0 {
+			return Errorf(ECONFLICT, "you block %q; undo the block first", target)
+		}
+		var state string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM following WHERE actor_id = ? AND target_uri = ?`, actor.ID, target).Scan(&state)
+		switch {
+		case err == nil && state == StateAccepted:
+			return Errorf(ECONFLICT, "already following %q", target)
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		id := activityID(s.uris.Base, ev.ID, "Follow")
+		if _, err := tx.ExecContext(ctx, `INSERT INTO following (actor_id, target_uri, follow_activity_id, state, created_at, updated_at)
+			VALUES (?, ?, ?, 'pending', ?, ?)
+			ON CONFLICT (actor_id, target_uri) DO UPDATE SET follow_activity_id = excluded.follow_activity_id, updated_at = excluded.updated_at`,
+			actor.ID, target, id, ms(ev.At), ms(ev.At)); err != nil {
+			return err
+		}
+		act, err = s.emitTx(ctx, tx, ev, actor, "Follow", target, []string{target}, nil)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("follow", err)
+	}
+	return act, nil
+}
+
+// Like records actor's Like of object uri and enqueues the Like, addressed
+// to the object's author when courier knows it, in one transaction. A
+// second Like of the same object is ECONFLICT.
+func (s *Store) Like(ctx context.Context, actor *Actor, uri string) (*Activity, error) {
+	return s.react(ctx, actor, ReactionLike, uri)
+}
+
+// Announce records actor's Announce (boost) of object uri and enqueues it,
+// public and copied to the author and actor's followers, in one
+// transaction. A followers-only or direct object cannot be announced
+// (EFORBIDDEN); a second Announce of it is ECONFLICT.
+func (s *Store) Announce(ctx context.Context, actor *Actor, uri string) (*Activity, error) {
+	return s.react(ctx, actor, ReactionAnnounce, uri)
+}
+
+func (s *Store) react(ctx context.Context, actor *Actor, typ, uri string) (*Activity, error) {
+	if !absoluteURL(uri) {
+		return nil, Errorf(EINVALID, "object %q is not an absolute http(s) URL", uri)
+	}
+	if blocked, err := s.IsDomainBlocked(ctx, uri); err != nil {
+		return nil, err
+	} else if blocked {
+		return nil, Errorf(EFORBIDDEN, "the domain of %q is blocked", uri)
+	}
+	ev := s.newEvent()
+	var act *Activity
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var author string
+		o, err := objectByURI(ctx, tx, uri)
+		switch {
+		case err == nil:
+			if o.Deleted() {
+				return Errorf(EGONE, "object %q was deleted", uri)
+			}
+			if typ == ReactionAnnounce && o.Visibility != VisibilityPublic && o.Visibility != VisibilityUnlisted {
+				return Errorf(EFORBIDDEN, "object %q is not public and cannot be announced", uri)
+			}
+			author = o.AttributedTo
+		case errors.Is(err, ErrNotFound):
+			if s.uris.IsLocal(uri) {
+				return Errorf(ENOTFOUND, "no object %q", uri)
+			}
+		default:
+			return err
+		}
+		var to, cc []string
+		if typ == ReactionLike {
+			if author != "" && author != actor.URI {
+				to = []string{author}
+			}
+		} else {
+			to = []string{Public}
+			cc = []string{s.uris.Followers(actor.Name)}
+			if author != "" && author != actor.URI {
+				cc = append(cc, author)
+			}
+		}
+		id := activityID(s.uris.Base, ev.ID, typ)
+		added, err := s.AddReactionTx(ctx, tx, Reaction{ActivityURI: id, Type: typ, ActorURI: actor.URI, ObjectURI: uri})
+		if err != nil {
+			return err
+		}
+		if !added {
+			return Errorf(ECONFLICT, "you already sent a %s of %q", typ, uri)
+		}
+		act, err = s.emitTx(ctx, tx, ev, actor, typ, uri, to, cc)
+		return err
+	})
+	if err != nil {
+		return nil, wrap(typ, err)
+	}
+	return act, nil
+}
+
+// Block records actor's block of the remote actor target, severs the
+// follows between them both ways, and enqueues the Block, in one
+// transaction. Blocking a blocked actor is ECONFLICT.
+func (s *Store) Block(ctx context.Context, actor *Actor, target string) (*Activity, error) {
+	if !absoluteURL(target) || s.uris.IsLocal(target) {
+		return nil, Errorf(EINVALID, "%q is not a remote actor id", target)
+	}
+	ev := s.newEvent()
+	var act *Activity
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		added, err := s.addBlockTx(ctx, tx, actor.ID, target, BlockOutgoing, activityID(s.uris.Base, ev.ID, "Block"))
+		if err != nil {
+			return err
+		}
+		if !added {
+			return Errorf(ECONFLICT, "you already block %q", target)
+		}
+		act, err = s.emitTx(ctx, tx, ev, actor, "Block", target, []string{target}, nil)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("block", err)
+	}
+	return act, nil
+}
+
+// Undoable is what Undo can take back.
+var Undoable = map[string]bool{"Follow": true, "Like": true, "Announce": true, "Block": true}
+
+// ActiveActivity returns the id of actor's standing activity typ (Follow,
+// Like, Announce or Block) on object (a remote actor or an object id), for
+// an Undo that names what it undoes instead of its id. ENOTFOUND if none.
+func (s *Store) ActiveActivity(ctx context.Context, actor *Actor, typ, object string) (string, error) {
+	var q string
+	args := []any{actor.ID, object}
+	switch typ {
+	case "Follow":
+		q = `SELECT follow_activity_id FROM following WHERE actor_id = ? AND target_uri = ?`
+	case "Block":
+		q = `SELECT COALESCE(activity_id, '') FROM blocks WHERE actor_id = ? AND remote_uri = ? AND direction = 'outgoing'`
+	case "Like", "Announce":
+		q = `SELECT activity_uri FROM reactions WHERE actor_uri = ? AND object_uri = ? AND type = ?`
+		args = []any{actor.URI, object, typ}
+	default:
+		return "", Errorf(EUNPROCESSABLE, "%s cannot be undone", typ)
+	}
+	var id string
+	if err := s.db.Read.QueryRowContext(ctx, q, args...).Scan(&id); err != nil || id == "" {
+		if err == nil {
+			err = sql.ErrNoRows
+		}
+		return "", wrap("active activity", notFound(err, ENOTFOUND, "no %s of %q to undo", typ, object))
+	}
+	return id, nil
+}
+
+// Undo takes back actor's own Follow, Like, Announce or Block activity uri:
+// the relationship it created is removed, the activity is marked undone,
+// and an Undo embedding it (same audience) is enqueued, in one transaction.
+// Another actor's activity is EFORBIDDEN, another type EUNPROCESSABLE, an
+// activity already undone ECONFLICT.
+func (s *Store) Undo(ctx context.Context, actor *Actor, uri string) (*Activity, error) {
+	ev := s.newEvent()
+	var act *Activity
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		orig, err := activityByURI(ctx, tx, uri)
+		if err != nil {
+			return err
+		}
+		if orig.ActorID != actor.ID {
+			return Errorf(EFORBIDDEN, "activity %q belongs to another actor", uri)
+		}
+		if !Undoable[orig.Type] {
+			return Errorf(EUNPROCESSABLE, "a %s cannot be undone", orig.Type)
+		}
+		if !orig.UndoneAt.IsZero() {
+			return Errorf(ECONFLICT, "activity %q was already undone", uri)
+		}
+		var q string
+		args := []any{uri}
+		switch orig.Type {
+		case "Follow":
+			q = `DELETE FROM following WHERE follow_activity_id = ?`
+		case "Like", "Announce":
+			q = `DELETE FROM reactions WHERE activity_uri = ?`
+		case "Block":
+			q = `DELETE FROM blocks WHERE actor_id = ? AND remote_uri = ? AND direction = 'outgoing'`
+			args = []any{actor.ID, orig.ObjectURI}
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE activities SET undone_at = ? WHERE id = ?`, ms(ev.At), orig.RowID); err != nil {
+			return err
+		}
+		embedded, to, cc, err := embedActivity(orig.Document)
+		if err != nil {
+			return err
+		}
+		act, err = s.emitTx(ctx, tx, ev, actor, "Undo", embedded, to, cc)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("undo", err)
+	}
+	return act, nil
+}
+
+// embedActivity returns a stored activity without its @context, for
+// embedding in an Undo, and its audience.
+func embedActivity(doc json.RawMessage) (map[string]any, []string, []string, error) {
+	var m map[string]any
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, nil, nil, err
+	}
+	delete(m, "@context")
+	return m, stringList(m["to"]), stringList(m["cc"]), nil
+}
+
+func stringList(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		out := make([]string, 0, len(x))
+		for _, e := range x {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// UpdateActor changes the profile (or rotates the key) of the local actor
+// name and enqueues an Update of its actor document to its followers, in
+// one transaction.
+func (s *Store) UpdateActor(ctx context.Context, name string, u ActorUpdate) (*Actor, *Activity, error) {
+	ev := s.newEvent()
+	var a *Actor
+	var act *Activity
+	var privPEM, pubPEM string
+	if u.RotateKey {
+		key, err := s.newKey()
+		if err != nil {
+			return nil, nil, wrap("update actor", err)
+		}
+		if privPEM, pubPEM, err = encodeKey(key); err != nil {
+			return nil, nil, wrap("update actor", err)
+		}
+	}
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if a, err = s.actorByName(ctx, tx, name); err != nil {
+			return err
+		}
+		if u.DisplayName != nil {
+			a.DisplayName = *u.DisplayName
+		}
+		if u.Summary != nil {
+			a.Summary = *u.Summary
+		}
+		if u.ManuallyApprovesFollowers != nil {
+			a.ManuallyApprovesFollowers = *u.ManuallyApprovesFollowers
+		}
+		if err := validateProfile(a.DisplayName, a.Summary); err != nil {
+			return err
+		}
+		if u.RotateKey {
+			a.PrivateKeyPEM, a.PublicKeyPEM = privPEM, pubPEM
+		}
+		a.UpdatedAt = ev.At
+		if _, err := tx.ExecContext(ctx, `UPDATE actors SET display_name = ?, summary = ?, manually_approves_followers = ?,
+			private_key_pem = ?, public_key_pem = ?, updated_at = ? WHERE id = ?`,
+			a.DisplayName, a.Summary, a.ManuallyApprovesFollowers, a.PrivateKeyPEM, a.PublicKeyPEM, ms(ev.At), a.ID); err != nil {
+			return err
+		}
+		doc := s.ActorDocument(a)
+		doc.Context = nil
+		act, err = s.emitTx(ctx, tx, ev, a, "Update", doc, []string{Public}, []string{s.uris.Followers(a.Name)})
+		return err
+	})
+	if err != nil {
+		return nil, nil, wrap("update actor", err)
+	}
+	return a, act, nil
+}
+
+// ApproveFollower accepts the pending follower followerURI of the
+// manually-approving actor and enqueues the Accept of its Follow, in one
+// transaction. An unknown or already accepted follower is ENOTFOUND.
+func (s *Store) ApproveFollower(ctx context.Context, actor *Actor, followerURI string) (*Activity, error) {
+	return s.answerFollower(ctx, actor, followerURI, "Accept")
+}
+
+// RejectFollower removes the pending follower followerURI and enqueues
+// the Reject of its Follow, in one transaction.
+func (s *Store) RejectFollower(ctx context.Context, actor *Actor, followerURI string) (*Activity, error) {
+	return s.answerFollower(ctx, actor, followerURI, "Reject")
+}
+
+func (s *Store) answerFollower(ctx context.Context, actor *Actor, followerURI, typ string) (*Activity, error) {
+	ev := s.newEvent()
+	var act *Activity
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var followID string
+		err := tx.QueryRowContext(ctx, `SELECT COALESCE(follow_activity_id, '') FROM followers
+			WHERE actor_id = ? AND follower_uri = ? AND state = 'pending'`, actor.ID, followerURI).Scan(&followID)
+		if err != nil {
+			return notFound(err, ENOTFOUND, "no pending follow request from %q", followerURI)
+		}
+		if typ == "Accept" {
+			_, err = tx.ExecContext(ctx, `UPDATE followers SET state = 'accepted', updated_at = ? WHERE actor_id = ? AND follower_uri = ?`,
+				ms(ev.At), actor.ID, followerURI)
+		} else {
+			_, err = tx.ExecContext(ctx, `DELETE FROM followers WHERE actor_id = ? AND follower_uri = ?`, actor.ID, followerURI)
+		}
+		if err != nil {
+			return err
+		}
+		act, err = s.emitTx(ctx, tx, ev, actor, typ, FollowObject(followID, followerURI, actor.URI), []string{followerURI}, nil)
+		return err
+	})
+	if err != nil {
+		return nil, wrap(typ+" follower", err)
+	}
+	return act, nil
+}
+
+// FollowObject is the Follow embedded in an Accept or Reject: the remote
+// follower's Follow, by id when known.
+func FollowObject(followID, follower, followee string) map[string]any {
+	m := map[string]any{"type": "Follow", "actor": follower, "object": followee}
+	if followID != "" {
+		m["id"] = followID
+	}
+	return m
+}

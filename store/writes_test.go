@@ -1,0 +1,530 @@
+package store
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+)
+
+const remoteActor = "https://remote.test/users/bob"
+
+func TestCreateNoteStoresDataAndEventTogether(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	u := b.store.URIs()
+	act, o, err := b.store.CreateNote(b.ctx, a, NoteInput{
+		Content: "<p>hello & <b>world</b></p>", Summary: "cw", Sensitive: true,
+		To: []string{"as:Public"}, CC: []string{u.Followers("alice"), remoteActor, u.Followers("alice")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := b.checkOutgoing(t, act, "Create")
+	if out.Actor != a.URI {
+		t.Fatalf("outgoing actor %s", out.Actor)
+	}
+	if o.URI != activitypub.ObjectID(testBase, act.EventID) || o.URI != u.Object(o.LocalID) {
+		t.Fatalf("object id %s not derived from event %s", o.URI, act.EventID)
+	}
+	got, err := b.store.ObjectByLocalID(b.ctx, o.LocalID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Content != "<p>hello & <b>world</b></p>" || got.Visibility != VisibilityPublic || got.ActorID != a.ID ||
+		strings.Join(got.To, ",") != Public || len(got.CC) != 2 {
+		t.Fatalf("stored %+v", got)
+	}
+	parsed, err := activitypub.ParseActivity(act.Document)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parsed.Object == nil || parsed.Object.ID != o.URI || parsed.Object.Content != got.Content ||
+		parsed.Object.AttributedTo[0] != a.URI || !parsed.Object.Sensitive || parsed.Object.Summary != "cw" {
+		t.Fatalf("embedded note %+v", parsed.Object)
+	}
+	if !act.Public || act.ObjectURI != o.URI {
+		t.Fatalf("activity %+v", act)
+	}
+	// The note's own document is the embedded one, byte for byte.
+	var embedded struct {
+		Object json.RawMessage `json:"object"`
+	}
+	_ = json.Unmarshal(act.Document, &embedded)
+	if string(embedded.Object) != string(got.Document) {
+		t.Fatalf("embedded %s\nstored %s", embedded.Object, got.Document)
+	}
+}
+
+func TestVisibility(t *testing.T) {
+	t.Parallel()
+	f := testBase + "/users/alice/followers"
+	for _, tc := range []struct {
+		to, cc []string
+		want   string
+	}{
+		{[]string{Public}, []string{f}, VisibilityPublic},
+		{[]string{"as:Public"}, nil, VisibilityPublic},
+		{[]string{f}, []string{Public}, VisibilityUnlisted},
+		{[]string{f}, nil, VisibilityFollowers},
+		{nil, []string{f, remoteActor}, VisibilityFollowers},
+		{[]string{remoteActor}, nil, VisibilityDirect},
+		{nil, nil, VisibilityDirect},
+	} {
+		if got := Visibility(tc.to, tc.cc, f); got != tc.want {
+			t.Errorf("Visibility(%v, %v) = %s, want %s", tc.to, tc.cc, got, tc.want)
+		}
+	}
+}
+
+func TestCreateNoteValidates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	for name, in := range map[string]NoteInput{
+		"no content":   {To: []string{Public}},
+		"no audience":  {Content: "x"},
+		"bad audience": {Content: "x", To: []string{"mailto:x@y"}},
+		"relative":     {Content: "x", To: []string{"/users/bob"}},
+		"bad reply":    {Content: "x", To: []string{Public}, InReplyTo: "nope"},
+		"too long":     {Content: strings.Repeat("x", MaxContentLen+1), To: []string{Public}},
+		"invalid utf8": {Content: "\xff", To: []string{Public}},
+	} {
+		if _, _, err := b.store.CreateNote(b.ctx, a, in); ErrorCode(err) != EINVALID {
+			t.Errorf("%s: %v, want invalid", name, err)
+		}
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM event_queue`) + b.count(t, `SELECT COUNT(*) FROM objects`); n != 0 {
+		t.Fatalf("rejected writes left %d rows", n)
+	}
+}
+
+// failOn creates a trigger that aborts every insert into table, so a test
+// can force one half of a write to fail.
+func (b *testBundle) failOn(t *testing.T, table string) {
+	t.Helper()
+	if _, err := b.db.Write.ExecContext(b.ctx, `CREATE TRIGGER fail_`+table+` BEFORE INSERT ON `+table+
+		` BEGIN SELECT RAISE(ABORT, 'forced failure'); END`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWriteRollsBackWhenEnqueueFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	b.failOn(t, "event_queue")
+	_, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "x", To: []string{Public}})
+	if err == nil || !strings.Contains(err.Error(), "forced failure") {
+		t.Fatalf("CreateNote = %v, want the enqueue failure", err)
+	}
+	if _, err := b.store.Follow(b.ctx, a, remoteActor); err == nil {
+		t.Fatal("Follow succeeded without its event")
+	}
+	if _, err := b.store.Like(b.ctx, a, "https://remote.test/notes/1"); err == nil {
+		t.Fatal("Like succeeded without its event")
+	}
+	for _, table := range []string{"objects", "activities", "following", "reactions", "event_queue"} {
+		if n := b.count(t, `SELECT COUNT(*) FROM `+table); n != 0 {
+			t.Errorf("%s has %d rows after failed enqueues", table, n)
+		}
+	}
+}
+
+func TestEnqueueRolledBackWhenDataFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	b.failOn(t, "objects")
+	if _, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "x", To: []string{Public}}); err == nil {
+		t.Fatal("CreateNote succeeded")
+	}
+	b.failOn(t, "activities")
+	if _, err := b.store.Follow(b.ctx, a, remoteActor); err == nil {
+		t.Fatal("Follow succeeded")
+	}
+	for _, table := range []string{"objects", "activities", "following", "event_queue"} {
+		if n := b.count(t, `SELECT COUNT(*) FROM `+table); n != 0 {
+			t.Errorf("%s has %d rows after failed writes", table, n)
+		}
+	}
+}
+
+func TestUpdateAndDeleteNote(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	other := b.actor(t, "mallory")
+	_, o, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "v1", To: []string{b.store.URIs().Followers("alice")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Minute)
+	if _, _, err := b.store.UpdateNote(b.ctx, other, o.URI, NoteInput{Content: "hijack"}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("update by another actor: %v", err)
+	}
+	up, o2, err := b.store.UpdateNote(b.ctx, a, o.URI, NoteInput{Content: "v2", To: []string{Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, up, "Update")
+	if o2.Content != "v2" || o2.Visibility != VisibilityFollowers || !o2.Updated.Equal(b.clock.Now()) {
+		t.Fatalf("updated %+v (audience must not change)", o2)
+	}
+	if up.Public {
+		t.Fatal("Update of a followers-only note is public")
+	}
+	p, _ := activitypub.ParseActivity(up.Document)
+	if p.Object.Content != "v2" || p.Object.Updated.IsZero() || p.Object.ID != o.URI {
+		t.Fatalf("Update object %+v", p.Object)
+	}
+
+	if _, err := b.store.DeleteNote(b.ctx, other, o.URI); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("delete by another actor: %v", err)
+	}
+	del, err := b.store.DeleteNote(b.ctx, a, o.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, del, "Delete")
+	var doc struct {
+		Object TombstoneDocument `json:"object"`
+		To     []string          `json:"to"`
+	}
+	if err := json.Unmarshal(del.Document, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Object.Type != "Tombstone" || doc.Object.FormerType != "Note" || doc.Object.ID != o.URI || doc.Object.Deleted == "" ||
+		len(doc.To) != 1 || doc.To[0] != b.store.URIs().Followers("alice") {
+		t.Fatalf("Delete %s", del.Document)
+	}
+	got, err := b.store.ObjectByURI(b.ctx, o.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Deleted() || got.FormerType != "Note" || got.Content != "" || len(got.Document) != 0 {
+		t.Fatalf("tombstone %+v", got)
+	}
+	if _, err := b.store.DeleteNote(b.ctx, a, o.URI); !errors.Is(err, ErrGone) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, _, err := b.store.UpdateNote(b.ctx, a, o.URI, NoteInput{Content: "v3"}); !errors.Is(err, ErrGone) {
+		t.Fatalf("update after delete: %v", err)
+	}
+	if n, _ := b.store.CountLocalNotes(b.ctx); n != 0 {
+		t.Fatalf("%d local notes after delete", n)
+	}
+}
+
+func TestFollowAndAnswers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	f, err := b.store.Follow(b.ctx, a, remoteActor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, f, "Follow")
+	if f.ObjectURI != remoteActor || f.Public {
+		t.Fatalf("Follow %+v", f)
+	}
+	if st, _ := b.store.FollowingState(b.ctx, a.ID, remoteActor); st != StatePending {
+		t.Fatalf("state %q", st)
+	}
+	// A pending follow may be sent again, with a new id.
+	f2, err := b.store.Follow(b.ctx, a, remoteActor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An answer from someone else, or for the old Follow, changes nothing.
+	err = b.store.Tx(b.ctx, func(tx *sql.Tx) error {
+		n, err := b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: "https://evil.test/users/eve", FollowActivityID: f2.URI}, StateAccepted)
+		if n != 0 || err != nil {
+			t.Errorf("foreign accept: %d, %v", n, err)
+		}
+		n, err = b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: remoteActor, FollowActivityID: f.URI}, StateAccepted)
+		if n != 0 || err != nil {
+			t.Errorf("stale accept: %d, %v", n, err)
+		}
+		n, err = b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: remoteActor, LocalActor: a.URI}, StateAccepted)
+		if n != 1 || err != nil {
+			t.Errorf("accept: %d, %v", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := b.store.FollowingState(b.ctx, a.ID, remoteActor); st != StateAccepted {
+		t.Fatalf("state %q", st)
+	}
+	if _, err := b.store.Follow(b.ctx, a, remoteActor); !errors.Is(err, ErrConflict) {
+		t.Fatalf("follow again: %v", err)
+	}
+	fs, total, err := b.store.FollowingOf(b.ctx, a.ID, 0, 10)
+	if err != nil || total != 1 || fs[0].TargetURI != remoteActor || fs[0].FollowActivityID != f2.URI {
+		t.Fatalf("FollowingOf = %+v, %d, %v", fs, total, err)
+	}
+	// Local and malformed targets are refused; a blocked domain is forbidden.
+	if _, err := b.store.Follow(b.ctx, a, testBase+"/users/alice"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("follow local: %v", err)
+	}
+	if _, err := b.store.Follow(b.ctx, a, "not a url"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("follow garbage: %v", err)
+	}
+	if err := b.store.AddDomainBlock(b.ctx, "blocked.test", "spam"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Follow(b.ctx, a, "https://sub.blocked.test/users/x"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("follow blocked domain: %v", err)
+	}
+	// Reject removes the follow.
+	err = b.store.Tx(b.ctx, func(tx *sql.Tx) error {
+		n, err := b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: remoteActor, FollowActivityID: f2.URI}, StateRejected)
+		if n != 1 {
+			t.Errorf("reject changed %d", n)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.FollowingState(b.ctx, a.ID, remoteActor); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after reject: %v", err)
+	}
+}
+
+func TestReactionsAndUndo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	carol := b.actor(t, "carol")
+	const remoteNote = "https://remote.test/notes/1"
+	err := b.store.Tx(b.ctx, func(tx *sql.Tx) error {
+		_, err := b.store.UpsertRemoteObjectTx(b.ctx, tx, RemoteObject{
+			URI: remoteNote, AttributedTo: remoteActor, Content: "hi", To: []string{Public},
+			Document: json.RawMessage(`{"id":"` + remoteNote + `","type":"Note"}`),
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	like, err := b.store.Like(b.ctx, a, remoteNote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, like, "Like")
+	p, _ := activitypub.ParseActivity(like.Document)
+	if len(p.To) != 1 || p.To[0] != remoteActor || like.Public {
+		t.Fatalf("Like addressed %v (public %v), want the author only", p.To, like.Public)
+	}
+	if _, err := b.store.Like(b.ctx, a, remoteNote); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second like: %v", err)
+	}
+	ann, err := b.store.Announce(b.ctx, a, remoteNote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, ann, "Announce")
+	p, _ = activitypub.ParseActivity(ann.Document)
+	if !ann.Public || p.To[0] != Public || len(p.Cc) != 2 {
+		t.Fatalf("Announce to %v cc %v", p.To, p.Cc)
+	}
+	if likes, shares, _ := b.store.ReactionCounts(b.ctx, remoteNote); likes != 1 || shares != 1 {
+		t.Fatalf("counts %d %d", likes, shares)
+	}
+	// A followers-only note cannot be announced.
+	_, private, err := b.store.CreateNote(b.ctx, carol, NoteInput{Content: "p", To: []string{b.store.URIs().Followers("carol")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Announce(b.ctx, a, private.URI); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("announce private: %v", err)
+	}
+
+	// Undo: by another actor forbidden; by id; by (type, object); twice is a conflict.
+	if _, err := b.store.Undo(b.ctx, carol, like.URI); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("undo by another actor: %v", err)
+	}
+	undo, err := b.store.Undo(b.ctx, a, like.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, undo, "Undo")
+	up, _ := activitypub.ParseActivity(undo.Document)
+	if up.Object == nil || up.Object.ID != like.URI || up.Object.Type != "Like" || up.Object.ObjectID != remoteNote || up.To[0] != remoteActor {
+		t.Fatalf("Undo %s", undo.Document)
+	}
+	if _, err := b.store.Undo(b.ctx, a, like.URI); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second undo: %v", err)
+	}
+	id, err := b.store.ActiveActivity(b.ctx, a, "Announce", remoteNote)
+	if err != nil || id != ann.URI {
+		t.Fatalf("ActiveActivity = %q, %v", id, err)
+	}
+	if _, err := b.store.Undo(b.ctx, a, id); err != nil {
+		t.Fatal(err)
+	}
+	if likes, shares, _ := b.store.ReactionCounts(b.ctx, remoteNote); likes != 0 || shares != 0 {
+		t.Fatalf("counts after undo %d %d", likes, shares)
+	}
+	// Undoing a Create is not supported.
+	create, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "x", To: []string{Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Undo(b.ctx, a, create.URI); !errors.Is(err, ErrUnprocessable) {
+		t.Fatalf("undo create: %v", err)
+	}
+	// After Undo of a Like, liking again works.
+	if _, err := b.store.Like(b.ctx, a, remoteNote); err != nil {
+		t.Fatalf("like after undo: %v", err)
+	}
+}
+
+func TestBlockSeversAndUndo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	if _, err := b.store.Follow(b.ctx, a, remoteActor); err != nil {
+		t.Fatal(err)
+	}
+	err := b.store.Tx(b.ctx, func(tx *sql.Tx) error {
+		_, err := b.store.AddFollowerTx(b.ctx, tx, Follower{ActorID: a.ID, URI: remoteActor, Inbox: remoteActor + "/inbox"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := b.store.Block(b.ctx, a, remoteActor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, blk, "Block")
+	if ok, _ := b.store.Blocks(b.ctx, a.ID, remoteActor); !ok {
+		t.Fatal("block not recorded")
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM followers`) + b.count(t, `SELECT COUNT(*) FROM following`); n != 0 {
+		t.Fatalf("block left %d follow rows", n)
+	}
+	if _, err := b.store.Block(b.ctx, a, remoteActor); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second block: %v", err)
+	}
+	if _, err := b.store.Follow(b.ctx, a, remoteActor); !errors.Is(err, ErrConflict) {
+		t.Fatalf("follow a blocked actor: %v", err)
+	}
+	undo, err := b.store.Undo(b.ctx, a, blk.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, undo, "Undo")
+	if ok, _ := b.store.Blocks(b.ctx, a.ID, remoteActor); ok {
+		t.Fatal("block still recorded after undo")
+	}
+}
+
+func TestUndoFollow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	f, err := b.store.Follow(b.ctx, a, remoteActor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.store.ActiveActivity(b.ctx, a, "Follow", remoteActor)
+	if err != nil || id != f.URI {
+		t.Fatalf("ActiveActivity = %q, %v", id, err)
+	}
+	u, err := b.store.Undo(b.ctx, a, f.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, u, "Undo")
+	if _, err := b.store.FollowingState(b.ctx, a.ID, remoteActor); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("following after undo: %v", err)
+	}
+	if _, err := b.store.ActiveActivity(b.ctx, a, "Follow", remoteActor); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("active after undo: %v", err)
+	}
+}
+
+func TestUpdateActorEnqueuesUpdate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	name := "Alice Two"
+	got, act, err := b.store.UpdateActor(b.ctx, "alice", ActorUpdate{DisplayName: &name, RotateKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, act, "Update")
+	if got.DisplayName != name || act.ObjectURI != a.URI || !act.Public {
+		t.Fatalf("actor %+v activity %+v", got, act)
+	}
+	p, _ := activitypub.ParseActivity(act.Document)
+	person, err := activitypub.ParseActor(p.ObjectRaw)
+	if err != nil || person.Name != name || person.PublicKey.ID != a.URI+"#main-key" {
+		t.Fatalf("Update object %+v, %v", person, err)
+	}
+	long := strings.Repeat("s", MaxSummaryLen+1)
+	if _, _, err := b.store.UpdateActor(b.ctx, "alice", ActorUpdate{Summary: &long}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("long summary: %v", err)
+	}
+	if _, _, err := b.store.UpdateActor(b.ctx, "nobody", ActorUpdate{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown actor: %v", err)
+	}
+}
+
+func TestApproveAndRejectFollower(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a, _, err := b.store.CreateActor(b.ctx, NewActor{Name: "alice", ManuallyApprovesFollowers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const followID = "https://remote.test/follows/1"
+	err = b.store.Tx(b.ctx, func(tx *sql.Tx) error {
+		for _, uri := range []string{remoteActor, "https://remote.test/users/carl"} {
+			if _, err := b.store.AddFollowerTx(b.ctx, tx, Follower{ActorID: a.ID, URI: uri, Inbox: uri + "/inbox",
+				FollowActivityID: followID, State: StatePending}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := b.store.FollowerInboxes(b.ctx, a.ID); len(in) != 0 {
+		t.Fatalf("pending followers get deliveries: %v", in)
+	}
+	acc, err := b.store.ApproveFollower(b.ctx, a, remoteActor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, acc, "Accept")
+	p, _ := activitypub.ParseActivity(acc.Document)
+	if p.Object.ID != followID || p.Object.Actor != remoteActor || p.Object.ObjectID != a.URI || p.To[0] != remoteActor {
+		t.Fatalf("Accept %s", acc.Document)
+	}
+	if ok, _ := b.store.IsFollower(b.ctx, a.ID, remoteActor); !ok {
+		t.Fatal("not accepted")
+	}
+	if _, err := b.store.ApproveFollower(b.ctx, a, remoteActor); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("approve twice: %v", err)
+	}
+	rej, err := b.store.RejectFollower(b.ctx, a, "https://remote.test/users/carl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, rej, "Reject")
+	if _, total, _ := b.store.Followers(b.ctx, a.ID, StatePending, 0, 10); total != 0 {
+		t.Fatalf("%d pending after reject", total)
+	}
+}
