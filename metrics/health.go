@@ -123,7 +123,7 @@ collect:
 		if _, ok := rep.Checks[name]; !ok {
 			rep.Checks[name] = "timeout"
 			h.cfg.Logger.WarnContext(ctx, "metrics: health check timed out",
-				"check", name, "path", r.URL.Path, "delay", h.cfg.Timeout)
+				"check", name, "path", r.URL.Path, "timeout", h.cfg.Timeout)
 		}
 	}
 	status := http.StatusOK

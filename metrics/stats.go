@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -30,6 +32,77 @@ type HostStats interface {
 	// CountParked returns the number of deliveries parked now because their
 	// host is known down.
 	CountParked(ctx context.Context) (int64, error)
+}
+
+// QueueFuncs adapts plain functions to QueueStats, so a process can wire a
+// store whose methods have other shapes without a named adapter type. Both
+// fields are required; a nil one makes the scrape-time query fail (and
+// courier_stats_up{source="queue"} report 0) rather than report a made-up 0.
+type QueueFuncs struct {
+	// Rows returns the number of rows by status, then event type.
+	Rows func(ctx context.Context) (map[string]map[string]int64, error)
+	// OldestDue is QueueStats.OldestPendingDue.
+	OldestDue func(ctx context.Context, now time.Time) (due time.Time, ok bool, err error)
+}
+
+// ErrNotWired is returned by QueueFuncs and HostFuncs whose function is nil.
+var ErrNotWired = errors.New("metrics: stats function not wired")
+
+// CountRows implements QueueStats.
+func (f QueueFuncs) CountRows(ctx context.Context, fn func(status, eventType string, rows int64)) error {
+	if f.Rows == nil {
+		return fmt.Errorf("%w: QueueFuncs.Rows", ErrNotWired)
+	}
+	byStatus, err := f.Rows(ctx)
+	if err != nil {
+		return err
+	}
+	for status, byType := range byStatus {
+		for typ, n := range byType {
+			fn(status, typ, n)
+		}
+	}
+	return nil
+}
+
+// OldestPendingDue implements QueueStats.
+func (f QueueFuncs) OldestPendingDue(ctx context.Context, now time.Time) (time.Time, bool, error) {
+	if f.OldestDue == nil {
+		return time.Time{}, false, fmt.Errorf("%w: QueueFuncs.OldestDue", ErrNotWired)
+	}
+	return f.OldestDue(ctx, now)
+}
+
+// HostFuncs adapts plain functions to HostStats. Both fields are required,
+// as for QueueFuncs.
+type HostFuncs struct {
+	// Hosts returns the number of remote hosts by health state.
+	Hosts func(ctx context.Context) (map[string]int64, error)
+	// Parked is HostStats.CountParked.
+	Parked func(ctx context.Context) (int64, error)
+}
+
+// CountHosts implements HostStats.
+func (f HostFuncs) CountHosts(ctx context.Context, fn func(state string, hosts int64)) error {
+	if f.Hosts == nil {
+		return fmt.Errorf("%w: HostFuncs.Hosts", ErrNotWired)
+	}
+	byState, err := f.Hosts(ctx)
+	if err != nil {
+		return err
+	}
+	for state, n := range byState {
+		fn(state, n)
+	}
+	return nil
+}
+
+// CountParked implements HostStats.
+func (f HostFuncs) CountParked(ctx context.Context) (int64, error) {
+	if f.Parked == nil {
+		return 0, fmt.Errorf("%w: HostFuncs.Parked", ErrNotWired)
+	}
+	return f.Parked(ctx)
 }
 
 // Sources of scrape-time queries (label source of courier_stats_*).

@@ -302,3 +302,50 @@ func gaugeValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	t.Fatalf("gauge %s not gathered exactly once", name)
 	return 0
 }
+
+func TestFuncAdapters(t *testing.T) {
+	t.Parallel()
+	b := setupStats(t)
+	b.insert(t, "00000000-0000-4000-8000-000000000011", "note.create", "pending", -10*time.Second)
+	b.insert(t, "00000000-0000-4000-8000-000000000012", "note.create", "pending", -5*time.Second)
+	qs := sqlQueueStats{b.db.Read}
+	b.m.WatchQueue(metrics.QueueFuncs{
+		// The shape of a store's Stats method: status, then type.
+		Rows: func(ctx context.Context) (map[string]map[string]int64, error) {
+			out := map[string]map[string]int64{}
+			err := qs.CountRows(ctx, func(status, typ string, n int64) {
+				if out[status] == nil {
+					out[status] = map[string]int64{}
+				}
+				out[status][typ] = n
+			})
+			return out, err
+		},
+		OldestDue: qs.OldestPendingDue,
+	})
+	b.m.WatchHosts(metrics.HostFuncs{Hosts: func(context.Context) (map[string]int64, error) {
+		return map[string]int64{"healthy": 4}, nil
+	}}) // Parked not wired: the hosts source reports down
+	want := `
+# HELP courier_outbox_oldest_due_pending_age_seconds How long the pending row that has been due the longest has waited since it became due (0 when none is due), read at scrape time.
+# TYPE courier_outbox_oldest_due_pending_age_seconds gauge
+courier_outbox_oldest_due_pending_age_seconds 10
+# HELP courier_outbox_rows Outbox rows by status (pending, processing, done, dead_lettered) and event type, read at scrape time.
+# TYPE courier_outbox_rows gauge
+courier_outbox_rows{status="pending",type="note.create"} 2
+# HELP courier_stats_up 1 when the latest scrape-time query of source (queue, hosts) succeeded, 0 when it failed or timed out.
+# TYPE courier_stats_up gauge
+courier_stats_up{source="hosts"} 0
+courier_stats_up{source="queue"} 1
+`
+	if err := testutil.GatherAndCompare(b.reg, strings.NewReader(want),
+		"courier_outbox_rows", "courier_outbox_oldest_due_pending_age_seconds", "courier_stats_up", "courier_delivery_hosts"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (metrics.HostFuncs{}).CountParked(t.Context()); !errors.Is(err, metrics.ErrNotWired) {
+		t.Fatalf("unwired CountParked = %v, want ErrNotWired", err)
+	}
+	if _, _, err := (metrics.QueueFuncs{}).OldestPendingDue(t.Context(), time.Now()); !errors.Is(err, metrics.ErrNotWired) {
+		t.Fatalf("unwired OldestPendingDue = %v, want ErrNotWired", err)
+	}
+}

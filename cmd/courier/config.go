@@ -189,3 +189,42 @@ func (d *durationValue) Set(v string) error {
 	return nil
 }
 func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+// parseConfigPrefix reads the settings for a command that has flags of its
+// own: the settings' flags are taken wherever they stand in args, and every
+// other argument is returned in order for the command to parse.
+func parseConfigPrefix(name string, args []string, getenv func(string) string) (Config, []string, error) {
+	probe := defaultConfig()
+	known := map[string]bool{}
+	boolean := map[string]bool{}
+	for _, s := range settings(&probe) {
+		known[s.flag] = true
+		if bf, ok := s.value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			boolean[s.flag] = true
+		}
+	}
+	var ours, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		nameVal := strings.TrimLeft(a, "-")
+		flagName, _, hasValue := strings.Cut(nameVal, "=")
+		if !strings.HasPrefix(a, "-") || !known[flagName] {
+			rest = append(rest, a)
+			continue
+		}
+		ours = append(ours, a)
+		if !hasValue && !boolean[flagName] && i+1 < len(args) {
+			ours = append(ours, args[i+1])
+			i++
+		}
+	}
+	cfg, extra, err := parseConfig(name, ours, getenv)
+	if err != nil {
+		return cfg, nil, err
+	}
+	return cfg, append(extra, rest...), nil
+}

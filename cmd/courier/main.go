@@ -73,13 +73,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		if errors.Is(err, errHelp) {
 			return 0
 		}
+		if errors.Is(err, errReported) {
+			return code
+		}
 		fmt.Fprintf(stderr, "courier: %s\n", oneLine(err.Error()))
 		return code
 	}
 	return 0
 }
 
-var errHelp = errors.New("help requested")
+var (
+	errHelp     = errors.New("help requested")
+	errReported = errors.New("error already reported")
+)
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
