@@ -146,7 +146,7 @@ func ParseActivity(data []byte) (*Activity, error) {
 		Content:   stringOrMap(w.Content),
 		Summary:   stringOrMap(w.Summary),
 		InReplyTo: firstID(w.InReplyTo),
-		Raw:       json.RawMessage(bytes.TrimSpace(data)),
+		Raw:       json.RawMessage(bytes.Clone(bytes.TrimSpace(data))),
 	}
 	if len(w.Object) > 0 && !isNull(w.Object) {
 		a.ObjectRaw = w.Object
@@ -201,7 +201,7 @@ func parseObject(data []byte) (*Object, error) {
 		Published:    parseTime(w.Published),
 		Updated:      parseTime(w.Updated),
 		Tag:          parseTags(w.Tag),
-		Raw:          json.RawMessage(bytes.TrimSpace(data)),
+		Raw:          json.RawMessage(bytes.Clone(bytes.TrimSpace(data))),
 	}
 	_ = json.Unmarshal(w.Sensitive, &o.Sensitive)
 	return o, nil
@@ -319,7 +319,8 @@ func firstString(raw json.RawMessage) string {
 		var items []json.RawMessage
 		if json.Unmarshal(raw, &items) == nil {
 			for _, it := range items {
-				if s := firstString(it); s != "" && len(bytes.TrimSpace(it)) > 0 && bytes.TrimSpace(it)[0] == '"' {
+				var s string
+				if json.Unmarshal(it, &s) == nil && s != "" {
 					return s
 				}
 			}

@@ -11,11 +11,11 @@ import (
 func TestParseActivityFixtures(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		file                       string
-		id, typ, actor, objectID   string
-		objectType                 string // "" when the object is given by id only
-		to0                        string
-		wantPublished              bool
+		file                     string
+		id, typ, actor, objectID string
+		objectType               string // "" when the object is given by id only
+		to0                      string
+		wantPublished            bool
 	}{
 		{"fediverse/mastodon/activities/create_note.json", "https://mastodon.madrid/users/felix/statuses/107224289116410645/activity", "Create", "https://mastodon.madrid/users/felix", "https://mastodon.madrid/users/felix/statuses/107224289116410645", "Note", "https://mastodon.madrid/users/felix/followers", true},
 		{"fediverse/mastodon/activities/follow.json", "", "Follow", "", "", "", "", false},

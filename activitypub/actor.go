@@ -3,6 +3,7 @@ package activitypub
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 )
 
 // Actor is a remote (or local) actor document, decoded tolerantly from the
@@ -94,11 +95,11 @@ type actorWire struct {
 func ParseActor(data []byte) (*Actor, error) {
 	var w actorWire
 	data = bytes.TrimSpace(data)
-	if err := decodeObject(data, &w.wire); err != nil {
-		return nil, err
+	if len(data) == 0 || data[0] != '{' {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrMalformed)
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, err // unreachable: decodeObject accepted the same bytes
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	a := &Actor{
 		ID:                firstString(w.ID),
@@ -111,7 +112,7 @@ func ParseActor(data []byte) (*Actor, error) {
 		Outbox:            firstID(w.Outbox),
 		Followers:         firstID(w.Followers),
 		Following:         firstID(w.Following),
-		Raw:               json.RawMessage(data),
+		Raw:               json.RawMessage(bytes.Clone(data)),
 	}
 	_ = json.Unmarshal(w.ManuallyApprovesFollowers, &a.ManuallyApprovesFollowers)
 	var ep struct {

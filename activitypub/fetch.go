@@ -197,8 +197,8 @@ func isFetchableContentType(ct string) bool {
 }
 
 // FetchActor fetches and parses the actor at actorURL. The document's id
-// must equal actorURL (without fragment) or the URL it was finally served
-// from after redirects; otherwise ErrIDMismatch.
+// must equal actorURL (without fragment), or the URL it was finally served
+// from after redirects on the same host; otherwise ErrIDMismatch.
 func (f *Fetcher) FetchActor(ctx context.Context, actorURL string) (*Actor, error) {
 	body, final, err := f.Fetch(ctx, actorURL)
 	if err != nil {
@@ -208,7 +208,7 @@ func (f *Fetcher) FetchActor(ctx context.Context, actorURL string) (*Actor, erro
 	if err != nil {
 		return nil, fmt.Errorf("activitypub: fetch actor %s: %w", actorURL, err)
 	}
-	if !sameID(a.ID, actorURL) && !sameID(a.ID, final) {
+	if !idMatches(a.ID, actorURL, final) {
 		return nil, fmt.Errorf("activitypub: fetch actor %s: %w: id %s", actorURL, ErrIDMismatch, a.ID)
 	}
 	return a, nil
@@ -228,7 +228,7 @@ func (f *Fetcher) FetchKey(ctx context.Context, keyID string) (crypto.PublicKey,
 	}
 	if a, err := ParseActor(body); err == nil {
 		switch {
-		case sameID(a.ID, keyID) || sameID(a.ID, final):
+		case idMatches(a.ID, keyID, final):
 			return keyOf(a, keyID)
 		case sameHost(a.ID, keyID):
 			owner, err := f.FetchActor(ctx, a.ID)
@@ -243,7 +243,7 @@ func (f *Fetcher) FetchKey(ctx context.Context, keyID string) (crypto.PublicKey,
 	if err != nil {
 		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w", keyID, err)
 	}
-	if !sameID(k.ID, keyID) && !sameID(k.ID, final) {
+	if !idMatches(k.ID, keyID, final) {
 		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w: id %s", keyID, ErrIDMismatch, k.ID)
 	}
 	owner, err := f.FetchActor(ctx, k.Owner)
@@ -275,6 +275,13 @@ func keyOf(a *Actor, keyID string) (crypto.PublicKey, *Actor, error) {
 		return nil, nil, fmt.Errorf("activitypub: key %s: %w", keyID, err)
 	}
 	return pub, a, nil
+}
+
+// idMatches reports whether a document fetched for requested, and finally
+// served from final, carries an acceptable id: the requested URL, or the
+// final URL when a redirect stayed on the requested host.
+func idMatches(id, requested, final string) bool {
+	return sameID(id, requested) || (sameID(id, final) && sameHost(final, requested))
 }
 
 // sameID reports whether id names u, ignoring u's fragment.

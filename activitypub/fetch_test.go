@@ -22,7 +22,7 @@ import (
 type remote struct {
 	t     testing.TB
 	srv   *httptest.Server
-	local *rsa.PublicKey // the key courier signs fetches with
+	local *rsa.PublicKey   // the key courier signs fetches with
 	now   func() time.Time // the remote's clock for the Date window
 
 	mu       sync.Mutex
@@ -210,6 +210,14 @@ func TestFetchActor(t *testing.T) {
 	// A redirect is followed and re-signed for the new URL.
 	if a, err := b.fetcher.FetchActor(ctx, b.remote.url("/redirect")); err != nil || a.ID != b.remote.url("/users/alice") {
 		t.Errorf("redirect: %v", err)
+	}
+	// A redirect to another host does not vouch for the other host's id.
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, b.remote.url("/users/alice"), http.StatusFound)
+	}))
+	t.Cleanup(other.Close)
+	if _, err := b.fetcher.FetchActor(ctx, other.URL+"/users/alice"); !errors.Is(err, ErrIDMismatch) {
+		t.Errorf("cross-host redirect: got %v, want ErrIDMismatch", err)
 	}
 	if _, err := b.fetcher.FetchActor(ctx, b.remote.url("/ldjson")); err != nil {
 		t.Errorf("ld+json with profile: %v", err)
@@ -506,5 +514,27 @@ func TestResolverSharesConcurrentFetches(t *testing.T) {
 	}
 	if got := b.remote.count("/users/alice"); got != 1 {
 		t.Fatalf("%d concurrent resolutions made %d fetches, want 1", n, got)
+	}
+}
+
+func TestResolverStaleKeyFallback(t *testing.T) {
+	t.Parallel()
+	b, r, _ := setupResolver(t)
+	ctx := context.Background()
+	keyID := b.remote.url("/users/alice#main-key")
+	pub, _, err := r.Key(ctx, keyID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The entry expires and the remote goes away.
+	b.clock.Advance(25 * time.Hour)
+	b.remote.srv.Close()
+	got, owner, err := r.Key(ctx, keyID, false)
+	if err != nil || !pub.(*rsa.PublicKey).Equal(got) || owner != b.remote.url("/users/alice") {
+		t.Fatalf("stale fallback: %v", err)
+	}
+	// A forced refresh does not fall back: the stored key just failed.
+	if _, _, err := r.Key(ctx, keyID, true); err == nil {
+		t.Fatal("forced refresh against a dead remote succeeded")
 	}
 }

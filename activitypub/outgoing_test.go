@@ -85,14 +85,23 @@ func TestNewActivityErrors(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	for name, call := range map[string]func() error{
-		"no base":       func() error { _, _, err := NewActivity("", "e", "Create", "a", "o", nil, nil, now); return err },
-		"no event":      func() error { _, _, err := NewActivity("b", "", "Create", "a", "o", nil, nil, now); return err },
-		"no type":       func() error { _, _, err := NewActivity("b", "e", "", "a", "o", nil, nil, now); return err },
-		"no actor":      func() error { _, _, err := NewActivity("b", "e", "Create", "", "o", nil, nil, now); return err },
-		"nil object":    func() error { _, _, err := NewActivity("b", "e", "Create", "a", nil, nil, nil, now); return err },
-		"zero time":     func() error { _, _, err := NewActivity("b", "e", "Create", "a", "o", nil, nil, time.Time{}); return err },
-		"bad raw":       func() error { _, _, err := NewActivity("b", "e", "Create", "a", json.RawMessage(`{`), nil, nil, now); return err },
-		"unmarshalable": func() error { _, _, err := NewActivity("b", "e", "Create", "a", map[string]any{"c": make(chan int)}, nil, nil, now); return err },
+		"no base":    func() error { _, _, err := NewActivity("", "e", "Create", "a", "o", nil, nil, now); return err },
+		"no event":   func() error { _, _, err := NewActivity("b", "", "Create", "a", "o", nil, nil, now); return err },
+		"no type":    func() error { _, _, err := NewActivity("b", "e", "", "a", "o", nil, nil, now); return err },
+		"no actor":   func() error { _, _, err := NewActivity("b", "e", "Create", "", "o", nil, nil, now); return err },
+		"nil object": func() error { _, _, err := NewActivity("b", "e", "Create", "a", nil, nil, nil, now); return err },
+		"zero time": func() error {
+			_, _, err := NewActivity("b", "e", "Create", "a", "o", nil, nil, time.Time{})
+			return err
+		},
+		"bad raw": func() error {
+			_, _, err := NewActivity("b", "e", "Create", "a", json.RawMessage(`{`), nil, nil, now)
+			return err
+		},
+		"unmarshalable": func() error {
+			_, _, err := NewActivity("b", "e", "Create", "a", map[string]any{"c": make(chan int)}, nil, nil, now)
+			return err
+		},
 	} {
 		if err := call(); !errors.Is(err, ErrBuild) {
 			t.Errorf("%s: got %v, want ErrBuild", name, err)

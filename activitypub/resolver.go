@@ -118,7 +118,7 @@ func (r *Resolver) Actor(ctx context.Context, id string) (*Actor, error) {
 	a, err := r.fetchActor(ctx, id)
 	if err != nil {
 		if cached != nil && !errors.Is(err, ErrGone) && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
-			r.cfg.Logger.WarnContext(ctx, "activitypub: using stale actor", "actor", id, "err", err)
+			r.cfg.Logger.InfoContext(ctx, "activitypub: using stale actor", "actor", id, "err", err)
 			return cached, nil
 		}
 		return nil, err
@@ -134,21 +134,30 @@ func (r *Resolver) Refresh(ctx context.Context, id string) (*Actor, error) {
 // Key returns the public key with this keyId and the id of the actor that
 // owns it. It uses the stored owner when fresh; refresh=true forces a
 // refetch (the inbox retries once that way when a signature fails, to
-// follow key rotation), at most once per MinRefresh per key.
+// follow key rotation), at most once per MinRefresh per key. When a
+// refetch of an expired entry fails for a reason other than ErrGone or
+// ErrNotFound, the stored key is returned; a forced refresh never falls
+// back, since the stored key has just failed to verify.
 func (r *Resolver) Key(ctx context.Context, keyID string, refresh bool) (crypto.PublicKey, string, error) {
-	if refresh && !r.mayRefresh(keyID) {
-		refresh = false
-	}
-	if !refresh {
-		for _, id := range r.ownerCandidates(keyID) {
-			a, fetchedAt := r.load(ctx, id)
-			if a == nil || r.cfg.Now().Sub(fetchedAt) >= r.cfg.TTL {
-				continue
-			}
-			if pub, owner, err := keyOf(a, keyID); err == nil {
-				return pub, owner.ID, nil
-			}
+	// Claim the refresh before fetching, so failing refetches (a remote that
+	// is down) are bounded too.
+	refresh = refresh && r.claimRefresh(keyID)
+	var stale crypto.PublicKey
+	var staleOwner string
+	for _, id := range r.ownerCandidates(keyID) {
+		a, fetchedAt := r.load(ctx, id)
+		if a == nil {
+			continue
 		}
+		pub, owner, err := keyOf(a, keyID)
+		if err != nil {
+			continue
+		}
+		if !refresh && r.cfg.Now().Sub(fetchedAt) < r.cfg.TTL {
+			return pub, owner.ID, nil
+		}
+		stale, staleOwner = pub, owner.ID
+		break
 	}
 	c := r.do(ctx, "key\x00"+keyID, func() *call {
 		pub, a, err := r.cfg.Fetcher.FetchKey(ctx, keyID)
@@ -158,9 +167,13 @@ func (r *Resolver) Key(ctx context.Context, keyID string, refresh bool) (crypto.
 		return &call{pub: pub, actor: a, err: err}
 	})
 	if c.err != nil {
+		if stale != nil && !refresh && !errors.Is(c.err, ErrGone) && !errors.Is(c.err, ErrNotFound) && ctx.Err() == nil {
+			r.cfg.Logger.InfoContext(ctx, "activitypub: using stale key", "key_id", keyID, "err", c.err)
+			return stale, staleOwner, nil
+		}
 		return nil, "", c.err
 	}
-	r.remember(keyID, c.actor.ID, refresh)
+	r.remember(keyID, c.actor.ID)
 	return c.pub, c.actor.ID, nil
 }
 
@@ -240,24 +253,28 @@ func (r *Resolver) ownerCandidates(keyID string) []string {
 	return out
 }
 
-func (r *Resolver) mayRefresh(keyID string) bool {
+// claimRefresh reports whether keyID may be refetched now, and if so
+// records the refetch.
+func (r *Resolver) claimRefresh(keyID string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	last, ok := r.refreshed[keyID]
-	return !ok || r.cfg.Now().Sub(last) >= r.cfg.MinRefresh
+	now := r.cfg.Now()
+	if last, ok := r.refreshed[keyID]; ok && now.Sub(last) < r.cfg.MinRefresh {
+		return false
+	}
+	if len(r.refreshed) >= maxRemembered {
+		clear(r.refreshed)
+	}
+	r.refreshed[keyID] = now
+	return true
 }
 
-func (r *Resolver) remember(keyID, owner string, refreshed bool) {
+// remember records the owner of keyID.
+func (r *Resolver) remember(keyID, owner string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.keyOwner) >= maxRemembered {
 		clear(r.keyOwner)
 	}
 	r.keyOwner[keyID] = owner
-	if refreshed {
-		if len(r.refreshed) >= maxRemembered {
-			clear(r.refreshed)
-		}
-		r.refreshed[keyID] = r.cfg.Now()
-	}
 }

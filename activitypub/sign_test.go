@@ -191,6 +191,18 @@ func TestVerifyAppendixC(t *testing.T) {
 		{"signature bytes changed", func() *http.Request {
 			return specRequest(strings.Replace(specSigAll, `signature="vSdrb`, `signature="wSdrb`, 1))
 		}, at(specTime), ErrBadSignature},
+		{"signed header absent from the request", func() *http.Request {
+			r := specRequest(specSigAll)
+			r.Header.Del("Content-Length")
+			return r
+		}, at(specTime), ErrBadSignature},
+		{"created outside the window", func() *http.Request {
+			// Date is in the window; (created) two hours before it is not.
+			return specRequest(strings.Replace(specSigAll, `headers=`, `created=1388950300,headers=`, 1))
+		}, at(specTime), ErrDateOutOfWindow},
+		{"expired", func() *http.Request {
+			return specRequest(strings.Replace(specSigAll, `headers=`, `expires=1388957400,headers=`, 1))
+		}, at(specTime), ErrDateOutOfWindow},
 		{"no signature", func() *http.Request {
 			r := specRequest("")
 			r.Header.Del("Signature")

@@ -102,10 +102,7 @@ func splitCommaOutsideQuotes(s string) []string {
 			}
 		}
 	}
-	if start <= len(s) {
-		parts = append(parts, s[start:])
-	}
-	return parts
+	return append(parts, s[start:])
 }
 
 // parseMediaType parses a media type with parameters like

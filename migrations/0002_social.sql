@@ -59,12 +59,12 @@ CREATE TABLE activities (
     document     TEXT    NOT NULL,
     published_at INTEGER NOT NULL,
     public       INTEGER NOT NULL DEFAULT 0 CHECK (public IN (0, 1)),
-    undone_at    INTEGER,                    -- set when an Undo of this activity was sent
+    withdrawn_at INTEGER,                    -- undone, or its object deleted: left out of the outbox
     event_id     TEXT,
     created_at   INTEGER NOT NULL
 );
 
-CREATE INDEX activities_outbox ON activities (actor_id, public, id);
+CREATE INDEX activities_outbox ON activities (actor_id, public, withdrawn_at, id);
 CREATE INDEX activities_object ON activities (object_uri, type);
 CREATE INDEX activities_event ON activities (event_id);
 

@@ -66,7 +66,7 @@ func TestCrashRecovery(t *testing.T) {
 	defer logf.Close()
 	start := func(ctx context.Context) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnvDB+"="+dbPath, crashEnvLog+"="+logPath)
+		cmd.Env = append(os.Environ(), quickRaceExit(), crashEnvDB+"="+dbPath, crashEnvLog+"="+logPath)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -267,4 +267,10 @@ func TestCrashHelper(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// quickRaceExit keeps a subprocess built with -race from sleeping a second
+// at exit (the race runtime's atexit_sleep_ms).
+func quickRaceExit() string {
+	return "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")
 }

@@ -14,7 +14,7 @@ const (
 )
 
 const (
-	sqlLedgerRead = `SELECT handler, status, started_at FROM processed_events WHERE event_id = ?`
+	sqlLedgerRead   = `SELECT handler, status, started_at FROM processed_events WHERE event_id = ?`
 	sqlLedgerInsert = `INSERT INTO processed_events (event_id, handler, status, started_at, processed_at)
 		VALUES (?, ?, 'in_progress', ?, NULL)`
 	sqlLedgerTakeOver = `UPDATE processed_events SET started_at = ?, processed_at = NULL
@@ -61,16 +61,28 @@ func (r *Runner) claimLedger(s *stmts, eventID string, hs []NamedHandler, token 
 				return nil, nil, fmt.Errorf("outbox: ledger take over %s/%s: claim changed under a write lock", eventID, h.Name)
 			}
 			c.result = ClaimTakenOver
-			r.log.Info("outbox: expired ledger claim taken over", "event_id", eventID, "handler", h.Name,
-				"claimed_at", time.UnixMilli(e.startedAt).UTC())
+			c.from = e.startedAt
 		default:
 			c.result = ClaimHeldElsewhere
 			c.until = time.UnixMilli(e.startedAt).Add(r.cfg.LedgerLease)
 		}
-		r.obs.ledgerClaimed(h.Name, c.result)
 		cs[i] = c
 	}
 	return cs, nil, nil
+}
+
+// observeClaims reports committed claims to the observer and the log.
+func (r *Runner) observeClaims(ctx context.Context, eventID string, cs []claim) {
+	for _, c := range cs {
+		if c.result == "" {
+			continue
+		}
+		r.obs.ledgerClaimed(c.h.Name, c.result)
+		if c.result == ClaimTakenOver {
+			r.log.InfoContext(ctx, "outbox: expired ledger claim taken over", "event_id", eventID,
+				"handler", c.h.Name, "claimed_at", time.UnixMilli(c.from).UTC())
+		}
+	}
 }
 
 func readLedger(s *stmts, eventID string) (map[string]ledgerEntry, error) {

@@ -260,6 +260,7 @@ func (r *Runner) Run(ctx context.Context, ev Event, attempt int) Result {
 		if err != nil {
 			d.claims, d.claimErr = nil, err
 		}
+		r.observeClaims(ctx, ev.ID, d.claims)
 	}
 	res, ops := r.execute(ctx, ctx, &d)
 	if len(ops) > 0 {
@@ -288,6 +289,7 @@ type claim struct {
 	result string    // Claim*; empty when the ledger is not used
 	token  int64     // owner token of a claimed/taken-over claim
 	until  time.Time // expiry of a claim held elsewhere
+	from   int64     // owner token of the claim that was taken over
 }
 
 func noLedger(hs []NamedHandler) []claim {
@@ -318,6 +320,9 @@ func (r *Runner) execute(ctx, hctx context.Context, d *delivery) (Result, []ledg
 		r.log.WarnContext(ctx, "outbox: ledger read failed; handlers skipped",
 			"event_id", ev.ID, "attempt", d.attempt, "err", d.claimErr)
 		return r.fail(ctx, ev, d.attempt, now, fmt.Errorf("outbox: ledger: %w", d.claimErr), time.Time{}), nil
+	}
+	if len(d.claims) == 0 {
+		r.log.DebugContext(ctx, "outbox: no handler for event type", "event_id", ev.ID, "type", ev.Type)
 	}
 	hctx = WithAttempt(hctx, d.attempt)
 	var (

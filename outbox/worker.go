@@ -140,6 +140,10 @@ var ErrRunning = errors.New("outbox: worker is already running")
 // on its own, so a slow handler holds up nothing but its own slot; one
 // completer commits finished events (ledger mark or release, row update) in
 // groups, one transaction per group of whatever has finished.
+//
+// Handlers see WithAttempt; Progress is a no-op on this bus (a row's lease
+// and its ledger claims are fixed at claim time, so handlers must finish
+// well within Lease and LedgerLease).
 type Worker struct {
 	cfg     WorkerConfig
 	runner  *Runner
@@ -350,6 +354,9 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*job, error) {
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	w.runner.obs.claimed(len(jobs))
+	for _, j := range jobs {
+		w.runner.observeClaims(ctx, j.row.Event.ID, j.d.claims)
+	}
 	return jobs, nil
 }
 

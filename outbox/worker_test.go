@@ -56,9 +56,13 @@ func TestWorkerSucceeds(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	// A long poll interval: only Notify (through sqlite.DB.OnWrite) wakes it.
+	// A poll interval of an hour: after the first event the worker is idle
+	// and only Notify (wired to sqlite.DB.OnWrite) can wake it in time.
 	rw := b.startWorker(t, outbox.WorkerConfig{PollInterval: time.Hour})
-	time.Sleep(10 * time.Millisecond) // let the first claim find nothing
+	b.enqueue(t, outbox.Event{Type: "note", Payload: []byte(`{"a":0}`)})
+	if s := rw.next(t); s.Outcome != outbox.Succeeded {
+		t.Fatalf("outcome = %s", s.Outcome)
+	}
 	ids := b.enqueue(t, outbox.Event{Type: "note", Payload: []byte(`{"a":1}`)})
 	if s := rw.next(t); s.Outcome != outbox.Succeeded {
 		t.Fatalf("outcome = %s", s.Outcome)
@@ -72,7 +76,7 @@ func TestWorkerSucceeds(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 1 || got[0] != `{"a":1}` {
+	if len(got) != 2 || got[1] != `{"a":1}` {
 		t.Fatalf("handled %q", got)
 	}
 }
@@ -453,4 +457,42 @@ func TestRetentionSweep(t *testing.T) {
 		t.Fatalf("recent ledger row swept: %+v", l)
 	}
 	b.row(t, pending[0])
+}
+
+// The db bus meets a fresh ledger claim of another process: the row is
+// deferred to the claim's expiry without spending an attempt, then the
+// expired claim is taken over.
+func TestWorkerDefersToAClaimHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ran atomic.Int32
+	b.reg.Handle("note", "post", func(ctx context.Context, ev outbox.Event) error {
+		ran.Add(1)
+		return nil
+	})
+	ids := b.enqueue(t, outbox.Event{Type: "note"})
+	held := b.clock.Now().Add(-time.Minute)
+	if _, err := b.db.Write.Exec(`INSERT INTO processed_events (event_id, handler, status, started_at)
+		VALUES (?, 'post', 'in_progress', ?)`, ids[0], held.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	rw := b.startWorker(t, outbox.WorkerConfig{LedgerLease: 10 * time.Minute})
+	if s := rw.next(t); s.Outcome != outbox.Deferred {
+		t.Fatalf("outcome %s, want deferred", s.Outcome)
+	}
+	expiry := held.Add(10 * time.Minute)
+	if r := b.row(t, ids[0]); r.Status != outbox.StatusPending || r.Attempts != 0 || !r.NextAttemptAt.Equal(expiry) || ran.Load() != 0 {
+		t.Fatalf("row = %+v (ran %d), want pending until %s", r, ran.Load(), expiry)
+	}
+	if l := b.ledger(t, ids[0])["post"]; !l.StartedAt.Equal(held) {
+		t.Fatalf("the other claim was touched: %+v", l)
+	}
+	b.clock.Advance(9 * time.Minute)
+	rw.w.Notify()
+	if s := rw.next(t); s.Outcome != outbox.Succeeded || ran.Load() != 1 {
+		t.Fatalf("after expiry: %s (ran %d)", s.Outcome, ran.Load())
+	}
+	if l := b.ledger(t, ids[0])["post"]; l.Status != outbox.LedgerDone || !l.StartedAt.After(held) {
+		t.Fatalf("ledger = %+v", l)
+	}
 }

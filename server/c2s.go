@@ -23,6 +23,8 @@ type c2sWire struct {
 	Object       json.RawMessage `json:"object"`
 	To           json.RawMessage `json:"to"`
 	Cc           json.RawMessage `json:"cc"`
+	Bto          json.RawMessage `json:"bto"`
+	Bcc          json.RawMessage `json:"bcc"`
 	Content      json.RawMessage `json:"content"`
 	Summary      json.RawMessage `json:"summary"`
 	Name         json.RawMessage `json:"name"`
@@ -163,6 +165,9 @@ func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire) (*s
 	if err := checkAuthor(actor, req.Actor, req.AttributedTo); err != nil {
 		return nil, err
 	}
+	if err := noBlindCopies(req); err != nil {
+		return nil, err
+	}
 	switch typ {
 	case "Note":
 		// A bare object is wrapped in a Create (ActivityPub 6.2.1).
@@ -177,6 +182,9 @@ func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire) (*s
 			return nil, store.Errorf(store.EUNPROCESSABLE, "only a Create of an embedded Note is supported")
 		}
 		if err := checkAuthor(actor, obj.Actor, obj.AttributedTo); err != nil {
+			return nil, err
+		}
+		if err := noBlindCopies(obj); err != nil {
 			return nil, err
 		}
 		act, _, err := s.st.CreateNote(ctx, actor, noteInput(obj, req))
@@ -215,6 +223,15 @@ func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire) (*s
 	default:
 		return nil, store.Errorf(store.EUNPROCESSABLE, "activity type %q is not supported", typ)
 	}
+}
+
+// noBlindCopies refuses bto and bcc: courier does not deliver blind
+// copies, and dropping them silently would leave their recipients out.
+func noBlindCopies(w *c2sWire) error {
+	if len(activitypub.IDs(w.Bto))+len(activitypub.IDs(w.Bcc)) > 0 {
+		return store.Errorf(store.EUNPROCESSABLE, "bto and bcc are not supported; address recipients in to or cc")
+	}
+	return nil
 }
 
 // noteInput builds a note from an object and, for a Create, the activity

@@ -332,6 +332,8 @@ func TestC2SBadInput(t *testing.T) {
 		{"unknown type", "", []byte(`{"type": "Dance", "object": "x"}`), nil, 422},
 		{"unsupported type", "", []byte(`{"type": "Move", "object": "https://a.test/u"}`), nil, 422},
 		{"Create of an Article", "", []byte(`{"type": "Create", "object": {"type": "Article", "content": "x"}}`), nil, 422},
+		{"bcc", "", []byte(`{"type": "Note", "content": "x", "to": "as:Public", "bcc": ["https://a.test/u"]}`), nil, 422},
+		{"bto in the object", "", []byte(`{"type": "Create", "object": {"type": "Note", "content": "x", "to": "as:Public", "bto": "https://a.test/u"}}`), nil, 422},
 		{"Undo of a Create", "", []byte(`{"type": "Undo", "object": {"type": "Create", "object": "x"}}`), nil, 422},
 		{"no token", "", []byte(`{"type": "Note"}`), []string{"Authorization", ""}, 401},
 		{"wrong scheme", "", []byte(`{"type": "Note"}`), []string{"Authorization", "Basic " + b.token}, 401},

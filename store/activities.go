@@ -28,8 +28,9 @@ type Activity struct {
 	// Public reports whether as:Public is among the recipients; only public
 	// activities appear in the outbox collection for other readers.
 	Public bool
-	// UndoneAt is set once an Undo of this activity was sent.
-	UndoneAt time.Time
+	// WithdrawnAt is set once the activity left the outbox: an Undo of it
+	// was sent, or (a Create or Update) its object was deleted.
+	WithdrawnAt time.Time
 	// EventID is the outbox event that carries the activity.
 	EventID string
 }
@@ -41,19 +42,19 @@ func (a *Activity) LocalID() string {
 }
 
 const activityColumns = `id, uri, actor_uri, COALESCE(actor_id, 0), type, COALESCE(object_uri, ''), document,
-	published_at, public, undone_at, COALESCE(event_id, '')`
+	published_at, public, withdrawn_at, COALESCE(event_id, '')`
 
 func scanActivity(row interface{ Scan(...any) error }) (*Activity, error) {
 	var a Activity
 	var doc string
 	var published int64
-	var undone sql.NullInt64
+	var withdrawn sql.NullInt64
 	if err := row.Scan(&a.RowID, &a.URI, &a.ActorURI, &a.ActorID, &a.Type, &a.ObjectURI, &doc,
-		&published, &a.Public, &undone, &a.EventID); err != nil {
+		&published, &a.Public, &withdrawn, &a.EventID); err != nil {
 		return nil, err
 	}
 	a.Document = json.RawMessage(doc)
-	a.Published, a.UndoneAt = fromMS(published), fromNullMS(undone)
+	a.Published, a.WithdrawnAt = fromMS(published), fromNullMS(withdrawn)
 	return &a, nil
 }
 
@@ -101,18 +102,13 @@ type Page struct {
 	Prev int64
 }
 
-// outboxFilter excludes what an outbox must not show: undone activities and
-// the Creates and Updates of deleted objects.
-const outboxFilter = ` AND undone_at IS NULL AND NOT (type IN ('Create', 'Update') AND object_uri IN
-	(SELECT uri FROM objects WHERE deleted_at IS NOT NULL))`
-
 // OutboxPage returns a page of the local actor actorID's outbox.
 func (s *Store) OutboxPage(ctx context.Context, actorID int64, q PageQuery) (*Page, error) {
-	where := `actor_id = ?`
+	// Withdrawn activities (undone, or about a deleted object) are not shown.
+	where := `actor_id = ? AND withdrawn_at IS NULL`
 	if !q.IncludePrivate {
-		where += ` AND public = 1`
+		where = `actor_id = ? AND public = 1 AND withdrawn_at IS NULL`
 	}
-	where += outboxFilter
 	p := &Page{}
 	if err := s.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM activities WHERE `+where, actorID).Scan(&p.Total); err != nil {
 		return nil, wrap("outbox page", err)
@@ -218,7 +214,7 @@ func (s *Store) EnqueueActivityTx(ctx context.Context, tx *sql.Tx, actor *Actor,
 // emitTx builds, stores and enqueues one outgoing activity in tx; see the
 // package documentation.
 func (s *Store) emitTx(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Actor, typ string, object any, to, cc []string) (*Activity, error) {
-	doc, err := buildActivity(s.uris.Base, ev.ID, typ, actor.URI, object, to, cc, ev.At)
+	doc, id, err := buildActivity(s.uris.Base, ev.ID, typ, actor.URI, object, to, cc, ev.At)
 	if err != nil {
 		return nil, fmt.Errorf("store: build %s: %w", typ, err)
 	}
@@ -227,7 +223,7 @@ func (s *Store) emitTx(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *
 		return nil, fmt.Errorf("store: build %s: %w", typ, err)
 	}
 	a := &Activity{
-		URI: activityID(s.uris.Base, ev.ID, typ), ActorURI: actor.URI, ActorID: actor.ID, Type: typ,
+		URI: id, ActorURI: actor.URI, ActorID: actor.ID, Type: typ,
 		ObjectURI: objectRef(object), Document: doc, Published: ev.At,
 		Public: containsPublic(to) || containsPublic(cc), EventID: ev.ID,
 	}

@@ -10,11 +10,11 @@ import (
 // outgoingEventType is the outbox event type of an activity to deliver.
 const outgoingEventType = activitypub.EventOutgoing
 
-// buildActivity builds the activity's canonical bytes (activitypub.NewActivity:
-// its id derives from the event id, so a rebuild is byte-for-byte equal).
-func buildActivity(base, eventID, typ, actor string, object any, to, cc []string, at time.Time) (json.RawMessage, error) {
-	b, _, err := activitypub.NewActivity(base, eventID, typ, actor, object, to, cc, at)
-	return b, err
+// buildActivity builds the activity's canonical bytes and returns them with
+// its id (activitypub.NewActivity: the id derives from the event id, so a
+// rebuild is byte-for-byte equal).
+func buildActivity(base, eventID, typ, actor string, object any, to, cc []string, at time.Time) (json.RawMessage, string, error) {
+	return activitypub.NewActivity(base, eventID, typ, actor, object, to, cc, at)
 }
 
 // outgoingPayload is the event payload the delivery worker delivers from.

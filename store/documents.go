@@ -12,16 +12,15 @@ const timeFormat = "2006-01-02T15:04:05Z"
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 
-// Context is the JSON-LD @context of courier's actor documents:
-// ActivityStreams, security v1 (publicKey), and the two extension terms
+// actorContext returns the JSON-LD @context of courier's actor documents:
+// ActivityStreams, security v1 (publicKey), and the extension term
 // Mastodon reads.
-var Context = []any{
-	activitypub.ActivityStreams,
-	activitypub.SecurityContext,
-	map[string]any{
-		"manuallyApprovesFollowers": "as:manuallyApprovesFollowers",
-		"sensitive":                 "as:sensitive",
-	},
+func actorContext() []any {
+	return []any{
+		activitypub.ActivityStreams,
+		activitypub.SecurityContext,
+		map[string]any{"manuallyApprovesFollowers": "as:manuallyApprovesFollowers"},
+	}
 }
 
 // NoteDocument is a local Note as courier serves and federates it. Stored
@@ -112,7 +111,7 @@ func (s *Store) ActorDocument(a *Actor) *ActorDocument {
 		name = a.Name
 	}
 	return &ActorDocument{
-		Context:                   Context,
+		Context:                   actorContext(),
 		ID:                        u.Actor(a.Name),
 		Type:                      "Person",
 		PreferredUsername:         a.Name,

@@ -243,8 +243,9 @@ func remoteVisibility(to, cc []string, author string) string {
 // TombstoneTx marks the remote object uri deleted by actorURI in tx: its
 // content and document are cleared and its type kept as FormerType. An
 // unknown uri gets a tombstone row, so a Create that arrives after its
-// Delete does not resurrect it. It reports whether anything changed. A
-// local object or one by another actor is EFORBIDDEN.
+// Delete does not resurrect it. Reactions to it are removed and local
+// Likes and Announces of it leave the outbox. It reports whether anything
+// changed. A local object or one by another actor is EFORBIDDEN.
 func (s *Store) TombstoneTx(ctx context.Context, tx *sql.Tx, uri, actorURI string) (bool, error) {
 	if s.uris.IsLocal(uri) {
 		return false, Errorf(EFORBIDDEN, "object %q is local", uri)
@@ -274,16 +275,22 @@ func (s *Store) TombstoneTx(ctx context.Context, tx *sql.Tx, uri, actorURI strin
 	default:
 		return false, err
 	}
+	// Reactions to it go, and local Announces and Likes of it leave the outbox.
 	if _, err := tx.ExecContext(ctx, `DELETE FROM reactions WHERE object_uri = ?`, uri); err != nil {
+		return false, wrap("tombstone", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE activities SET withdrawn_at = ?
+		WHERE object_uri = ? AND type IN ('Announce', 'Like') AND withdrawn_at IS NULL`, ms(t), uri); err != nil {
 		return false, wrap("tombstone", err)
 	}
 	return true, nil
 }
 
 // DeleteActorContentTx removes what a deleted remote actor left behind, in
-// tx: its objects become tombstones, it stops following local actors, local
-// actors stop following it, its reactions and blocks are removed, and its
-// cache entry is marked gone. It returns the number of objects tombstoned.
+// tx: its objects become tombstones (local Likes and Announces of them leave
+// the outbox), it stops following local actors, local actors stop following
+// it, its reactions and blocks are removed, and its cache entry is marked
+// gone. It returns the number of objects tombstoned.
 func (s *Store) DeleteActorContentTx(ctx context.Context, tx *sql.Tx, actorURI string) (int, error) {
 	if s.uris.IsLocal(actorURI) {
 		return 0, Errorf(EFORBIDDEN, "actor %q is local", actorURI)
@@ -297,6 +304,7 @@ func (s *Store) DeleteActorContentTx(ctx context.Context, tx *sql.Tx, actorURI s
 	}
 	n, _ := res.RowsAffected()
 	for _, q := range []string{
+		`DELETE FROM reactions WHERE object_uri IN (SELECT uri FROM objects WHERE attributed_to = ? AND actor_id IS NULL)`,
 		`DELETE FROM followers WHERE follower_uri = ?`,
 		`DELETE FROM following WHERE target_uri = ?`,
 		`DELETE FROM reactions WHERE actor_uri = ?`,
@@ -305,6 +313,11 @@ func (s *Store) DeleteActorContentTx(ctx context.Context, tx *sql.Tx, actorURI s
 		if _, err := tx.ExecContext(ctx, q, actorURI); err != nil {
 			return 0, wrap("delete actor content", err)
 		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE activities SET withdrawn_at = ?
+		WHERE type IN ('Announce', 'Like') AND withdrawn_at IS NULL
+		AND object_uri IN (SELECT uri FROM objects WHERE attributed_to = ? AND actor_id IS NULL)`, ms(t), actorURI); err != nil {
+		return 0, wrap("delete actor content", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE remote_actors SET gone_at = ? WHERE uri = ? AND gone_at IS NULL`, ms(t), actorURI); err != nil {
 		return 0, wrap("delete actor content", err)

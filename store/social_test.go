@@ -466,3 +466,51 @@ func TestOutboxPage(t *testing.T) {
 		t.Fatalf("owner view: total %d, %d items", own.Total, len(own.Items))
 	}
 }
+
+func TestDeletedRemoteNoteLeavesTheOutbox(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	notes := []string{"https://remote.test/notes/a", "https://remote.test/notes/b"}
+	b.tx(t, func(tx *sql.Tx) error {
+		for _, uri := range notes {
+			if _, err := b.store.UpsertRemoteObjectTx(b.ctx, tx, RemoteObject{URI: uri, AttributedTo: remoteActor,
+				Content: "x", To: []string{Public}, Document: json.RawMessage(`{}`)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, uri := range notes {
+		if _, err := b.store.Announce(b.ctx, a, uri); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := func() int {
+		p, err := b.store.OutboxPage(b.ctx, a.ID, PageQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Total
+	}
+	if n := total(); n != 2 {
+		t.Fatalf("outbox %d, want 2 announces", n)
+	}
+	b.tx(t, func(tx *sql.Tx) error {
+		_, err := b.store.TombstoneTx(b.ctx, tx, notes[0], remoteActor)
+		return err
+	})
+	if n := total(); n != 1 {
+		t.Fatalf("outbox %d after the note's Delete, want 1", n)
+	}
+	b.tx(t, func(tx *sql.Tx) error {
+		_, err := b.store.DeleteActorContentTx(b.ctx, tx, remoteActor)
+		return err
+	})
+	if n := total(); n != 0 {
+		t.Fatalf("outbox %d after the author's Delete, want 0", n)
+	}
+	if _, shares, _ := b.store.ReactionCounts(b.ctx, notes[1]); shares != 0 {
+		t.Fatalf("%d shares of a deleted actor's note", shares)
+	}
+}

@@ -16,7 +16,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"crypto/rsa"
 	"database/sql"
@@ -96,18 +95,10 @@ func nullString(s string) any {
 	return s
 }
 
-// marshalJSON encodes v as compact JSON without HTML escaping, the form
-// activitypub.NewActivity embeds it in, so a document reads the same
-// wherever it is served.
-func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+// marshalJSON encodes v as encoding/json does (compact, HTML characters
+// escaped), the form activitypub.NewActivity embeds it in, so a stored
+// document is byte-for-byte the one inside its activity.
+func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }
 
 func marshalList(v []string) string {
 	if v == nil {

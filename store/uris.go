@@ -3,10 +3,12 @@ package store
 import (
 	"net/url"
 	"strings"
+
+	"github.com/courier-ap/courier/activitypub"
 )
 
 // Public is the ActivityStreams public collection.
-const Public = "https://www.w3.org/ns/activitystreams#Public"
+const Public = activitypub.Public
 
 // URIs builds and parses the URLs of courier's own documents. Base is the
 // public origin without a trailing slash, e.g. "https://courier.example".

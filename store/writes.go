@@ -30,7 +30,7 @@ type NoteInput struct {
 	// (unlisted), the author's followers collection without as:Public
 	// (followers-only), or actor ids only (direct). "as:Public" and
 	// "Public" are accepted for the public collection. Ignored by UpdateNote,
-	// which keeps the note's audience.
+	// which keeps the note's audience (and its InReplyTo).
 	To, CC []string
 }
 
@@ -184,7 +184,7 @@ func (s *Store) ownObjectTx(ctx context.Context, tx *sql.Tx, actor *Actor, uri s
 
 // UpdateNote replaces the content, summary and sensitivity of actor's own
 // note uri and enqueues its Update, in one transaction. The note keeps its
-// audience. Another actor's note is EFORBIDDEN, a deleted one EGONE.
+// audience and what it replies to. Another actor's note is EFORBIDDEN, a deleted one EGONE.
 func (s *Store) UpdateNote(ctx context.Context, actor *Actor, uri string, in NoteInput) (*Activity, *Object, error) {
 	if err := in.validate(false); err != nil {
 		return nil, nil, err
@@ -197,7 +197,7 @@ func (s *Store) UpdateNote(ctx context.Context, actor *Actor, uri string, in Not
 		if o, err = s.ownObjectTx(ctx, tx, actor, uri); err != nil {
 			return err
 		}
-		o.Content, o.Summary, o.InReplyTo, o.Updated = in.Content, in.Summary, in.InReplyTo, ev.At
+		o.Content, o.Summary, o.Updated = in.Content, in.Summary, ev.At
 		doc := s.noteDocument(o, in.Sensitive)
 		b, err := marshalJSON(doc)
 		if err != nil {
@@ -234,6 +234,11 @@ func (s *Store) DeleteNote(ctx context.Context, actor *Actor, uri string) (*Acti
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM reactions WHERE object_uri = ?`, o.URI); err != nil {
+			return err
+		}
+		// Its Create and Updates leave the outbox; the Delete takes their place.
+		if _, err := tx.ExecContext(ctx, `UPDATE activities SET withdrawn_at = ?
+			WHERE object_uri = ? AND type IN ('Create', 'Update') AND withdrawn_at IS NULL`, ms(ev.At), o.URI); err != nil {
 			return err
 		}
 		o.FormerType, o.DeletedAt = o.Type, ev.At
@@ -456,7 +461,7 @@ func (s *Store) Undo(ctx context.Context, actor *Actor, uri string) (*Activity, 
 		if !Undoable[orig.Type] {
 			return Errorf(EUNPROCESSABLE, "a %s cannot be undone", orig.Type)
 		}
-		if !orig.UndoneAt.IsZero() {
+		if !orig.WithdrawnAt.IsZero() {
 			return Errorf(ECONFLICT, "activity %q was already undone", uri)
 		}
 		var q string
@@ -473,7 +478,7 @@ func (s *Store) Undo(ctx context.Context, actor *Actor, uri string) (*Activity, 
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE activities SET undone_at = ? WHERE id = ?`, ms(ev.At), orig.RowID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE activities SET withdrawn_at = ? WHERE id = ?`, ms(ev.At), orig.RowID); err != nil {
 			return err
 		}
 		embedded, to, cc, err := embedActivity(orig.Document)

@@ -28,12 +28,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/courier-ap/courier/outbox"
 )
@@ -111,7 +114,7 @@ func (b *Bus) Ready() error {
 		return fmt.Errorf("%w: not connected", ErrNotReady)
 	}
 	if st := b.nc.Status(); st != nats.CONNECTED {
-		return fmt.Errorf("%w: connection to %s is %s", ErrNotReady, b.cfg.URL, st)
+		return fmt.Errorf("%w: connection to %s is %s", ErrNotReady, redactURL(b.cfg.URL), st)
 	}
 	return nil
 }
@@ -196,49 +199,32 @@ func (b *Bus) run(ctx context.Context, parts part) error {
 			return err
 		}
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	start := func(name string, fn func(context.Context) error) {
-		wg.Go(func() {
-			if err := fn(ctx); err != nil && ctx.Err() == nil {
-				errs <- fmt.Errorf("natsbus: %s: %w", name, err)
+	// Each part returns nil when ctx ends; an error from one stops the
+	// others and is returned once all have ended.
+	g, gctx := errgroup.WithContext(ctx)
+	part := func(name string, fn func(context.Context) error) {
+		g.Go(func() error {
+			if err := fn(gctx); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("natsbus: %s: %w", name, err)
 			}
+			return nil
 		})
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ctx = runCtx
 	if parts&partRelay != 0 {
-		start("relay", func(ctx context.Context) error { return b.relay(ctx, nc, js) })
+		part("relay", func(ctx context.Context) error { return b.relay(ctx, nc, js) })
 	}
-	if parts&partConsumer != 0 {
-		if js != nil {
-			start("consumer", func(ctx context.Context) error { return b.consume(ctx, js) })
-		} else {
-			start("consumer", func(ctx context.Context) error { return b.consumeCore(ctx, coreSub, coreCh) })
-		}
+	switch {
+	case parts&partConsumer == 0:
+	case js != nil:
+		part("consumer", func(ctx context.Context) error { return b.consume(ctx, js) })
+	default:
+		part("consumer", func(ctx context.Context) error { return b.consumeCore(ctx, coreSub, coreCh) })
 	}
 	if parts&partRecorder != 0 && js != nil {
-		start("advisory recorder", func(ctx context.Context) error { return b.recordAdvisories(ctx, js) })
-		start("replayer", func(ctx context.Context) error { return b.replayLoop(ctx, js) })
+		part("advisory recorder", func(ctx context.Context) error { return b.recordAdvisories(ctx, js) })
+		part("replayer", func(ctx context.Context) error { return b.replayLoop(ctx, js) })
 	}
-	var first error
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case first = <-errs:
-		cancel()
-		<-done
-	case <-done:
-	}
-	select {
-	case err := <-errs:
-		if first == nil {
-			first = err
-		}
-	default:
-	}
-	return first
+	return g.Wait()
 }
 
 // connect dials NATS. It does not wait for the server: with
@@ -253,8 +239,10 @@ func (b *Bus) connect() (*nats.Conn, error) {
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(b.cfg.ReconnectWait),
 		nats.ReconnectJitter(b.cfg.ReconnectWait/4, b.cfg.ReconnectWait/4),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("nats disconnected; reconnecting", "err", err)
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if !c.IsClosed() {
+				log.Warn("nats disconnected; reconnecting", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats reconnected", "server", c.ConnectedUrlRedacted())
@@ -273,7 +261,7 @@ func (b *Bus) connect() (*nats.Conn, error) {
 		}),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("natsbus: connect %s: %w", b.cfg.URL, err)
+		return nil, fmt.Errorf("natsbus: connect %s: %w", redactURL(b.cfg.URL), err)
 	}
 	return nc, nil
 }
@@ -337,4 +325,27 @@ func (b *Bus) sleep(ctx context.Context, d time.Duration) bool {
 	case <-back:
 	}
 	return true
+}
+
+// redactURL drops the user information (credentials, tokens) from a NATS
+// URL list, so it can be logged and shown on /readyz.
+func redactURL(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		raw := p
+		if !strings.Contains(raw, "://") {
+			raw = "nats://" + raw
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			parts[i] = "(unparsable URL)"
+			continue
+		}
+		if u.User != nil {
+			u.User = url.User("redacted")
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
 }

@@ -45,15 +45,16 @@ func ParseMode(s string) (Mode, error) {
 
 // ValidateURL checks a NATS_URL value: one or more comma-separated server
 // URLs with scheme nats, tls, ws or wss (a bare host:port means nats://), a
-// host and, when given, a numeric port. It does not connect.
+// host and, when given, a numeric port. It does not connect. Its errors never
+// repeat credentials found in the URL.
 func ValidateURL(s string) error {
 	if strings.TrimSpace(s) == "" {
 		return errors.New("natsbus: empty NATS URL")
 	}
-	for _, part := range strings.Split(s, ",") {
+	for i, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
-			return fmt.Errorf("natsbus: NATS URL %q: empty entry in list", s)
+			return fmt.Errorf("natsbus: NATS URL entry %d is empty", i+1)
 		}
 		raw := part
 		if !strings.Contains(raw, "://") {
@@ -61,23 +62,28 @@ func ValidateURL(s string) error {
 		}
 		u, err := url.Parse(raw)
 		if err != nil {
-			return fmt.Errorf("natsbus: NATS URL %q: %w", part, err)
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // url.Error repeats the whole URL
+			}
+			return fmt.Errorf("natsbus: NATS URL entry %d: %w", i+1, err)
 		}
+		shown := redactURL(part)
 		switch u.Scheme {
 		case "nats", "tls", "ws", "wss":
 		default:
-			return fmt.Errorf("natsbus: NATS URL %q: scheme %q is not nats, tls, ws or wss", part, u.Scheme)
+			return fmt.Errorf("natsbus: NATS URL %q: scheme %q is not nats, tls, ws or wss", shown, u.Scheme)
 		}
 		if u.Hostname() == "" {
-			return fmt.Errorf("natsbus: NATS URL %q: no host", part)
+			return fmt.Errorf("natsbus: NATS URL %q: no host", shown)
 		}
 		if p := u.Port(); p != "" {
 			n, err := strconv.Atoi(p)
 			if err != nil || n <= 0 || n > 65535 {
-				return fmt.Errorf("natsbus: NATS URL %q: bad port %q", part, p)
+				return fmt.Errorf("natsbus: NATS URL %q: bad port %q", shown, p)
 			}
 		} else if _, _, err := net.SplitHostPort(u.Host); err == nil {
-			return fmt.Errorf("natsbus: NATS URL %q: empty port", part)
+			return fmt.Errorf("natsbus: NATS URL %q: empty port", shown)
 		}
 	}
 	return nil

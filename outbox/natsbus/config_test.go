@@ -3,6 +3,7 @@ package natsbus
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,5 +167,43 @@ func TestTruncate(t *testing.T) {
 	}
 	if got := truncate("abc", 5); got != "abc" {
 		t.Errorf("truncate short: %q", got)
+	}
+}
+
+func TestServerAtLeast(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		v    string
+		want bool
+	}{
+		{"2.9.10", false},
+		{"2.10.3", false},
+		{"2.10.4", true},
+		{"2.10.22", true},
+		{"2.15.2", true},
+		{"3.0.0", true},
+		{"2.11.0-beta.1", true},
+		{"", false},
+		{"2.x.1", false},
+	} {
+		if got := serverAtLeast(tc.v, 2, 10, 4); got != tc.want {
+			t.Errorf("serverAtLeast(%q, 2.10.4) = %v, want %v", tc.v, got, tc.want)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	got := redactURL("nats://alice:s3cret@a.example:4222, tok3n@b.example:4222,nats://c.example")
+	if strings.Contains(got, "s3cret") || strings.Contains(got, "tok3n") || strings.Contains(got, "alice") {
+		t.Errorf("credentials left in %q", got)
+	}
+	if !strings.Contains(got, "a.example:4222") || !strings.Contains(got, "nats://c.example") {
+		t.Errorf("hosts lost in %q", got)
+	}
+	for _, bad := range []string{"http://alice:s3cret@h:1", "nats://alice:s3cret@h:x", "nats://alice:s3cret@[::1"} {
+		if err := ValidateURL(bad); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ValidateURL(%q) = %v: want an error without the password", bad, err)
+		}
 	}
 }

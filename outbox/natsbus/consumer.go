@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,7 +141,7 @@ func (b *Bus) handleMsg(ctx context.Context, m jetstream.Msg) {
 	if err != nil {
 		b.log.ErrorContext(ctx, "jetstream message is not a courier event; terminated", "subject", m.Subject(),
 			"stream_seq", meta.Sequence.Stream, "err", err)
-		_ = m.TermWithReason(truncate("courier: "+err.Error(), maxReasonLen))
+		_ = b.term(m, "courier: "+err.Error())
 		return
 	}
 	p := &progress{msg: m, every: max(b.cfg.AckWait/10, 10*time.Millisecond), last: time.Now()}
@@ -171,7 +173,7 @@ func (b *Bus) settleMsg(ctx context.Context, m jetstream.Msg, meta *jetstream.Ms
 	case res.Outcome == outbox.Dead && errors.As(res.Err, &perm):
 		b.log.WarnContext(ctx, "jetstream message terminated: permanent failure", "event_id", ev.ID,
 			"type", ev.Type, "attempt", attempt, "stream_seq", meta.Sequence.Stream, "err", res.Err)
-		err = m.TermWithReason(truncate(errString(res.Err), maxReasonLen))
+		err = b.term(m, errString(res.Err))
 	case final:
 		b.log.ErrorContext(ctx, "event exhausted max deliveries", "event_id", ev.ID, "type", ev.Type,
 			"attempt", attempt, "max_deliver", b.cfg.MaxAttempts, "stream_seq", meta.Sequence.Stream,
@@ -182,7 +184,7 @@ func (b *Bus) settleMsg(ctx context.Context, m jetstream.Msg, meta *jetstream.Ms
 		// stands, and the terminated advisory records it.
 		b.log.WarnContext(ctx, "jetstream message terminated: runner attempts exhausted before max_deliver",
 			"event_id", ev.ID, "type", ev.Type, "attempt", attempt, "max_deliver", b.cfg.MaxAttempts)
-		err = m.TermWithReason(truncate("attempts exhausted: "+errString(res.Err), maxReasonLen))
+		err = b.term(m, "attempts exhausted: "+errString(res.Err))
 	case res.Outcome == outbox.Released:
 		err = m.Nak()
 	case res.Outcome == outbox.Deferred:
@@ -218,6 +220,40 @@ func (b *Bus) retryDelay(res outbox.Result, attempt int) time.Duration {
 		d = ra.After
 	}
 	return d
+}
+
+// term terminates m, with reason where the server supports it: servers
+// before 2.10.4 ignore a terminate with a reason, which would leave the
+// message to be redelivered.
+func (b *Bus) term(m jetstream.Msg, reason string) error {
+	b.mu.Lock()
+	nc := b.nc
+	b.mu.Unlock()
+	if nc != nil && serverAtLeast(nc.ConnectedServerVersion(), 2, 10, 4) {
+		return m.TermWithReason(truncate(reason, maxReasonLen))
+	}
+	return m.Term()
+}
+
+// serverAtLeast reports whether a server version "X.Y.Z[-suffix]" is at
+// least major.minor.patch; an unreadable version is not.
+func serverAtLeast(version string, major, minor, patch int) bool {
+	version, _, _ = strings.Cut(version, "-")
+	parts := strings.SplitN(version, ".", 3)
+	if len(parts) != 3 {
+		return false
+	}
+	want := [3]int{major, minor, patch}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return false
+		}
+		if n != want[i] {
+			return n > want[i]
+		}
+	}
+	return true
 }
 
 func nakAfter(m jetstream.Msg, d time.Duration) error {

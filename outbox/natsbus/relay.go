@@ -185,8 +185,9 @@ func (b *Bus) settleBatch(ctx context.Context, st *relayState, bt *batch) {
 			// The rows stay claimed; once the lease expires they are
 			// republished with the same ids and the broker drops them.
 			b.log.WarnContext(ctx, "relay could not mark published rows done", "rows", len(done), "err", err)
+		} else {
+			b.metrics.published(len(done))
 		}
-		b.metrics.published(len(done))
 	}
 	if len(dead) > 0 {
 		if _, err := b.queue.Settle(dctx, dead...); err != nil {

@@ -1,0 +1,176 @@
+// Package inbox receives the activities remote servers POST to courier and
+// imports them.
+//
+// Acceptance (Handler, mounted on POST /users/{name}/inbox and POST /inbox):
+// a request must carry an ActivityPub content type and a body of at most
+// MaxBody bytes holding an activity with id, type and actor. Its draft-cavage
+// HTTP Signature must sign (request-target), host, date and digest, its
+// Digest must match the body and its Date lie within DateWindow. The key is
+// resolved from the signature's keyId through the Resolver (a fetch of the
+// actor or key document, signed by the Resolver's Fetcher with the identity
+// cmd gives it, which should be the instance's own actor), kept in a small
+// in-memory cache in front of the Resolver's own, and refetched once when a
+// signature fails against a cached key (key rotation). The algorithm follows
+// from the key, never from the header. The activity's actor must own the
+// key; a Create or Update must carry an object of the actor's host
+// attributed to the actor, a Delete must delete something of the actor's
+// host, and the activity id itself must be on the actor's host. Senders on
+// blocked domains, and actors blocked by the local actor an activity is for,
+// get 403. What cannot be verified gets 401, never 202, so that peers that
+// try an RFC 9421 signature first fall back to draft-cavage.
+//
+// A verified activity is recorded under its id (inbox_activities) and its
+// inbox.received event enqueued, in one transaction shared with concurrent
+// requests (group commit); the event id is derived from the activity id, so
+// a repeated or racing duplicate records and enqueues nothing. The answer is
+// 202 either way. Every failure is answered with {"error": "..."} and a
+// specific status, and every result is counted (metrics.Inbox).
+//
+// A Delete of an actor whose key can no longer be fetched (410 or 404) is
+// verified against the last key courier cached for that actor; when there is
+// none it is answered 202 and dropped, as Mastodon does, since courier then
+// holds nothing of that actor to delete.
+//
+// Import (Importer, the outbox handler "inbox.import" of inbox.received
+// events) reads the recorded activity and applies it in one transaction with
+// the mark that it was imported, so a replayed event, a redelivery or a
+// crash never imports twice: Follow (follower stored, Accept enqueued unless
+// the local actor approves followers by hand), Undo of Follow, Like,
+// Announce and Block, Accept and Reject of local follows, Create and Update
+// of notes (an older version never overwrites a newer one), Delete of an
+// object or an actor, Like and Announce of local notes, and Block. Other
+// types are recorded and acknowledged.
+package inbox
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/store"
+)
+
+// Resolver resolves signature keys and remote actors; *activitypub.Resolver
+// implements it.
+type Resolver interface {
+	// Key returns the public key keyID and the id of the actor owning it;
+	// refresh forces a refetch (rate-limited by the resolver).
+	Key(ctx context.Context, keyID string, refresh bool) (crypto.PublicKey, string, error)
+	// Actor returns the remote actor id, from its cache or fetched.
+	Actor(ctx context.Context, id string) (*activitypub.Actor, error)
+}
+
+// Health receives signs of life of remote hosts: each verified request
+// counts as one for its sender's host, so delivery can release what it
+// parked for a host it thought down.
+type Health interface {
+	SignOfLife(ctx context.Context, host string)
+}
+
+// HealthFunc adapts a function to Health.
+type HealthFunc func(ctx context.Context, host string)
+
+// SignOfLife calls f.
+func (f HealthFunc) SignOfLife(ctx context.Context, host string) { f(ctx, host) }
+
+// Config configures the Handler and the Importer. Fields the Importer does
+// not use are ignored by NewImporter.
+type Config struct {
+	// DB is the database; required. Accepted activities and their events
+	// are written through DB.Tx.
+	DB *sqlite.DB
+	// Store is the repository of local actors and social tables; required.
+	Store *store.Store
+	// Resolver resolves keys and actors; required.
+	Resolver Resolver
+	// BaseURL is the instance's public origin (default Store.URIs().Base).
+	BaseURL string
+	// DateWindow is how far a request's Date may lie from now, either way
+	// (default 1 h: Mastodon accepts about 1 h ahead and 65 min behind).
+	DateWindow time.Duration
+	// MaxBody bounds a request body in bytes (default 1 MiB); larger
+	// bodies get 413.
+	MaxBody int64
+	// KeyCacheTTL is how long a resolved key is reused from memory before
+	// the Resolver is asked again (default 5 min).
+	KeyCacheTTL time.Duration
+	// SignOfLifeInterval is the least time between two signs of life
+	// reported for one host (default 1 min).
+	SignOfLifeInterval time.Duration
+	// MaxBatch bounds how many accepted activities share one transaction
+	// (default 256).
+	MaxBatch int
+	// Logger receives the logs (nil discards).
+	Logger *slog.Logger
+	// Metrics counts inbound requests by result (nil counts nothing).
+	Metrics *metrics.Inbox
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Health receives signs of life (nil: none are reported).
+	Health Health
+}
+
+// Defaults of Config.
+const (
+	DefaultDateWindow         = time.Hour
+	DefaultMaxBody            = 1 << 20
+	DefaultKeyCacheTTL        = 5 * time.Minute
+	DefaultSignOfLifeInterval = time.Minute
+	DefaultMaxBatch           = 256
+)
+
+func (c Config) withDefaults() Config {
+	if c.BaseURL == "" && c.Store != nil {
+		c.BaseURL = c.Store.URIs().Base
+	}
+	if c.DateWindow == 0 {
+		c.DateWindow = DefaultDateWindow
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.KeyCacheTTL == 0 {
+		c.KeyCacheTTL = DefaultKeyCacheTTL
+	}
+	if c.SignOfLifeInterval == 0 {
+		c.SignOfLifeInterval = DefaultSignOfLifeInterval
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.DB == nil:
+		return errors.New("inbox: Config.DB is required")
+	case c.Store == nil:
+		return errors.New("inbox: Config.Store is required")
+	case c.Resolver == nil:
+		return errors.New("inbox: Config.Resolver is required")
+	case c.BaseURL == "":
+		return errors.New("inbox: Config.BaseURL is required")
+	case c.DateWindow < time.Minute:
+		return fmt.Errorf("inbox: DateWindow must be at least 1m, not %s", c.DateWindow)
+	case c.MaxBody < 1<<10:
+		return fmt.Errorf("inbox: MaxBody must be at least 1 KiB, not %d", c.MaxBody)
+	case c.KeyCacheTTL < 0 || c.SignOfLifeInterval < 0:
+		return errors.New("inbox: KeyCacheTTL and SignOfLifeInterval must not be negative")
+	case c.MaxBatch < 1:
+		return fmt.Errorf("inbox: MaxBatch must be at least 1, not %d", c.MaxBatch)
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package inbox
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+)
+
+// maxCachedKeys bounds the in-memory key cache; when full it is cleared,
+// which costs only a lookup in the Resolver's own cache.
+const maxCachedKeys = 10000
+
+// keyCache keeps resolved keys in memory for a short while, in front of the
+// Resolver (whose cache is a database row and a JSON document to parse).
+type keyCache struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu sync.Mutex
+	m  map[string]cachedKey
+}
+
+type cachedKey struct {
+	pub   crypto.PublicKey
+	owner string
+	at    time.Time
+}
+
+func newKeyCache(ttl time.Duration, now func() time.Time) *keyCache {
+	return &keyCache{ttl: ttl, now: now, m: map[string]cachedKey{}}
+}
+
+func (c *keyCache) get(keyID string) (cachedKey, bool) {
+	if c.ttl <= 0 {
+		return cachedKey{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.m[keyID]
+	if !ok || c.now().Sub(k.at) >= c.ttl {
+		return cachedKey{}, false
+	}
+	return k, true
+}
+
+func (c *keyCache) put(keyID string, k cachedKey) {
+	if c.ttl <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxCachedKeys {
+		clear(c.m)
+	}
+	k.at = c.now()
+	c.m[keyID] = k
+}
+
+// key resolves keyID: from memory unless refresh, else through the
+// Resolver (refresh=true asks it to refetch).
+func (h *Handler) key(ctx context.Context, keyID string, refresh bool) (cachedKey, error) {
+	if !refresh {
+		if k, ok := h.keys.get(keyID); ok {
+			return k, nil
+		}
+	}
+	pub, owner, err := h.cfg.Resolver.Key(ctx, keyID, refresh)
+	if err != nil {
+		return cachedKey{}, fmt.Errorf("%w: %s: %w", ErrUnknownKey, keyID, err)
+	}
+	k := cachedKey{pub: pub, owner: owner}
+	h.keys.put(keyID, k)
+	return k, nil
+}
+
+// authenticate verifies r's signature over body and returns the key's
+// owner. When the signature fails against a key that may be stale, the key
+// is refetched once (the remote may have rotated it) and the signature
+// checked again.
+func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte, keyID string, act *activitypub.Activity) (string, error) {
+	opts := activitypub.VerifyOptions{Window: h.cfg.DateWindow, Now: h.cfg.Now}
+	k, err := h.key(ctx, keyID, false)
+	if err != nil {
+		if isActorDelete(act) && (errors.Is(err, activitypub.ErrGone) || errors.Is(err, activitypub.ErrNotFound)) {
+			return h.authenticateGone(ctx, r, body, keyID, act, err)
+		}
+		return "", err
+	}
+	err = activitypub.Verify(r, body, k.pub, opts)
+	if errors.Is(err, activitypub.ErrBadSignature) {
+		fresh, ferr := h.key(ctx, keyID, true)
+		if ferr != nil {
+			h.log.DebugContext(ctx, "inbox: key refetch after a failed signature", "key_id", keyID, "err", ferr)
+			return "", err
+		}
+		if fresh.pub != nil && !samePublicKey(fresh.pub, k.pub) {
+			k, err = fresh, activitypub.Verify(r, body, fresh.pub, opts)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	return k.owner, nil
+}
+
+// authenticateGone verifies the Delete of a gone actor (its key fetch
+// answered 410 or 404) against the key courier cached for that actor. With
+// no cached key it returns errDropDelete: the request is answered 202 and
+// dropped, since courier holds nothing of an actor it never resolved.
+func (h *Handler) authenticateGone(ctx context.Context, r *http.Request, body []byte, keyID string, act *activitypub.Activity, fetchErr error) (string, error) {
+	a, _, err := h.cfg.Store.GetRemoteActor(ctx, act.Actor)
+	if err != nil || a == nil {
+		return "", errDropDelete
+	}
+	pk, ok := a.Key(keyID)
+	if !ok || (pk.Owner != "" && pk.Owner != a.ID) {
+		return "", errDropDelete
+	}
+	pub, err := activitypub.ParsePublicKeyPEM(pk.PublicKeyPem)
+	if err != nil {
+		return "", errDropDelete
+	}
+	if err := activitypub.Verify(r, body, pub, activitypub.VerifyOptions{Window: h.cfg.DateWindow, Now: h.cfg.Now}); err != nil {
+		return "", err
+	}
+	h.log.DebugContext(ctx, "inbox: Delete of a gone actor verified with its cached key", "actor", a.ID,
+		"key_id", keyID, "err", fetchErr)
+	return a.ID, nil
+}
+
+// errDropDelete marks an unverifiable Delete of a gone actor: 202, dropped.
+var errDropDelete = errors.New("inbox: Delete of a gone actor without a cached key")
+
+// samePublicKey reports whether two public keys are equal.
+func samePublicKey(a, b crypto.PublicKey) bool {
+	if e, ok := a.(interface{ Equal(crypto.PublicKey) bool }); ok {
+		return e.Equal(b)
+	}
+	return false
+}

@@ -1,0 +1,126 @@
+package natsbus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/courier-ap/courier/migrations"
+	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqlite"
+)
+
+// benchEvents is how many events one benchmark iteration relays.
+const benchEvents = 20000
+
+// BenchmarkRelay measures events per second from outbox rows to
+// acknowledged JetStream messages (file storage, SQLite with the production
+// synchronous=FULL), beside a plain asynchronous publish loop of the same
+// messages (same size, headers and Nats-Msg-Id, same bound on pending acks)
+// to another stream of the same server in the same run, and reports the
+// ratio. Run it with a small count, for example:
+//
+//	go test ./outbox/natsbus/ -run '^$' -bench BenchmarkRelay -benchtime 2x
+func BenchmarkRelay(b *testing.B) {
+	br := newBroker(b)
+	_, js := br.js(b)
+	payload := json.RawMessage(`{"activity":"` + strings.Repeat("x", 480) + `"}`)
+	var relayDur, pubDur time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		db := benchDB(b)
+		evs := make([]outbox.Event, benchEvents)
+		for j := range evs {
+			evs[j] = outbox.Event{Type: "delivery.post", Target: "remote.example", Payload: payload}
+		}
+		for j := 0; j < len(evs); j += 1000 {
+			enqueue(b, db, evs[j:j+1000]...)
+		}
+		cfg := fastConfig(br.url(), db, nil, nil)
+		cfg.Stream = fmt.Sprintf("BENCH_RELAY_%d", i)
+		cfg.SubjectPrefix = fmt.Sprintf("bench.relay%d", i)
+		cfg.AdvisoryStream = fmt.Sprintf("BENCH_ADV_%d", i)
+		cfg.PublishTimeout = 30 * time.Second
+		if v := os.Getenv("BENCH_BATCH"); v != "" {
+			cfg.BatchSize, _ = strconv.Atoi(v)
+			cfg.MaxInFlight = 4 * cfg.BatchSize
+		}
+		bus := mustNew(b, cfg)
+
+		b.StartTimer()
+		start := time.Now()
+		stop := runBus(b, bus, (*Bus).RunRelay)
+		waitFor(b, 5*time.Minute, "relay drained", func() bool {
+			return count(b, db.Read, `SELECT COUNT(*) FROM event_queue WHERE status = 'done'`) == benchEvents
+		})
+		relayDur += time.Since(start)
+		b.StopTimer()
+		stop()
+
+		// The plain loop: the same messages, published asynchronously with
+		// the same in-flight bound, to a stream of the same kind.
+		stream := fmt.Sprintf("BENCH_PLAIN_%d", i)
+		prefix := fmt.Sprintf("bench.plain%d", i)
+		ctx := context.Background()
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"},
+			Storage: jetstream.FileStorage, Duplicates: DuplicateWindow}); err != nil {
+			b.Fatal(err)
+		}
+		pnc, _ := br.js(b)
+		pjs, err := jetstream.New(pnc, jetstream.WithPublishAsyncMaxPending(DefaultMaxInFlight))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start = time.Now()
+		for _, ev := range evs {
+			m := encode(prefix, ev)
+			if _, err := pjs.PublishMsgAsync(m, jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(stream),
+				jetstream.WithStallWait(30*time.Second)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-pjs.PublishAsyncComplete():
+		case <-time.After(5 * time.Minute):
+			b.Fatal("plain publishes not acknowledged in 5 minutes")
+		}
+		pubDur += time.Since(start)
+		b.StopTimer()
+		if n := streamMsgs(b, js, stream); n != benchEvents {
+			b.Fatalf("plain stream holds %d messages, want %d", n, benchEvents)
+		}
+		if n := streamMsgs(b, js, cfg.Stream); n != benchEvents {
+			b.Fatalf("relay stream holds %d messages, want %d", n, benchEvents)
+		}
+	}
+	total := float64(b.N * benchEvents)
+	relayRate, pubRate := total/relayDur.Seconds(), total/pubDur.Seconds()
+	b.ReportMetric(relayRate, "relay_events/s")
+	b.ReportMetric(pubRate, "plain_msgs/s")
+	b.ReportMetric(relayRate/pubRate, "ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+// benchDB is a fresh database with the production settings.
+func benchDB(b *testing.B) *sqlite.DB {
+	b.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
+		b.Fatal(err)
+	}
+	return db
+}
