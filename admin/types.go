@@ -136,9 +136,11 @@ type ActivityStatus struct {
 	// FanOut is the outbox row of the event that expands the activity into
 	// deliveries; while it is not done the inbox list may be incomplete.
 	FanOut *Event `json:"fan_out,omitempty"`
-	// Summary counts the inboxes per state.
+	// Summary counts the inboxes of this page per state.
 	Summary map[string]int `json:"summary"`
 	Inboxes []InboxStatus  `json:"inboxes"`
+	// NextCursor continues the inbox list (pass it as cursor).
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // HostList is a page of hosts.

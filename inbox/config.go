@@ -98,7 +98,8 @@ type Config struct {
 	// bodies get 413.
 	MaxBody int64
 	// KeyCacheTTL is how long a resolved key is reused from memory before
-	// the Resolver is asked again (default 5 min).
+	// the Resolver is asked again (default 5 min; negative: no memory cache,
+	// every request asks the Resolver).
 	KeyCacheTTL time.Duration
 	// SignOfLifeInterval is the least time between two signs of life
 	// reported for one host (default 1 min).
@@ -167,8 +168,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("inbox: DateWindow must be at least 1m, not %s", c.DateWindow)
 	case c.MaxBody < 1<<10:
 		return fmt.Errorf("inbox: MaxBody must be at least 1 KiB, not %d", c.MaxBody)
-	case c.KeyCacheTTL < 0 || c.SignOfLifeInterval < 0:
-		return errors.New("inbox: KeyCacheTTL and SignOfLifeInterval must not be negative")
+	case c.SignOfLifeInterval < 0:
+		return errors.New("inbox: SignOfLifeInterval must not be negative")
 	case c.MaxBatch < 1:
 		return fmt.Errorf("inbox: MaxBatch must be at least 1, not %d", c.MaxBatch)
 	}

@@ -158,6 +158,11 @@ type RunnerConfig struct {
 	Observer *Observer
 }
 
+// MinDefer is the shortest deferral: an event deferred to a time sooner than
+// MinDefer from now (or in the past) waits MinDefer, so a handler that keeps
+// deferring cannot make a bus spin without spending attempts.
+const MinDefer = time.Second
+
 // Defaults of RunnerConfig and WorkerConfig.
 const (
 	DefaultMaxAttempts = 10
@@ -350,6 +355,14 @@ func (r *Runner) execute(ctx, hctx context.Context, d *delivery) (Result, []ledg
 			deferTo(c.until, "ledger claim of "+name+" held elsewhere")
 			continue
 		}
+		if hctx.Err() != nil { // shutting down: do not start another handler
+			r.obs.handled(ev.Type, name, HandledInterrupted, 0)
+			interrupted = true
+			if c.result != "" {
+				ops = append(ops, ledgerOp{eventID: ev.ID, handler: name, token: c.token})
+			}
+			continue
+		}
 		start := time.Now()
 		err := call(hctx, c.h.Handler, ev)
 		took := time.Since(start)
@@ -408,8 +421,8 @@ func (r *Runner) execute(ctx, hctx context.Context, d *delivery) (Result, []ledg
 	case interrupted:
 		return Result{Outcome: Released, Next: now}, ops
 	case !deferUntil.IsZero():
-		if deferUntil.Before(now) {
-			deferUntil = now
+		if floor := now.Add(MinDefer); deferUntil.Before(floor) {
+			deferUntil = floor // a deferral into the past must not spin
 		}
 		return Result{Outcome: Deferred, Next: deferUntil, Reason: deferReason}, ops
 	}

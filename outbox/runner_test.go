@@ -309,3 +309,16 @@ func TestRunnerConcurrentDeliveries(t *testing.T) {
 		t.Fatalf("ledger: %d done, %d in progress; want %d, 0", done, inProgress, n-n/3)
 	}
 }
+
+func TestRunnerDeferIntoThePastWaitsMinDefer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Handle("note", "h", func(ctx context.Context, ev outbox.Event) error {
+		return outbox.Defer(b.clock.Now().Add(-time.Hour), "stale hint")
+	})
+	r := newRunner(t, b, b.reg, b.clock, nil)
+	res := r.Run(context.Background(), outbox.Event{ID: "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", Type: "note"}, 1)
+	if res.Outcome != outbox.Deferred || !res.Next.Equal(b.clock.Now().Add(outbox.MinDefer)) || res.Reason == "" {
+		t.Fatalf("result = %+v, want deferred by MinDefer", res)
+	}
+}

@@ -309,7 +309,7 @@ func (s *Server) undo(r *http.Request, actor *store.Actor, req *c2sWire) (*store
 			return nil, store.Errorf(store.EINVALID, "Undo needs an object")
 		}
 		typ, target := str(obj.Type), objectID(obj.Object)
-		if !store.Undoable[typ] {
+		if !store.Undoable(typ) {
 			return nil, store.Errorf(store.EUNPROCESSABLE, "undoing %q is not supported", typ)
 		}
 		if target == "" {

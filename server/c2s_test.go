@@ -158,6 +158,11 @@ func TestC2SUpdateAndDeleteNote(t *testing.T) {
 	if m["type"] != "Tombstone" || m["formerType"] != "Note" || m["id"] != id || m["deleted"] != "2026-11-30T12:01:30Z" {
 		t.Fatalf("tombstone %s", gone.Body)
 	}
+	page := b.do(t, http.MethodGet, id, nil, "Accept", "text/html")
+	wantStatus(t, page, http.StatusGone)
+	if !strings.Contains(string(page.Body), "This note was deleted.") || strings.Contains(string(page.Body), "second") {
+		t.Fatalf("deleted page %s", page.Body)
+	}
 	stored, err := b.st.ObjectByURI(b.ctx, id)
 	if err != nil || !stored.Deleted() || stored.Content != "" {
 		t.Fatalf("stored %+v, %v", stored, err)

@@ -45,6 +45,9 @@ article{border-top:1px solid #ddd;padding:.75rem 0}
 <p class="meta">No public notes yet.</p>
 {{end}}
 {{end}}
+{{with .Gone}}
+<p>This {{.}} was deleted.</p>
+{{end}}
 {{with .Note}}
 <article>
 <p class="meta"><a href="{{.AuthorURL}}">{{.AuthorName}}</a> @{{.AuthorHandle}}</p>
@@ -62,6 +65,8 @@ type pageData struct {
 	Alternate string
 	Profile   *profileData
 	Note      *noteData
+	// Gone names the type of a deleted object.
+	Gone string
 }
 
 type profileData struct {
@@ -106,7 +111,19 @@ func notePage(u store.URIs, a *store.Actor, o *store.Object, likes, shares int) 
 	return pageData{Title: title, Alternate: o.URI, Note: &n}
 }
 
+func gonePage(o *store.Object) pageData {
+	t := strings.ToLower(o.FormerType)
+	if t == "" {
+		t = "note"
+	}
+	return pageData{Title: "Deleted", Alternate: o.URI, Gone: t}
+}
+
 func (s *Server) renderHTML(w http.ResponseWriter, r *http.Request, d pageData) {
+	s.renderHTMLStatus(w, r, http.StatusOK, d)
+}
+
+func (s *Server) renderHTMLStatus(w http.ResponseWriter, r *http.Request, status int, d pageData) {
 	var buf bytes.Buffer
 	if err := pages.Execute(&buf, d); err != nil {
 		s.writeError(w, r, err)
@@ -114,7 +131,7 @@ func (s *Server) renderHTML(w http.ResponseWriter, r *http.Request, d pageData) 
 	}
 	w.Header().Add("Vary", "Accept")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	writeRaw(w, http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
+	writeRaw(w, status, "text/html; charset=utf-8", buf.Bytes())
 }
 
 // plainText turns note HTML into text: line-breaking tags become newlines,

@@ -237,6 +237,10 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if o.Deleted() {
+		if negotiate(r.Header.Get("Accept")) == reprHTML {
+			s.renderHTMLStatus(w, r, http.StatusGone, gonePage(o))
+			return
+		}
 		t := store.Tombstone(o)
 		t.Context = activitypub.ActivityStreams
 		writeDoc(w, r, http.StatusGone, t)

@@ -266,6 +266,12 @@ func TestOutboxCollectionAndPages(t *testing.T) {
 		t.Fatalf("owner outbox %s", own.Body)
 	}
 	wantStatus(t, b.get(t, "/users/alice/outbox", "Authorization", "Bearer wrong"), http.StatusUnauthorized)
+	// A peer's signature in Authorization is not a bearer token: public view.
+	signed := b.get(t, "/users/alice/outbox", "Authorization", `Signature keyId="https://remote.test/users/bob#main-key",signature="x"`)
+	wantStatus(t, signed, http.StatusOK)
+	if m := signed.json(t); m["totalItems"] != 5.0 {
+		t.Fatalf("signed fetch %s", signed.Body)
+	}
 	wantStatus(t, b.get(t, "/users/alice/outbox?max_id=-1"), http.StatusBadRequest)
 	wantStatus(t, b.get(t, "/users/nobody/outbox"), http.StatusNotFound)
 }
@@ -339,4 +345,31 @@ func TestPrivateObjectsAndActivities(t *testing.T) {
 	}
 	wantStatus(t, b.get(t, "/activities/not-a-uuid"), http.StatusNotFound)
 	wantStatus(t, b.get(t, "/activities/00000000-0000-0000-0000-000000000000"), http.StatusNotFound)
+}
+
+func TestActivityShapesMatchMastodon(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	decode := func(r response) map[string]any {
+		t.Helper()
+		wantStatus(t, r, http.StatusCreated)
+		return r.json(t)
+	}
+	follow := decode(b.post(t, "alice", b.token, map[string]any{"type": "Follow", "object": remoteActor}))
+	sameShape(t, "mastodon follow", fixture(t, "mastodon/follow.json"), follow, []string{"@context", "id", "type", "actor", "object"})
+	undo := decode(b.post(t, "alice", b.token, map[string]any{"type": "Undo", "object": follow["id"]}))
+	sameShape(t, "mastodon undo", fixture(t, "mastodon/undo_follow.json"), undo,
+		[]string{"@context", "id", "type", "actor", "object", "object.id", "object.type", "object.actor", "object.object"})
+	if _, ok := undo["object"].(map[string]any)["@context"]; ok {
+		t.Fatal("embedded activity carries its own @context")
+	}
+	like := decode(b.post(t, "alice", b.token, map[string]any{"type": "Like", "object": remoteNote}))
+	sameShape(t, "mastodon like", fixture(t, "mastodon/like_page.json"), like, []string{"@context", "id", "type", "actor", "object"})
+	note := b.note(t, "alice", b.token, "short-lived")
+	del := decode(b.post(t, "alice", b.token, map[string]any{"type": "Delete", "object": note}))
+	sameShape(t, "mastodon delete", fixture(t, "mastodon/delete.json"), del,
+		[]string{"@context", "id", "type", "actor", "to", "object", "object.id", "object.type"})
+	if typ, _ := lookup(del, "object.type"); typ != "Tombstone" {
+		t.Fatalf("Delete object type %v", typ)
+	}
 }

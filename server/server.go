@@ -137,6 +137,7 @@ func writeJSON(w http.ResponseWriter, status int, ct string, v any) {
 
 func writeRaw(w http.ResponseWriter, status int, ct string, b []byte) {
 	w.Header().Set("Content-Type", ct)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
@@ -162,21 +163,19 @@ func jsonRepr(r *http.Request) representation {
 	return reprJSON
 }
 
-// bearer returns the token of an "Authorization: Bearer" header, or "".
+// bearer returns the token of an "Authorization: Bearer" header, and
+// whether the request has one. Other schemes (a peer's "Authorization:
+// Signature") do not count.
 func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return "", false
-	}
-	scheme, tok, ok := strings.Cut(h, " ")
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", true
+		return "", false
 	}
 	return strings.TrimSpace(tok), true
 }
 
 // owner reports whether the request carries a valid bearer token of actor
-// a. A request without Authorization is not the owner; a request with a
+// a. A request without a bearer token is not the owner; a request with a
 // wrong one is EUNAUTHORIZED, so that a client learns its token is bad
 // instead of silently seeing the public view.
 func (s *Server) owner(r *http.Request, a *store.Actor) (bool, error) {

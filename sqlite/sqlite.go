@@ -29,6 +29,10 @@ import (
 	_ "modernc.org/sqlite" // the pure-Go driver, registered as "sqlite"
 )
 
+// DriverName is the database/sql driver courier registers ("sqlite", the
+// pure-Go modernc.org/sqlite), for tools that open a file directly.
+const DriverName = "sqlite"
+
 // Options tunes Open. The zero value is the production setting.
 type Options struct {
 	// Synchronous is SQLite's synchronous pragma for the writer: "FULL"
@@ -100,7 +104,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	rq := cloneValues(q)
 	rq.Add("_pragma", "query_only(1)")
 
-	w, err := sql.Open("sqlite", base+"?"+wq.Encode())
+	w, err := sql.Open(DriverName, base+"?"+wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -112,7 +116,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		w.Close()
 		return nil, err
 	}
-	r, err := sql.Open("sqlite", base+"?"+rq.Encode())
+	r, err := sql.Open(DriverName, base+"?"+rq.Encode())
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -162,7 +166,7 @@ func probe(ctx context.Context, db *sql.DB, path string) error {
 		return fmt.Errorf("sqlite: open %s: cannot enable WAL (journal_mode is %q); is the location writable?", path, mode)
 	}
 	// A write proves the file and its directory (for the WAL) are writable.
-	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS courier_probe (x INTEGER); DROP TABLE courier_probe"); err != nil {
+	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS courier_probe (x INTEGER); DROP TABLE IF EXISTS courier_probe"); err != nil {
 		return fmt.Errorf("sqlite: %s is not writable: %w", path, err)
 	}
 	return nil

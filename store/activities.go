@@ -184,13 +184,6 @@ func (s *Store) exists(ctx context.Context, q string, args ...any) (bool, error)
 	return err == nil, err
 }
 
-// Recorded is what emitting an activity produced: the stored activity and
-// the outbox event that carries it.
-type Recorded struct {
-	Activity *Activity
-	Event    outbox.Event
-}
-
 // pendingEvent is an event id and time chosen before the activity it
 // carries is built, so ids derived from the event (the activity's, a new
 // object's) are known up front.

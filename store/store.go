@@ -122,11 +122,6 @@ type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// execer is what both *sql.DB and *sql.Tx offer for writes.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 func notFound(err error, code Code, format string, args ...any) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return Errorf(code, format, args...)

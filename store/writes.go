@@ -184,7 +184,8 @@ func (s *Store) ownObjectTx(ctx context.Context, tx *sql.Tx, actor *Actor, uri s
 
 // UpdateNote replaces the content, summary and sensitivity of actor's own
 // note uri and enqueues its Update, in one transaction. The note keeps its
-// audience and what it replies to. Another actor's note is EFORBIDDEN, a deleted one EGONE.
+// audience and what it replies to. Another actor's note is EFORBIDDEN, a
+// deleted one EGONE.
 func (s *Store) UpdateNote(ctx context.Context, actor *Actor, uri string, in NoteInput) (*Activity, *Object, error) {
 	if err := in.validate(false); err != nil {
 		return nil, nil, err
@@ -412,8 +413,15 @@ func (s *Store) Block(ctx context.Context, actor *Actor, target string) (*Activi
 	return act, nil
 }
 
-// Undoable is what Undo can take back.
-var Undoable = map[string]bool{"Follow": true, "Like": true, "Announce": true, "Block": true}
+// Undoable reports whether Undo can take back an activity of type typ:
+// Follow, Like, Announce or Block.
+func Undoable(typ string) bool {
+	switch typ {
+	case "Follow", "Like", "Announce", "Block":
+		return true
+	}
+	return false
+}
 
 // ActiveActivity returns the id of actor's standing activity typ (Follow,
 // Like, Announce or Block) on object (a remote actor or an object id), for
@@ -458,7 +466,7 @@ func (s *Store) Undo(ctx context.Context, actor *Actor, uri string) (*Activity, 
 		if orig.ActorID != actor.ID {
 			return Errorf(EFORBIDDEN, "activity %q belongs to another actor", uri)
 		}
-		if !Undoable[orig.Type] {
+		if !Undoable(orig.Type) {
 			return Errorf(EUNPROCESSABLE, "a %s cannot be undone", orig.Type)
 		}
 		if !orig.WithdrawnAt.IsZero() {

@@ -46,9 +46,13 @@ type advisory struct {
 func (b *Bus) recordAdvisories(ctx context.Context, js jetstream.JetStream) error {
 	pause := b.cfg.PauseMin
 	for {
+		started := time.Now()
 		err := b.recordFrom(ctx, js)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if time.Since(started) > b.cfg.PauseMax {
+			pause = b.cfg.PauseMin // it ran a good while: a fresh failure
 		}
 		b.log.WarnContext(ctx, "advisory recorder stopped; restarting", "stream", b.cfg.AdvisoryStream,
 			"delay", pause, "err", err)
@@ -178,7 +182,7 @@ type ExhaustedFilter struct {
 	Reason string
 	// BeforeID pages backwards: only records with a smaller id.
 	BeforeID int64
-	// Limit caps the result (default 100, at most 1000).
+	// Limit caps the result (default 100, at most 10000).
 	Limit int
 }
 
@@ -192,7 +196,7 @@ func ListExhausted(ctx context.Context, db *sql.DB, f ExhaustedFilter) ([]Exhaus
 	if limit <= 0 {
 		limit = 100
 	}
-	limit = min(limit, 1000)
+	limit = min(limit, 10000)
 	var where []string
 	var args []any
 	if f.EventID != "" {

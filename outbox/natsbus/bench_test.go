@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"strconv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,14 +24,17 @@ const benchEvents = 20000
 // synchronous=FULL), beside a plain asynchronous publish loop of the same
 // messages (same size, headers and Nats-Msg-Id, same bound on pending acks)
 // to another stream of the same server in the same run, and reports the
-// ratio. Run it with a small count, for example:
+// ratio. It also measures the relay's own ceiling in the same run: claiming
+// and completing the same number of rows with no broker, which is what the
+// relay cannot go faster than (one SQLite writer). Run it with a small
+// count, for example:
 //
 //	go test ./outbox/natsbus/ -run '^$' -bench BenchmarkRelay -benchtime 2x
 func BenchmarkRelay(b *testing.B) {
 	br := newBroker(b)
 	_, js := br.js(b)
 	payload := json.RawMessage(`{"activity":"` + strings.Repeat("x", 480) + `"}`)
-	var relayDur, pubDur time.Duration
+	var relayDur, pubDur, sqlDur time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		db := benchDB(b)
@@ -49,10 +50,6 @@ func BenchmarkRelay(b *testing.B) {
 		cfg.SubjectPrefix = fmt.Sprintf("bench.relay%d", i)
 		cfg.AdvisoryStream = fmt.Sprintf("BENCH_ADV_%d", i)
 		cfg.PublishTimeout = 30 * time.Second
-		if v := os.Getenv("BENCH_BATCH"); v != "" {
-			cfg.BatchSize, _ = strconv.Atoi(v)
-			cfg.MaxInFlight = 4 * cfg.BatchSize
-		}
 		bus := mustNew(b, cfg)
 
 		b.StartTimer()
@@ -101,12 +98,40 @@ func BenchmarkRelay(b *testing.B) {
 		if n := streamMsgs(b, js, cfg.Stream); n != benchEvents {
 			b.Fatalf("relay stream holds %d messages, want %d", n, benchEvents)
 		}
+
+		// The relay's own ceiling: the same claims and completions on a
+		// fresh database, with no broker at all.
+		cdb := benchDB(b)
+		for j := 0; j < len(evs); j += 1000 {
+			batch := make([]outbox.Event, 1000)
+			for k := range batch {
+				batch[k] = outbox.Event{Type: evs[j+k].Type, Target: evs[j+k].Target, Payload: payload}
+			}
+			enqueue(b, cdb, batch...)
+		}
+		q := outbox.NewQueue(cdb.Write, outbox.QueueOptions{})
+		b.StartTimer()
+		start = time.Now()
+		for done := 0; done < benchEvents; {
+			rows, err := q.Claim(ctx, DefaultBatchSize, DefaultLease)
+			if err != nil || len(rows) == 0 {
+				b.Fatalf("claim: %d rows, %v", len(rows), err)
+			}
+			if _, err := q.Complete(ctx, rows...); err != nil {
+				b.Fatal(err)
+			}
+			done += len(rows)
+		}
+		sqlDur += time.Since(start)
+		b.StopTimer()
 	}
 	total := float64(b.N * benchEvents)
-	relayRate, pubRate := total/relayDur.Seconds(), total/pubDur.Seconds()
+	relayRate, pubRate, sqlRate := total/relayDur.Seconds(), total/pubDur.Seconds(), total/sqlDur.Seconds()
 	b.ReportMetric(relayRate, "relay_events/s")
 	b.ReportMetric(pubRate, "plain_msgs/s")
 	b.ReportMetric(relayRate/pubRate, "ratio")
+	b.ReportMetric(sqlRate, "claim+complete_rows/s")
+	b.ReportMetric(relayRate/sqlRate, "relay/sql_ratio")
 	b.ReportMetric(0, "ns/op")
 }
 

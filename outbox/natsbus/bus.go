@@ -62,7 +62,6 @@ type Bus struct {
 
 	mu       sync.Mutex
 	nc       *nats.Conn
-	js       jetstream.JetStream
 	setupErr error         // nil once streams and consumers are set up
 	back     chan struct{} // closed (and replaced) when the connection comes back
 }
@@ -80,6 +79,10 @@ func New(cfg Config) (*Bus, error) {
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
+	}
+	if r, ok := cfg.Runner.(interface{ MaxAttempts() int }); ok && r.MaxAttempts() != cfg.MaxAttempts {
+		cfg.Logger.Warn("runner and consumer allow different attempts; keep them equal (EVENT_QUEUE_MAX_ATTEMPTS)",
+			"runner_max_attempts", r.MaxAttempts(), "max_deliver", cfg.MaxAttempts)
 	}
 	return &Bus{
 		cfg:      cfg,
@@ -164,7 +167,7 @@ func (b *Bus) run(ctx context.Context, parts part) error {
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()
-		b.nc, b.js = nil, nil
+		b.nc = nil
 		b.setupErr = fmt.Errorf("%w: stopped", ErrNotReady)
 		b.mu.Unlock()
 	}()
@@ -184,7 +187,6 @@ func (b *Bus) run(ctx context.Context, parts part) error {
 		}
 	}
 	b.mu.Lock()
-	b.js = js
 	b.setupErr = nil
 	b.mu.Unlock()
 	b.log.InfoContext(ctx, "nats bus started", "mode", string(b.cfg.Mode), "stream", b.cfg.Stream,

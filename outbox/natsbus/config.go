@@ -204,8 +204,9 @@ type Config struct {
 	// PollInterval is how often an idle relay looks for due rows; Notify
 	// wakes it sooner. Default DefaultPollInterval.
 	PollInterval time.Duration
-	// PauseMin and PauseMax bound the relay's growing pause (and the
-	// deferral of its claimed rows) while the broker is unreachable.
+	// PauseMin and PauseMax bound the growing pauses while the broker is
+	// unreachable or refuses: the relay's (and the deferral of the rows it
+	// claimed), and those between set-up and consumer restarts.
 	// Defaults DefaultPauseMin and DefaultPauseMax.
 	PauseMin, PauseMax time.Duration
 	// Lease is how long a claimed row stays claimed before another relay

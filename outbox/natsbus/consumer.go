@@ -41,9 +41,13 @@ func (b *Bus) consume(ctx context.Context, js jetstream.JetStream) error {
 	}()
 	pause := b.cfg.PauseMin
 	for {
+		started := time.Now()
 		err := b.pull(ctx, js, work)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if time.Since(started) > b.cfg.PauseMax {
+			pause = b.cfg.PauseMin // it ran a good while: a fresh failure
 		}
 		b.log.WarnContext(ctx, "jetstream consumer stopped; restarting", "stream", b.cfg.Stream,
 			"consumer", b.cfg.Consumer, "delay", pause, "err", err)

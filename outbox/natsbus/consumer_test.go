@@ -247,7 +247,7 @@ func testProgressKeepsMessage(t *testing.T, newBroker brokerFunc) {
 	reg := outbox.NewRegistry()
 	reg.Handle("slow", "busy", func(ctx context.Context, ev outbox.Event) error {
 		runs.Add(1)
-		deadline := time.Now().Add(1200 * time.Millisecond)
+		deadline := time.Now().Add(1500 * time.Millisecond)
 		for time.Now().Before(deadline) {
 			outbox.Progress(ctx)
 			time.Sleep(25 * time.Millisecond)
@@ -261,7 +261,7 @@ func testProgressKeepsMessage(t *testing.T, newBroker brokerFunc) {
 	}}
 	runner := newRunner(t, db, reg, 10, 5*time.Second, obs)
 	cfg := fastConfig(br.url(), db, runner, nil)
-	cfg.AckWait = 300 * time.Millisecond
+	cfg.AckWait = 500 * time.Millisecond
 	bus := mustNew(t, cfg)
 	runBus(t, bus, (*Bus).Run)
 	waitReady(t, bus)

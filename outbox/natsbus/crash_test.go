@@ -57,6 +57,10 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		t.Skip("subprocess crash test")
 	}
 	t.Parallel()
+	testKilledWorkerLosesNothing(t, newBroker)
+}
+
+func testKilledWorkerLosesNothing(t *testing.T, newBroker brokerFunc) {
 	br := newBroker(t)
 	path := filepath.Join(t.TempDir(), "courier.db")
 	db := openDB(t, path)

@@ -27,6 +27,8 @@ func TestRealServer(t *testing.T) {
 	for name, scenario := range map[string]func(*testing.T, brokerFunc){
 		"RelaySameEventTwiceLandsOnce":    testRelaySameEventTwiceLandsOnce,
 		"BrokerOutageLosesNothing":        testBrokerOutageLosesNothing,
+		"RelayRecreatesDeletedStream":     testRelayRecreatesDeletedStream,
+		"RelayDeadLettersUnpublishable":   testRelayDeadLettersUnpublishable,
 		"ReconcileUpdatesInPlace":         testReconcileUpdatesInPlace,
 		"ReconcileRefusedLogsCommand":     testReconcileRefusedLogsCommand,
 		"ReconcilePushConsumerNotReady":   testReconcilePushConsumerNotReady,
@@ -36,6 +38,7 @@ func TestRealServer(t *testing.T) {
 		"ProgressKeepsMessage":            testProgressKeepsMessage,
 		"TwoWorkersNeverOverlap":          testTwoWorkersNeverOverlap,
 		"CoreMode":                        testCoreMode,
+		"KilledWorkerLosesNothing":        testKilledWorkerLosesNothing,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -180,8 +180,7 @@ func (b *Bus) fixEventsConsumer(c *jetstream.ConsumerConfig) ([]fieldChange, err
 func (b *Bus) reconcileStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, fix streamFix) error {
 	s, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, want)
-		if err == nil {
+		if _, err = js.CreateStream(ctx, want); err == nil {
 			b.log.InfoContext(ctx, "jetstream stream created", "stream", want.Name,
 				"subjects", strings.Join(want.Subjects, ","), "duplicate_window", want.Duplicates)
 			return nil

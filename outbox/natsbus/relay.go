@@ -53,18 +53,19 @@ type relayState struct {
 	pause      time.Duration // current pause; zero while the broker answers
 	pauseUntil time.Time
 	failures   int
+	noStream   bool // the last failure said no stream captures the subjects
 }
 
 // relay runs the relay until ctx ends: claim, publish, and settle once the
 // acks are in. On shutdown it settles what it published and releases the
 // rest, so nothing stays claimed.
 func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
-	st := &relayState{}
+	relaySt := &relayState{}
 	settled := make(chan *batch, relayPipeline-1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for bt := range settled {
-			b.settleBatch(ctx, st, bt)
+			b.settleBatch(ctx, relaySt, bt)
 		}
 	})
 	defer func() {
@@ -78,15 +79,21 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 		if ctx.Err() != nil {
 			return nil
 		}
-		if d := st.remaining(); d > 0 {
+		if d := relaySt.remaining(); d > 0 {
 			if !b.sleep(ctx, d) {
 				return nil
 			}
+			if js != nil && relaySt.takeNoStream() {
+				// The stream was deleted under us: set it up again.
+				if err := b.reconcile(ctx, js); err != nil {
+					b.log.WarnContext(ctx, "relay could not set up the stream again", "stream", b.cfg.Stream, "err", err)
+				}
+			}
 			continue
 		}
-		if b.cfg.Mode == ModeCore && nc.Status() != nats.CONNECTED {
-			// Plain publishes would only fill the reconnect buffer.
-			b.pauseRelay(ctx, st, 0, fmt.Errorf("connection is %s", nc.Status()))
+		if st := nc.Status(); st != nats.CONNECTED {
+			// Publishing now would only fill the reconnect buffer.
+			b.pauseRelay(ctx, relaySt, 0, fmt.Errorf("connection is %s", st))
 			continue
 		}
 		rows, err := b.queue.Claim(ctx, b.cfg.BatchSize, b.cfg.Lease)
@@ -206,6 +213,11 @@ func (b *Bus) settleBatch(ctx context.Context, st *relayState, bt *batch) {
 		}
 		return
 	}
+	if errors.Is(lastErr, jetstream.ErrNoStreamResponse) || errors.Is(lastErr, jetstream.ErrStreamNotFound) {
+		st.mu.Lock()
+		st.noStream = true
+		st.mu.Unlock()
+	}
 	until := b.pauseRelay(ctx, st, len(retry), lastErr)
 	if _, err := b.queue.Defer(dctx, b.cfg.Now().Add(until), retry...); err != nil {
 		b.log.WarnContext(ctx, "relay could not defer rows; their lease will expire", "rows", len(retry), "err", err)
@@ -244,6 +256,15 @@ func (s *relayState) remaining() time.Duration {
 		return 0
 	}
 	return time.Until(s.pauseUntil)
+}
+
+// takeNoStream reports and clears the missing-stream flag.
+func (s *relayState) takeNoStream() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.noStream
+	s.noStream = false
+	return v
 }
 
 // pauseRelay grows the relay's pause after a broker failure and returns it.

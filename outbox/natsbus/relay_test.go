@@ -2,6 +2,8 @@ package natsbus
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,4 +139,64 @@ func testBrokerOutageLosesNothing(t *testing.T, newBroker brokerFunc) {
 	if len(logs.records("nats reachable again; relay resumed")) == 0 {
 		t.Error("relay did not log its resumption")
 	}
+}
+
+// A stream deleted while the relay runs is set up again, and the rows that
+// could not be published meanwhile are relayed without spending attempts.
+func TestRelayRecreatesDeletedStream(t *testing.T) {
+	t.Parallel()
+	testRelayRecreatesDeletedStream(t, newBroker)
+}
+
+func testRelayRecreatesDeletedStream(t *testing.T, newBroker brokerFunc) {
+	br := newBroker(t)
+	db := newDB(t)
+	_, js := br.js(t)
+	bus := mustNew(t, fastConfig(br.url(), db, nil, nil))
+	runBus(t, bus, (*Bus).RunRelay)
+	waitReady(t, bus)
+	enqueue(t, db, testEvents(2, "t")...)
+	waitFor(t, 10*time.Second, "first rows done", func() bool {
+		return count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'done'`) == 2
+	})
+	if err := js.DeleteStream(context.Background(), DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, db, testEvents(3, "t")...)
+	waitFor(t, 20*time.Second, "later rows done", func() bool {
+		return count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'done'`) == 5
+	})
+	if n := streamMsgs(t, js, DefaultStream); n != 3 {
+		t.Errorf("recreated stream holds %d messages, want 3", n)
+	}
+	if n := count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE attempts > 0`); n != 0 {
+		t.Errorf("%d rows spent attempts", n)
+	}
+}
+
+// A row the stream can never take (larger than its max message size) is
+// dead-lettered with the broker's error instead of holding up the relay.
+func TestRelayDeadLettersUnpublishable(t *testing.T) {
+	t.Parallel()
+	testRelayDeadLettersUnpublishable(t, newBroker)
+}
+
+func testRelayDeadLettersUnpublishable(t *testing.T, newBroker brokerFunc) {
+	br := newBroker(t)
+	db := newDB(t)
+	_, js := br.js(t)
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: DefaultStream, Subjects: []string{"courier.events.>"}, MaxMsgSize: 1024, Duplicates: time.Hour,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bus := mustNew(t, fastConfig(br.url(), db, nil, nil))
+	runBus(t, bus, (*Bus).RunRelay)
+	waitReady(t, bus)
+	big := outbox.Event{Type: "t", Payload: json.RawMessage(`{"x":"` + strings.Repeat("y", 2000) + `"}`)}
+	enqueue(t, db, big, outbox.Event{Type: "t"})
+	waitFor(t, 10*time.Second, "big row dead-lettered, small row done", func() bool {
+		return count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'dead_lettered' AND last_error LIKE '%size%'`) == 1 &&
+			count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'done'`) == 1
+	})
 }

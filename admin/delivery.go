@@ -1,0 +1,210 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/courier-ap/courier/delivery"
+	"github.com/courier-ap/courier/outbox"
+)
+
+// DeliveryState implements Hosts and Deliveries over the delivery service:
+// its host health and controls, its per-inbox status, and counts of each
+// host's deliveries in the outbox.
+type DeliveryState struct {
+	svc   *delivery.Service
+	queue *outbox.Queue
+}
+
+// NewDeliveryState returns the Hosts and Deliveries of svc; queue is the
+// outbox the counts are read from (the same database).
+func NewDeliveryState(svc *delivery.Service, queue *outbox.Queue) *DeliveryState {
+	return &DeliveryState{svc: svc, queue: queue}
+}
+
+var (
+	_ Hosts      = (*DeliveryState)(nil)
+	_ Deliveries = (*DeliveryState)(nil)
+)
+
+// Counting bounds: a host's deliveries are counted by paging through its
+// outbox rows, at most this many per status (the count then reads "at
+// least"). The host list counts less per host than one host's view.
+const (
+	countCapOne  = 100_000
+	countCapList = 10_000
+)
+
+// notFound makes delivery's unknown host an ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, delivery.ErrUnknownHost) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}
+
+func (d *DeliveryState) host(ctx context.Context, st delivery.HostStatus, countCap int) (Host, error) {
+	h := Host{
+		Host: st.Host, State: st.State, Paused: st.Paused, PausedAt: utc(st.PausedAt), PauseReason: st.PauseReason,
+		ConsecutiveFailures: st.ConsecutiveFailures, FirstFailureAt: utc(st.FirstFailureAt),
+		LastFailureAt: utc(st.LastFailureAt), LastSuccessAt: utc(st.LastSuccessAt),
+		UnavailableSince: utc(st.UnavailableSince), NextProbeAt: utc(st.NextProbeAt), LastError: st.LastError,
+	}
+	var capped bool
+	var err error
+	if h.Pending, capped, err = d.count(ctx, st.Host, outbox.StatusPending, countCap); err != nil {
+		return Host{}, err
+	}
+	h.CountsCapped = capped
+	if h.DeadLettered, capped, err = d.count(ctx, st.Host, outbox.StatusDeadLettered, countCap); err != nil {
+		return Host{}, err
+	}
+	h.CountsCapped = h.CountsCapped || capped
+	// Every waiting delivery of a paused or unavailable host is held
+	// back (parked) rather than attempted.
+	if st.Paused || st.State == delivery.HostUnavailable {
+		h.Parked = h.Pending
+	}
+	return h, nil
+}
+
+// count counts the host's delivery rows with status, up to countCap.
+func (d *DeliveryState) count(ctx context.Context, host, status string, countCap int) (int64, bool, error) {
+	var n int64
+	f := outbox.Filter{Status: status, Type: delivery.EventPost, Target: host, Limit: maxLimit}
+	for n < int64(countCap) {
+		rows, err := d.queue.List(ctx, f)
+		if err != nil {
+			return 0, false, err
+		}
+		n += int64(len(rows))
+		if len(rows) < f.Limit {
+			return n, false, nil
+		}
+		f.AfterID = rows[len(rows)-1].ID
+	}
+	return n, true, nil
+}
+
+// ListHosts implements Hosts.
+func (d *DeliveryState) ListHosts(ctx context.Context, after string, limit int) ([]Host, error) {
+	sts, err := d.svc.Health().Hosts(ctx, delivery.HostQuery{After: after, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Host, 0, len(sts))
+	for _, st := range sts {
+		h, err := d.host(ctx, st, countCapList)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// Host implements Hosts.
+func (d *DeliveryState) Host(ctx context.Context, host string) (Host, error) {
+	st, err := d.svc.Health().Host(ctx, host)
+	if err != nil {
+		return Host{}, notFound(err)
+	}
+	return d.host(ctx, st, countCapOne)
+}
+
+// Pause implements Hosts.
+func (d *DeliveryState) Pause(ctx context.Context, host, reason string) error {
+	return notFound(d.svc.Health().Pause(ctx, host, reason))
+}
+
+// Resume implements Hosts.
+func (d *DeliveryState) Resume(ctx context.Context, host string) (int64, error) {
+	n, err := d.svc.Health().Resume(ctx, host)
+	return n, notFound(err)
+}
+
+// RetryNow implements Hosts.
+func (d *DeliveryState) RetryNow(ctx context.Context, host string) (int64, error) {
+	n, err := d.svc.Health().RetryNow(ctx, host)
+	return n, notFound(err)
+}
+
+// Drain implements Hosts.
+func (d *DeliveryState) Drain(ctx context.Context, host string) (int64, error) {
+	n, err := d.svc.Health().Drain(ctx, host)
+	return int64(n), notFound(err)
+}
+
+// Reset implements Hosts.
+func (d *DeliveryState) Reset(ctx context.Context, host string) (int64, error) {
+	n, err := d.svc.Health().Reset(ctx, host)
+	return n, notFound(err)
+}
+
+// ActivityDeliveries implements Deliveries.
+func (d *DeliveryState) ActivityDeliveries(ctx context.Context, activityID, after string, limit int) ([]InboxStatus, error) {
+	sts, err := d.svc.Status(ctx, activityID, delivery.StatusQuery{After: after, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]InboxStatus, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, inboxStatus(st))
+	}
+	return out, nil
+}
+
+func inboxStatus(st delivery.InboxStatus) InboxStatus {
+	state := st.State
+	if state == delivery.StateSending {
+		state = StateInFlight
+	}
+	return InboxStatus{
+		Inbox: st.Inbox, Host: st.Host, EventID: st.EventID, State: state, Attempts: st.Attempts,
+		LastStatus: st.LastStatus, LastOutcome: st.LastOutcome, LastError: st.LastError,
+		LastAttemptAt: utc(st.LastAttemptAt), NextAttemptAt: utc(st.NextAttemptAt), ParkedAt: utc(st.ParkedAt),
+	}
+}
+
+// EventAttempts implements Deliveries with the latest recorded attempt of
+// a delivery event (the delivery service exports its status per inbox,
+// not its full attempt log).
+func (d *DeliveryState) EventAttempts(ctx context.Context, ev outbox.Event) ([]DeliveryAttempt, error) {
+	if ev.Type != delivery.EventPost {
+		return nil, nil
+	}
+	var p delivery.Post
+	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.ActivityID == "" || p.Inbox == "" {
+		return nil, nil // a payload delivery itself refuses; the event shows why
+	}
+	sts, err := d.svc.Status(ctx, p.ActivityID, delivery.StatusQuery{After: justBefore(p.Inbox), Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(sts) == 0 || sts[0].Inbox != p.Inbox || sts[0].LastAttemptAt.IsZero() {
+		return nil, nil
+	}
+	st := sts[0]
+	return []DeliveryAttempt{{
+		EventID: st.EventID, ActivityID: p.ActivityID, Inbox: st.Inbox, Host: st.Host, At: utc(st.LastAttemptAt),
+		Status: st.LastStatus, Outcome: st.LastOutcome, Error: st.LastError,
+	}}, nil
+}
+
+// justBefore returns a string that sorts (bytewise, as SQLite's BINARY
+// collation compares) immediately before s among valid UTF-8 strings: s
+// with its last byte decreased and followed by 0xff bytes, which no URL
+// contains. Paging "after" it starts exactly at s.
+func justBefore(s string) string {
+	if s == "" {
+		return ""
+	}
+	last := s[len(s)-1]
+	if last == 0 {
+		return s[:len(s)-1]
+	}
+	return s[:len(s)-1] + string([]byte{last - 1}) + strings.Repeat("\xff", 4)
+}

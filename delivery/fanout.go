@@ -1,0 +1,308 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/store"
+)
+
+// Post is the payload of an EventPost event: one activity for one inbox.
+type Post struct {
+	// Actor is the local actor whose key signs the POST.
+	Actor string `json:"actor"`
+	// ActivityID is the activity's id.
+	ActivityID string `json:"activity_id"`
+	// Inbox is the inbox URL POSTed to.
+	Inbox string `json:"inbox"`
+	// Recipient is the one remote actor behind a personal inbox (empty for
+	// a shared inbox): a 410 from the inbox removes it as a follower.
+	Recipient string `json:"recipient,omitempty"`
+	// Activity is the activity exactly as stored, the POST's body.
+	Activity json.RawMessage `json:"activity"`
+}
+
+// encodePost marshals p without touching the activity's bytes (no HTML
+// re-escaping), so the body POSTed is the stored activity byte for byte.
+func encodePost(p Post) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// target is one inbox of an activity's audience.
+type target struct {
+	inbox      string
+	host       string
+	recipients map[string]bool // remote actors behind a personal inbox
+	shared     bool
+}
+
+// fanout handles an activitypub.EventOutgoing event: it checks the
+// activity, stores it, and enqueues one EventPost per target inbox in one
+// transaction (ids outbox.ChildID(event, inbox), conflict-ignored).
+func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
+	var out activitypub.Outgoing
+	if err := json.Unmarshal(ev.Payload, &out); err != nil || len(out.Activity) == 0 {
+		return outbox.Permanent(fmt.Errorf("%w: fan-out %s: %v", ErrPayload, ev.ID, err))
+	}
+	act, err := activitypub.ParseActivity(out.Activity)
+	if err != nil {
+		return outbox.Permanent(fmt.Errorf("%w: fan-out %s: %w", ErrPayload, ev.ID, err))
+	}
+	if want := activitypub.ActivityID(s.cfg.BaseURL, ev.ID, act.Type); act.ID != want {
+		return outbox.Permanent(fmt.Errorf("%w: event %s carries %s, want %s", ErrNotDeterministic, ev.ID, act.ID, want))
+	}
+	if act.Actor != out.Actor {
+		return outbox.Permanent(fmt.Errorf("%w: event %s: activity actor %s is not the event's %s",
+			ErrPayload, ev.ID, act.Actor, out.Actor))
+	}
+	actor, err := s.store.ActorByURI(ctx, out.Actor)
+	if errors.Is(err, store.ErrNotFound) {
+		return outbox.Permanent(fmt.Errorf("%w: %s", ErrNotLocal, out.Actor))
+	}
+	if err != nil {
+		return fmt.Errorf("delivery: fan-out %s: %w", ev.ID, err)
+	}
+	targets, err := s.audience(ctx, actor, act)
+	if err != nil {
+		return err
+	}
+	events := make([]outbox.Event, 0, len(targets))
+	for _, t := range targets {
+		p := Post{Actor: out.Actor, ActivityID: act.ID, Inbox: t.inbox, Activity: out.Activity}
+		if !t.shared && len(t.recipients) == 1 {
+			for r := range t.recipients {
+				p.Recipient = r
+			}
+		}
+		payload, err := encodePost(p)
+		if err != nil {
+			return outbox.Permanent(fmt.Errorf("delivery: fan-out %s: encode: %w", ev.ID, err))
+		}
+		events = append(events, outbox.Event{
+			ID: outbox.ChildID(ev.ID, t.inbox), Type: EventPost, Target: t.host,
+			Payload: payload, OccurredAt: ev.OccurredAt,
+		})
+	}
+	stored := &store.Activity{
+		URI: act.ID, ActorURI: out.Actor, ActorID: actor.ID, Type: act.Type, ObjectURI: act.ObjectID,
+		Document: out.Activity, Published: act.Published, EventID: ev.ID,
+		Public: hasPublic(act.To) || hasPublic(act.Cc),
+	}
+	now := s.now().UnixMilli()
+	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if err := s.store.UpsertDeliveredActivityTx(ctx, tx, stored); err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO delivery_targets
+			(event_id, parent_event_id, activity_id, inbox, host, created_at)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for i, t := range targets {
+			if _, err := stmt.ExecContext(ctx, events[i].ID, ev.ID, act.ID, t.inbox, t.host, now); err != nil {
+				return err
+			}
+		}
+		return outbox.Enqueue(ctx, tx, events...)
+	})
+	if err != nil {
+		return fmt.Errorf("delivery: fan-out %s: %w", ev.ID, err)
+	}
+	s.log.DebugContext(ctx, "delivery: fanned out", "event_id", ev.ID, "activity_id", act.ID,
+		"inboxes", len(events))
+	return nil
+}
+
+// hasPublic reports whether l addresses the public collection.
+func hasPublic(l []string) bool {
+	for _, v := range l {
+		if isPublic(v) {
+			return true
+		}
+	}
+	return false
+}
+
+func isPublic(v string) bool {
+	return v == activitypub.Public || v == "as:Public" || v == "Public"
+}
+
+// audience resolves the activity's to, cc, bto, bcc and audience to target
+// inboxes, sorted by inbox.
+func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activitypub.Activity) ([]target, error) {
+	followers := s.uris.Followers(actor.Name)
+	byInbox := map[string]*target{}
+	add := func(inbox, recipient string, shared bool) {
+		host, ok := inboxHost(inbox)
+		if !ok {
+			s.log.InfoContext(ctx, "delivery: skipping an inbox that is not an http(s) URL",
+				"activity_id", act.ID, "inbox", inbox)
+			return
+		}
+		if s.uris.IsLocal(inbox) || host == strings.ToLower(s.uris.Host()) {
+			return // our own actors are not POSTed over HTTP
+		}
+		t := byInbox[inbox]
+		if t == nil {
+			t = &target{inbox: inbox, host: host, recipients: map[string]bool{}}
+			byInbox[inbox] = t
+		}
+		t.shared = t.shared || shared
+		if recipient != "" {
+			t.recipients[recipient] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, list := range [][]string{act.To, act.Cc, act.Bto, act.Bcc, act.Audience} {
+		for _, r := range list {
+			if r == "" || seen[r] || isPublic(r) {
+				continue
+			}
+			seen[r] = true
+			switch {
+			case r == followers:
+				fs, err := s.store.DeliveryFollowers(ctx, actor.ID)
+				if err != nil {
+					return nil, fmt.Errorf("delivery: followers of %s: %w", actor.URI, err)
+				}
+				for _, f := range fs {
+					if f.SharedInbox != "" {
+						add(f.SharedInbox, f.URI, true)
+					} else {
+						add(f.Inbox, f.URI, false)
+					}
+				}
+			case s.uris.IsLocal(r):
+				// A local actor or another local collection: nothing to POST.
+			default:
+				if err := s.named(ctx, actor, act, r, add); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	out := make([]target, 0, len(byInbox))
+	for _, t := range byInbox {
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].inbox < out[j].inbox })
+	return out, nil
+}
+
+// named resolves one named remote recipient and adds its inbox (its host's
+// shared inbox when it has one). Blocked actors and domains are skipped,
+// except the object of a Block, which is told of it. A recipient that
+// cannot be resolved for good (410, 404, not an actor) is skipped and
+// logged; any other failure fails the fan-out, which is retried.
+func (s *Service) named(ctx context.Context, actor *store.Actor, act *activitypub.Activity, r string,
+	add func(inbox, recipient string, shared bool)) error {
+	if _, ok := inboxHost(r); !ok {
+		s.log.InfoContext(ctx, "delivery: skipping a recipient that is not an http(s) URL",
+			"activity_id", act.ID, "recipient", r)
+		return nil
+	}
+	domainBlocked, err := s.store.IsDomainBlocked(ctx, r)
+	if err != nil {
+		return fmt.Errorf("delivery: audience of %s: %w", act.ID, err)
+	}
+	if domainBlocked {
+		return nil
+	}
+	if !(act.Type == "Block" && act.ObjectID == r) {
+		blocked, err := s.store.Blocks(ctx, actor.ID, r)
+		if err != nil {
+			return fmt.Errorf("delivery: audience of %s: %w", act.ID, err)
+		}
+		if blocked {
+			return nil
+		}
+	}
+	a, err := s.cfg.Resolver.Actor(ctx, r)
+	if err != nil {
+		if skip, why := unresolvable(err); skip {
+			s.log.InfoContext(ctx, "delivery: skipping a recipient that cannot be resolved",
+				"activity_id", act.ID, "recipient", r, "reason", why, "err", err)
+			return nil
+		}
+		return fmt.Errorf("delivery: resolve recipient %s of %s: %w", r, act.ID, err)
+	}
+	inbox := a.InboxFor()
+	if blocked, err := s.store.IsDomainBlocked(ctx, inbox); err != nil {
+		return fmt.Errorf("delivery: audience of %s: %w", act.ID, err)
+	} else if blocked {
+		return nil
+	}
+	add(inbox, a.ID, a.SharedInbox != "")
+	return nil
+}
+
+// unresolvable reports whether a resolve error is permanent for the
+// recipient, and a short reason.
+func unresolvable(err error) (bool, string) {
+	var st *activitypub.StatusError
+	switch {
+	case errors.Is(err, activitypub.ErrGone):
+		return true, "gone"
+	case errors.Is(err, activitypub.ErrNotFound):
+		return true, "not_found"
+	case errors.Is(err, activitypub.ErrMalformed), errors.Is(err, activitypub.ErrIDMismatch),
+		errors.Is(err, activitypub.ErrContentType), errors.Is(err, activitypub.ErrTooLarge):
+		return true, "not_an_actor"
+	case errors.Is(err, activitypub.ErrBadURL), errors.Is(err, activitypub.ErrPrivateAddress):
+		return true, "refused"
+	case errors.As(err, &st):
+		d := Classify(st.Status, nil, nil, time.Time{}, 0)
+		if d.Verdict == Permanent {
+			return true, fmt.Sprintf("status_%d", st.Status)
+		}
+	}
+	return false, ""
+}
+
+// inboxHost returns the host key of an http(s) URL: its host (and port,
+// when not the scheme's default), lower-cased.
+func inboxHost(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return "", false
+	}
+	return NormalizeHost(u.Host, u.Scheme), true
+}
+
+// NormalizeHost lower-cases host and drops the scheme's default port (443
+// for https, 80 for http; scheme may be empty), the form host state is kept
+// under. Callers of the Health methods pass a bare host ("example.com") or
+// host:port.
+func NormalizeHost(host, scheme string) string {
+	host = strings.ToLower(strings.TrimSpace(host))
+	if h, port, err := net.SplitHostPort(host); err == nil &&
+		((port == "443" && scheme != "http") || (port == "80" && scheme != "https")) {
+		host = h
+		if strings.Contains(h, ":") {
+			host = "[" + h + "]"
+		}
+	}
+	return strings.TrimSuffix(host, ".")
+}

@@ -1,0 +1,294 @@
+package delivery_test
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/delivery"
+	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/store"
+)
+
+func TestFanoutToFollowersOnSeveralHosts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	a := newRemote(t, b.keys, b.clock, true)  // shared inbox
+	c := newRemote(t, b.keys, b.clock, true)  // shared inbox
+	p := newRemote(t, b.keys, b.clock, false) // personal inboxes only
+	for _, n := range []string{"a1", "a2", "a3"} {
+		a.follow(b, alice, n)
+	}
+	for _, n := range []string{"c1", "c2"} {
+		c.follow(b, alice, n)
+	}
+	for _, n := range []string{"p1", "p2"} {
+		p.follow(b, alice, n)
+	}
+	// A follower on a blocked domain is never a target.
+	b.follower(alice, "https://blocked.example/users/x", "https://blocked.example/users/x/inbox", "")
+	if err := b.st.AddDomainBlock(b.ctx, "blocked.example", "spam"); err != nil {
+		t.Fatal(err)
+	}
+	act, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "<p>hello & welcome</p>",
+		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers("alice")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.startWorker(8)
+	waitFor(t, "deliveries", func() bool { return a.count()+c.count()+p.count() >= 4 })
+	waitFor(t, "delivery rows done", func() bool {
+		for _, r := range b.deliveryRows() {
+			if r.Status != outbox.StatusDone {
+				return false
+			}
+		}
+		return len(b.deliveryRows()) == 4
+	})
+
+	stored, err := b.st.ActivityByURI(b.ctx, act.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPaths := map[*remote][]string{a: {"/inbox"}, c: {"/inbox"}, p: {"/users/p1/inbox", "/users/p2/inbox"}}
+	for rm, paths := range wantPaths {
+		got := rm.received()
+		var gotPaths []string
+		for _, r := range got {
+			gotPaths = append(gotPaths, r.Path)
+			if !bytes.Equal(r.Body, stored.Document) {
+				t.Errorf("%s got body %s, want the stored activity %s", rm.URL(), r.Body, stored.Document)
+			}
+			if r.ActivityID != act.URI || r.KeyID != alice.URI+"#main-key" {
+				t.Errorf("%s got activity %s signed by %s", rm.URL(), r.ActivityID, r.KeyID)
+			}
+			if r.UserAgent != "courier/1.2.3 (+"+baseURL+")" {
+				t.Errorf("User-Agent %q", r.UserAgent)
+			}
+		}
+		sort.Strings(gotPaths)
+		if strings.Join(gotPaths, " ") != strings.Join(paths, " ") {
+			t.Errorf("%s got POSTs to %v, want %v", rm.URL(), gotPaths, paths)
+		}
+	}
+	// Delivery events: one per inbox, ids derived from the parent and the
+	// inbox, Target the inbox's host.
+	parent := act.EventID
+	for inbox, r := range b.deliveryRows() {
+		if r.Event.ID != outbox.ChildID(parent, inbox) {
+			t.Errorf("delivery %s has id %s, want ChildID(parent, inbox)", inbox, r.Event.ID)
+		}
+		if !strings.Contains(inbox, r.Event.Target) {
+			t.Errorf("delivery %s has target %q", inbox, r.Event.Target)
+		}
+	}
+	// The admin view: every inbox delivered (attempt records are written
+	// in batches, a moment after the delivery).
+	var sts []delivery.InboxStatus
+	waitFor(t, "attempt records", func() bool {
+		if sts, err = b.svc.Status(b.ctx, act.URI, delivery.StatusQuery{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if st.LastOutcome == "" {
+				return false
+			}
+		}
+		return true
+	})
+	if len(sts) != 4 {
+		t.Fatalf("status lists %d inboxes, want 4", len(sts))
+	}
+	for _, st := range sts {
+		if st.State != delivery.StateDelivered || st.LastStatus != 202 {
+			t.Errorf("status of %s: %+v", st.Inbox, st)
+		}
+	}
+}
+
+// TestDeterministicActivities builds every kind of outgoing activity
+// through the store, runs each fan-out three times (twice, then again after
+// a restart of the service), and checks that ids and bytes never change, no
+// extra delivery appears, and a receiver sees each activity exactly once.
+func TestDeterministicActivities(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	rm := newRemote(t, b.keys, b.clock, false)
+	rm.follow(b, alice, "fan")
+	bob, carol, dave := rm.actorURL("bob"), rm.actorURL("carol"), rm.actorURL("dave")
+	// A remote note by bob, so a Like is addressed to him.
+	note := rm.URL() + "/notes/1"
+	err := b.db.Tx(b.ctx, func(tx *sql.Tx) error {
+		doc, _ := json.Marshal(map[string]any{"id": note, "type": "Note", "attributedTo": bob, "content": "hi",
+			"to": []string{activitypub.Public}})
+		_, err := b.st.UpsertRemoteObjectTx(b.ctx, tx, store.RemoteObject{URI: note, Type: "Note", AttributedTo: bob,
+			Content: "hi", To: []string{activitypub.Public}, Published: b.clock.Now(), Document: doc})
+		if err != nil {
+			return err
+		}
+		for _, f := range []string{carol, dave} {
+			if _, err := b.st.AddFollowerTx(b.ctx, tx, store.Follower{ActorID: alice.ID, URI: f,
+				Inbox: f + "/inbox", State: store.StatePending, FollowActivityID: f + "/follows/1"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(a *store.Activity, err error) *store.Activity {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	var acts []*store.Activity
+	create, obj, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "one",
+		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers("alice")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update, _, err := b.st.UpdateNote(b.ctx, alice, obj.URI, store.NoteInput{Content: "one, edited"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow := must(b.st.Follow(b.ctx, alice, bob))
+	like := must(b.st.Like(b.ctx, alice, note))
+	announce := must(b.st.Announce(b.ctx, alice, note))
+	block := must(b.st.Block(b.ctx, alice, rm.actorURL("eve")))
+	acts = append(acts, create, update, must(b.st.DeleteNote(b.ctx, alice, obj.URI)), follow, like, announce, block,
+		must(b.st.Undo(b.ctx, alice, follow.URI)), must(b.st.Undo(b.ctx, alice, like.URI)),
+		must(b.st.Undo(b.ctx, alice, announce.URI)), must(b.st.Undo(b.ctx, alice, block.URI)),
+		must(b.st.ApproveFollower(b.ctx, alice, carol)), must(b.st.RejectFollower(b.ctx, alice, dave)))
+	name := "Alice"
+	_, profile, err := b.st.UpdateActor(b.ctx, "alice", store.ActorUpdate{DisplayName: &name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts = append(acts, profile)
+	rotated, rotation, err := b.st.UpdateActor(b.ctx, "alice", store.ActorUpdate{RotateKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.trustKey(rotated)
+	acts = append(acts, rotation)
+
+	children := func() map[string]string { // event id -> payload
+		m := map[string]string{}
+		for _, r := range b.rows(delivery.EventPost) {
+			m[r.Event.ID] = string(r.Event.Payload)
+		}
+		return m
+	}
+	for round := range 3 {
+		if round == 2 {
+			b.restart()
+		}
+		before := children()
+		for _, a := range acts {
+			if err := b.handle(b.eventOf(a)); err != nil {
+				t.Fatalf("round %d: fan-out of %s %s: %v", round, a.Type, a.URI, err)
+			}
+		}
+		after := children()
+		if round > 0 && len(after) != len(before) {
+			t.Fatalf("round %d: fan-out re-run created %d deliveries, had %d", round, len(after), len(before))
+		}
+		for id, p := range before {
+			if after[id] != p {
+				t.Fatalf("round %d: delivery %s changed", round, id)
+			}
+		}
+	}
+	for _, a := range acts {
+		ev := b.eventOf(a)
+		var out activitypub.Outgoing
+		if err := json.Unmarshal(ev.Payload, &out); err != nil {
+			t.Fatal(err)
+		}
+		parsed, err := activitypub.ParseActivity(out.Activity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := activitypub.ActivityID(baseURL, ev.ID, parsed.Type); parsed.ID != want || a.URI != want {
+			t.Errorf("%s id %s, want %s", parsed.Type, parsed.ID, want)
+		}
+		if !parsed.Published.Equal(ev.OccurredAt.UTC().Truncate(time.Second)) {
+			t.Errorf("%s published %s, event at %s", parsed.Type, parsed.Published, ev.OccurredAt)
+		}
+		stored, err := b.st.ActivityByURI(b.ctx, a.URI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(stored.Document, out.Activity) {
+			t.Errorf("%s: stored %s, event carries %s", a.Type, stored.Document, out.Activity)
+		}
+	}
+	b.startWorker(4)
+	// Every activity goes to the follower's inbox (Create, Update, Delete,
+	// Announce, the profile Updates) or a named remote actor (Follow, Like,
+	// Block, their Undos, Accept, Reject); the Undo of Announce follows the
+	// Announce's audience.
+	waitFor(t, "every delivery settled", func() bool {
+		rows := b.rows(delivery.EventPost)
+		for _, r := range rows {
+			if r.Status != outbox.StatusDone && r.Status != outbox.StatusDeadLettered {
+				return false
+			}
+		}
+		return len(rows) > 0
+	})
+	perInbox := map[string]int{}
+	types := map[string]bool{}
+	for _, r := range rm.received() {
+		perInbox[r.Path+" "+r.ActivityID]++
+		types[r.Type] = true
+	}
+	for k, n := range perInbox {
+		if n != 1 {
+			t.Errorf("%s received %d times", k, n)
+		}
+	}
+	for _, typ := range []string{"Create", "Update", "Delete", "Follow", "Like", "Announce", "Block", "Undo", "Accept", "Reject"} {
+		if !types[typ] {
+			t.Errorf("no %s was delivered", typ)
+		}
+	}
+	if got, want := len(perInbox), len(b.rows(delivery.EventPost)); got != want {
+		t.Errorf("receiver saw %d distinct (inbox, activity) pairs, %d deliveries were enqueued", got, want)
+	}
+	for _, r := range b.rows(delivery.EventPost) {
+		if r.Status != outbox.StatusDone {
+			t.Errorf("delivery %s: %s %s", r.Event.ID, r.Status, r.LastError)
+		}
+	}
+}
+
+func TestFanoutRejectsForeignActivityID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	body, _, err := activitypub.NewActivity(baseURL, "7e0bdb2c-54a4-4c55-9d7c-2c2a1f7a0e10", "Create", alice.URI,
+		map[string]any{"id": baseURL + "/objects/x", "type": "Note"}, []string{activitypub.Public}, nil, b.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(activitypub.Outgoing{Actor: alice.URI, Activity: body})
+	// The event id differs from the one the activity's id was derived from.
+	ev := outbox.Event{ID: "0a5e7a2b-0f5c-4a47-a3c1-5c9d2f7b1e22", Type: activitypub.EventOutgoing, Payload: payload}
+	err = b.handle(ev)
+	var perm *outbox.PermanentError
+	if !errors.As(err, &perm) || !errors.Is(err, delivery.ErrNotDeterministic) {
+		t.Fatalf("fan-out of a foreign id: %v, want a permanent ErrNotDeterministic", err)
+	}
+}

@@ -1,0 +1,645 @@
+package delivery
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/courier-ap/courier/outbox"
+)
+
+// Host health states.
+const (
+	HostHealthy     = "healthy"
+	HostFailing     = "failing"
+	HostUnavailable = "unavailable"
+	// HostPaused is reported by CountHosts for hosts an operator paused,
+	// whatever their health.
+	HostPaused = "paused"
+)
+
+// HostStatus is the health of one remote host, as the admin API shows it.
+type HostStatus struct {
+	Host                string
+	State               string // HostHealthy, HostFailing or HostUnavailable
+	ConsecutiveFailures int
+	FirstFailureAt      time.Time
+	LastFailureAt       time.Time
+	LastSuccessAt       time.Time
+	LastError           string
+	UnavailableSince    time.Time
+	NextProbeAt         time.Time
+	ProbeInterval       time.Duration
+	ProbeEventID        string
+	Paused              bool
+	PausedAt            time.Time
+	PauseReason         string
+	UpdatedAt           time.Time
+}
+
+// hostState is a host's health in memory; the row of delivery_hosts
+// mirrors it.
+type hostState struct {
+	HostStatus
+	probeDeadline time.Time
+	loaded        time.Time // real time of the last read from the database
+	persisted     time.Time // clock time of the last write of a success
+}
+
+// Health keeps the health of the remote hosts deliveries go to: in memory
+// for the handlers, mirrored in delivery_hosts for other processes, the
+// admin API and metrics. It also offers the operator's per-host actions.
+// It is safe for concurrent use.
+//
+// Across processes the state is shared through the table and re-read every
+// Config.HostCacheTTL, so it is approximate there; within a process it is
+// exact.
+type Health struct {
+	s     *Service
+	mu    sync.Mutex
+	hosts map[string]*hostState
+}
+
+// maxHosts bounds the in-memory host map; when full it is cleared, which
+// only costs re-reading the table.
+const maxHosts = 100_000
+
+func newHealth(s *Service) *Health {
+	return &Health{s: s, hosts: map[string]*hostState{}}
+}
+
+// probeGrace is how long after its probe time a designated probe delivery
+// keeps the designation without reporting back; after that another
+// delivery of the host may take it (the first may have been discarded).
+func (h *Health) probeGrace() time.Duration { return h.s.cfg.Timeout + time.Minute }
+
+// entry returns the host's state, re-reading the table when the memory
+// copy is older than HostCacheTTL. Callers hold no lock; they lock h.mu to
+// read or change the returned state.
+func (h *Health) entry(ctx context.Context, host string) (*hostState, error) {
+	h.mu.Lock()
+	e := h.hosts[host]
+	fresh := e != nil && time.Since(e.loaded) < h.s.cfg.HostCacheTTL
+	h.mu.Unlock()
+	if fresh {
+		return e, nil
+	}
+	row, found, err := h.read(ctx, h.s.db.Read, host)
+	if err != nil {
+		if e != nil {
+			return e, nil // a stale copy beats failing the delivery
+		}
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cur := h.hosts[host]
+	if cur == nil {
+		if len(h.hosts) >= maxHosts {
+			clear(h.hosts)
+		}
+		cur = &hostState{HostStatus: HostStatus{Host: host, State: HostHealthy}}
+		if found {
+			cur.HostStatus = row
+		}
+		cur.probeDeadline = probeDeadlineOf(row, h.probeGrace())
+		h.hosts[host] = cur
+	} else if found {
+		if row.UpdatedAt.After(cur.UpdatedAt) {
+			cur.HostStatus = row
+			cur.probeDeadline = probeDeadlineOf(row, h.probeGrace())
+		}
+		// Pauses are the operator's and always come from the table.
+		cur.Paused, cur.PausedAt, cur.PauseReason = row.Paused, row.PausedAt, row.PauseReason
+	}
+	cur.loaded = time.Now()
+	return cur, nil
+}
+
+func probeDeadlineOf(st HostStatus, grace time.Duration) time.Time {
+	if st.ProbeEventID == "" || st.NextProbeAt.IsZero() {
+		return time.Time{}
+	}
+	return st.NextProbeAt.Add(grace)
+}
+
+// forget drops the memory copy of host, so the next use re-reads the table.
+func (h *Health) forget(host string) {
+	h.mu.Lock()
+	delete(h.hosts, host)
+	h.mu.Unlock()
+}
+
+const hostColumns = `host, state, consecutive_failures, first_failure_at, last_failure_at, last_success_at,
+	last_error, unavailable_since, next_probe_at, probe_interval_ms, COALESCE(probe_event_id, ''),
+	paused_at, pause_reason, updated_at`
+
+type rowScanner interface{ Scan(...any) error }
+
+func scanHost(r rowScanner) (HostStatus, error) {
+	var (
+		st                                              HostStatus
+		first, lastFail, lastOK, unavail, probe, paused sql.NullInt64
+		intervalMs, updated                             int64
+	)
+	if err := r.Scan(&st.Host, &st.State, &st.ConsecutiveFailures, &first, &lastFail, &lastOK, &st.LastError,
+		&unavail, &probe, &intervalMs, &st.ProbeEventID, &paused, &st.PauseReason, &updated); err != nil {
+		return HostStatus{}, err
+	}
+	st.FirstFailureAt, st.LastFailureAt, st.LastSuccessAt = fromNull(first), fromNull(lastFail), fromNull(lastOK)
+	st.UnavailableSince, st.NextProbeAt, st.PausedAt = fromNull(unavail), fromNull(probe), fromNull(paused)
+	st.Paused = paused.Valid
+	st.ProbeInterval = time.Duration(intervalMs) * time.Millisecond
+	st.UpdatedAt = time.UnixMilli(updated)
+	return st, nil
+}
+
+func fromNull(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(v.Int64)
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (h *Health) read(ctx context.Context, q queryRower, host string) (HostStatus, bool, error) {
+	st, err := scanHost(q.QueryRowContext(ctx, `SELECT `+hostColumns+` FROM delivery_hosts WHERE host = ?`, host))
+	if errors.Is(err, sql.ErrNoRows) {
+		return HostStatus{}, false, nil
+	}
+	if err != nil {
+		return HostStatus{}, false, fmt.Errorf("delivery: read host %s: %w", host, err)
+	}
+	return st, true, nil
+}
+
+// sqlPutHost writes a host's health (never its pause, which only the
+// operator's actions write), unless the row holds a newer state.
+const sqlPutHost = `INSERT INTO delivery_hosts (host, state, consecutive_failures, first_failure_at,
+	last_failure_at, last_success_at, last_error, unavailable_since, next_probe_at, probe_interval_ms,
+	probe_event_id, probe_deadline, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (host) DO UPDATE SET state = excluded.state,
+		consecutive_failures = excluded.consecutive_failures, first_failure_at = excluded.first_failure_at,
+		last_failure_at = excluded.last_failure_at, last_success_at = excluded.last_success_at,
+		last_error = excluded.last_error, unavailable_since = excluded.unavailable_since,
+		next_probe_at = excluded.next_probe_at, probe_interval_ms = excluded.probe_interval_ms,
+		probe_event_id = excluded.probe_event_id, probe_deadline = excluded.probe_deadline,
+		updated_at = excluded.updated_at
+	WHERE excluded.updated_at >= delivery_hosts.updated_at`
+
+func putHostArgs(e *hostState) []any {
+	var probe any
+	if e.ProbeEventID != "" {
+		probe = e.ProbeEventID
+	}
+	return []any{e.Host, e.State, e.ConsecutiveFailures, nullTime(e.FirstFailureAt), nullTime(e.LastFailureAt),
+		nullTime(e.LastSuccessAt), e.LastError, nullTime(e.UnavailableSince), nullTime(e.NextProbeAt),
+		e.ProbeInterval.Milliseconds(), probe, nullTime(e.probeDeadline), e.UpdatedAt.UnixMilli()}
+}
+
+// persist queues a write of e's current state; the caller holds h.mu.
+func (h *Health) persist(e *hostState) {
+	h.s.rec.add(recOp{host: putHostArgs(e)})
+}
+
+// admission is what the health gate decided for one delivery.
+type admission struct {
+	probe bool // the delivery is the probe of an unavailable host
+}
+
+// admit decides whether a delivery to host may be sent now. It returns an
+// outbox.Defer error to park it (paused or unavailable host, not the
+// probe's turn) and an outbox.Permanent error when it was parked longer
+// than ParkMax.
+func (h *Health) admit(ctx context.Context, host string, ev outbox.Event, now time.Time) (admission, error) {
+	e, err := h.entry(ctx, host)
+	if err != nil {
+		return admission{}, err
+	}
+	h.mu.Lock()
+	paused, state := e.Paused, e.State
+	h.mu.Unlock()
+	if paused {
+		h.s.cfg.Metrics.Parked(HostPaused)
+		return admission{}, outbox.Defer(now.Add(h.s.cfg.ParkRecheck), "host "+host+" paused by an operator")
+	}
+	if state != HostUnavailable {
+		return admission{}, nil
+	}
+	parkedAt, err := h.s.parkedAt(ctx, ev.ID)
+	if err != nil {
+		return admission{}, err
+	}
+	if parkedAt.IsZero() {
+		parkedAt = now
+		if err := h.s.rec.addWait(ctx, recOp{park: &parkOp{eventID: ev.ID, at: now}}); err != nil {
+			return admission{}, err
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e.State != HostUnavailable { // recovered meanwhile
+		return admission{}, nil
+	}
+	if !now.Before(parkedAt.Add(h.s.cfg.ParkMax)) {
+		if e.ProbeEventID == ev.ID {
+			e.ProbeEventID, e.probeDeadline, e.UpdatedAt = "", time.Time{}, now
+			h.persist(e)
+		}
+		h.s.rec.add(recOp{park: &parkOp{eventID: ev.ID}})
+		return admission{}, outbox.Permanent(fmt.Errorf("%w: %s unavailable since %s; delivery parked since %s, longer than %s",
+			ErrHostUnavailable, host, e.UnavailableSince.UTC().Format(time.RFC3339),
+			parkedAt.UTC().Format(time.RFC3339), h.s.cfg.ParkMax))
+	}
+	if e.ProbeEventID == ev.ID || e.ProbeEventID == "" || now.After(e.probeDeadline) {
+		if e.ProbeEventID != ev.ID {
+			e.ProbeEventID, e.UpdatedAt = ev.ID, now
+			e.probeDeadline = maxTime(e.NextProbeAt, now).Add(h.probeGrace())
+			h.persist(e)
+		}
+		if !now.Before(e.NextProbeAt) {
+			e.probeDeadline = now.Add(h.probeGrace())
+			return admission{probe: true}, nil
+		}
+		h.s.cfg.Metrics.Parked(HostUnavailable)
+		return admission{}, outbox.Defer(e.NextProbeAt, "host "+host+" unavailable; next probe")
+	}
+	h.s.cfg.Metrics.Parked(HostUnavailable)
+	until := minTime(now.Add(h.s.cfg.ParkRecheck), parkedAt.Add(h.s.cfg.ParkMax))
+	return admission{}, outbox.Defer(until, "host "+host+" unavailable; parked")
+}
+
+// slotLimit is how many concurrent POSTs host may have: one while it is
+// failing.
+func (h *Health) slotLimit(host string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.hosts[host]; e != nil && e.State != HostHealthy {
+		return 1
+	}
+	return h.s.cfg.PerHostConcurrency
+}
+
+// observe updates host's health after a POST classified as d. It returns
+// the time a failed probe's delivery must wait for (zero otherwise).
+func (h *Health) observe(ctx context.Context, host, eventID string, d Decision, probe bool, now time.Time) time.Time {
+	if d.Verdict == Refused {
+		return time.Time{} // nothing was sent: no news of the host
+	}
+	e, err := h.entry(ctx, host)
+	if err != nil {
+		h.s.log.WarnContext(ctx, "delivery: host state unavailable", "host", host, "err", err)
+		return time.Time{}
+	}
+	if !d.HostDown {
+		h.alive(ctx, e, now)
+		return time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e.ConsecutiveFailures++
+	e.LastFailureAt, e.LastError, e.UpdatedAt = now, d.Reason, now
+	if e.FirstFailureAt.IsZero() {
+		e.FirstFailureAt = now
+	}
+	var wait time.Time
+	switch e.State {
+	case HostHealthy:
+		e.State = HostFailing
+	case HostUnavailable:
+		if probe {
+			e.ProbeInterval = min(max(e.ProbeInterval*2, h.s.cfg.ProbeInterval), h.s.cfg.ProbeMaxInterval)
+			e.NextProbeAt = now.Add(e.ProbeInterval)
+			e.ProbeEventID = eventID
+			e.probeDeadline = e.NextProbeAt.Add(h.probeGrace())
+			wait = e.NextProbeAt
+			h.s.log.InfoContext(ctx, "delivery: probe of unavailable host failed", "host", host,
+				"event_id", eventID, "delay", e.ProbeInterval, "err", d.Reason)
+		}
+	}
+	if e.State == HostFailing && now.Sub(e.FirstFailureAt) >= h.s.cfg.UnavailableAfter {
+		e.State, e.UnavailableSince = HostUnavailable, now
+		e.ProbeInterval = h.s.cfg.ProbeInterval
+		e.NextProbeAt = now.Add(e.ProbeInterval)
+		e.ProbeEventID, e.probeDeadline = "", time.Time{}
+		h.s.log.WarnContext(ctx, "delivery: host unavailable; parking its deliveries", "host", host,
+			"failing_since", e.FirstFailureAt.UTC(), "failures", e.ConsecutiveFailures, "err", d.Reason)
+	}
+	h.persist(e)
+	return wait
+}
+
+// alive records a sign of life of e's host; when the host was failing or
+// unavailable, its deliveries waiting on backoff or parked are released.
+func (h *Health) alive(ctx context.Context, e *hostState, now time.Time) {
+	h.mu.Lock()
+	wasDown := e.State != HostHealthy || e.ConsecutiveFailures > 0
+	e.LastSuccessAt = now
+	if !wasDown {
+		// A success of a healthy host is written at most once a minute.
+		if now.Sub(e.persisted) >= time.Minute || now.Before(e.persisted) {
+			e.persisted, e.UpdatedAt = now, now
+			h.persist(e)
+		}
+		h.mu.Unlock()
+		return
+	}
+	st := e.State
+	e.State, e.ConsecutiveFailures, e.LastError = HostHealthy, 0, ""
+	e.FirstFailureAt, e.UnavailableSince, e.NextProbeAt, e.ProbeInterval = time.Time{}, time.Time{}, time.Time{}, 0
+	e.ProbeEventID, e.probeDeadline = "", time.Time{}
+	e.persisted, e.UpdatedAt = now, now
+	h.persist(e)
+	host := e.Host
+	h.mu.Unlock()
+	h.s.rec.add(recOp{unpark: host})
+	n, err := h.s.queue.ReleaseTarget(ctx, host)
+	if err != nil {
+		h.s.log.WarnContext(ctx, "delivery: release deliveries of recovered host", "host", host, "err", err)
+		return
+	}
+	h.s.log.InfoContext(ctx, "delivery: host recovered; deliveries released", "host", host,
+		"previous_state", st, "released", n)
+}
+
+// SignOfLife records that host is alive (an inbound request from it
+// verified): a failing or unavailable host becomes healthy and its waiting
+// deliveries are released at once. host is a host name or host:port, as in
+// a key id's URL. It is cheap for a healthy host.
+func (h *Health) SignOfLife(ctx context.Context, host string) {
+	host = NormalizeHost(host, "")
+	if host == "" {
+		return
+	}
+	e, err := h.entry(ctx, host)
+	if err != nil {
+		h.s.log.WarnContext(ctx, "delivery: sign of life", "host", host, "err", err)
+		return
+	}
+	h.mu.Lock()
+	down := e.State != HostHealthy || e.ConsecutiveFailures > 0
+	h.mu.Unlock()
+	if down {
+		h.alive(ctx, e, h.s.now())
+	}
+}
+
+// Host returns the health of host (ErrUnknownHost when courier never
+// delivered to it).
+func (h *Health) Host(ctx context.Context, host string) (HostStatus, error) {
+	host = NormalizeHost(host, "")
+	st, found, err := h.read(ctx, h.s.db.Read, host)
+	if err != nil {
+		return HostStatus{}, err
+	}
+	if !found {
+		return HostStatus{}, fmt.Errorf("%w: %s", ErrUnknownHost, host)
+	}
+	return st, nil
+}
+
+// HostQuery selects hosts for Hosts.
+type HostQuery struct {
+	// State filters by health state ("" for all; HostPaused for paused).
+	State string
+	// After pages: only hosts sorted after it.
+	After string
+	// Limit bounds the result (default 100, at most 1000).
+	Limit int
+}
+
+// Hosts lists host health, sorted by host.
+func (h *Health) Hosts(ctx context.Context, q HostQuery) ([]HostStatus, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	where, args := `host > ?`, []any{q.After}
+	switch q.State {
+	case "":
+	case HostPaused:
+		where += ` AND paused_at IS NOT NULL`
+	default:
+		where += ` AND state = ?`
+		args = append(args, q.State)
+	}
+	rows, err := h.s.db.Read.QueryContext(ctx, `SELECT `+hostColumns+` FROM delivery_hosts WHERE `+where+
+		` ORDER BY host LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("delivery: hosts: %w", err)
+	}
+	defer rows.Close()
+	var out []HostStatus
+	for rows.Next() {
+		st, err := scanHost(rows)
+		if err != nil {
+			return nil, fmt.Errorf("delivery: hosts: %w", err)
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("delivery: hosts: %w", err)
+	}
+	return out, nil
+}
+
+// Pause stops deliveries to host until Resume: they are deferred without
+// spending attempts (and never dead-lettered while paused).
+func (h *Health) Pause(ctx context.Context, host, reason string) error {
+	host = NormalizeHost(host, "")
+	if host == "" {
+		return fmt.Errorf("%w: empty host", ErrUnknownHost)
+	}
+	now := h.s.now()
+	err := h.s.db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO delivery_hosts (host, paused_at, pause_reason, updated_at)
+			VALUES (?, ?, ?, ?)
+			ON CONFLICT (host) DO UPDATE SET paused_at = excluded.paused_at, pause_reason = excluded.pause_reason`,
+			host, now.UnixMilli(), reason, now.UnixMilli())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delivery: pause %s: %w", host, err)
+	}
+	h.forget(host)
+	h.s.log.InfoContext(ctx, "delivery: host paused", "host", host, "reason", reason)
+	return nil
+}
+
+// Resume lifts an operator's pause of host and makes its pending
+// deliveries due now. It returns how many were released.
+func (h *Health) Resume(ctx context.Context, host string) (int64, error) {
+	host = NormalizeHost(host, "")
+	if err := h.change(ctx, "resume", host, `UPDATE delivery_hosts SET paused_at = NULL, pause_reason = '' WHERE host = ?`); err != nil {
+		return 0, err
+	}
+	h.forget(host)
+	n, err := h.s.queue.ReleaseTarget(ctx, host)
+	if err != nil {
+		return 0, fmt.Errorf("delivery: resume %s: %w", host, err)
+	}
+	h.s.log.InfoContext(ctx, "delivery: host resumed", "host", host, "released", n)
+	return n, nil
+}
+
+// RetryNow makes host's pending deliveries due now. For an unavailable
+// host, its next probe is due now too: one delivery probes and the others
+// park again until it succeeds. It returns how many deliveries were
+// released.
+func (h *Health) RetryNow(ctx context.Context, host string) (int64, error) {
+	host = NormalizeHost(host, "")
+	now := h.s.now().UnixMilli()
+	if err := h.change(ctx, "retry", host, `UPDATE delivery_hosts SET
+		next_probe_at = CASE WHEN state = 'unavailable' THEN ? ELSE next_probe_at END,
+		probe_event_id = NULL, probe_deadline = NULL, updated_at = ? WHERE host = ?`, now, now, host); err != nil {
+		return 0, err
+	}
+	h.forget(host)
+	n, err := h.s.queue.ReleaseTarget(ctx, host)
+	if err != nil {
+		return 0, fmt.Errorf("delivery: retry %s: %w", host, err)
+	}
+	return n, nil
+}
+
+// Reset forgets host's health (it is healthy again, failures cleared; a
+// pause stays) and makes its pending deliveries due now. It returns how
+// many were released.
+func (h *Health) Reset(ctx context.Context, host string) (int64, error) {
+	host = NormalizeHost(host, "")
+	now := h.s.now().UnixMilli()
+	err := h.change(ctx, "reset", host, `UPDATE delivery_hosts SET state = 'healthy', consecutive_failures = 0,
+		first_failure_at = NULL, last_failure_at = NULL, last_error = '', unavailable_since = NULL,
+		next_probe_at = NULL, probe_interval_ms = 0, probe_event_id = NULL, probe_deadline = NULL,
+		updated_at = ? WHERE host = ?`, now, host)
+	if err != nil {
+		return 0, err
+	}
+	h.forget(host)
+	h.s.rec.add(recOp{unpark: host})
+	n, err := h.s.queue.ReleaseTarget(ctx, host)
+	if err != nil {
+		return 0, fmt.Errorf("delivery: reset %s: %w", host, err)
+	}
+	h.s.log.InfoContext(ctx, "delivery: host reset", "host", host, "released", n)
+	return n, nil
+}
+
+// drainPage bounds each listing of Drain.
+const drainPage = 500
+
+// Drain discards host's pending deliveries (never one being sent) and
+// returns how many it discarded. Their attempt records stay.
+func (h *Health) Drain(ctx context.Context, host string) (int, error) {
+	host = NormalizeHost(host, "")
+	if host == "" {
+		return 0, fmt.Errorf("%w: empty host", ErrUnknownHost)
+	}
+	n := 0
+	var after int64
+	for {
+		rows, err := h.s.queue.List(ctx, outbox.Filter{Status: outbox.StatusPending, Type: EventPost,
+			Target: host, AfterID: after, Limit: drainPage})
+		if err != nil {
+			return n, fmt.Errorf("delivery: drain %s: %w", host, err)
+		}
+		for _, r := range rows {
+			after = r.ID
+			err := h.s.queue.Discard(ctx, r.ID)
+			switch {
+			case err == nil:
+				n++
+			case errors.Is(err, outbox.ErrState), errors.Is(err, outbox.ErrNotFound):
+				// claimed or gone meanwhile
+			default:
+				return n, fmt.Errorf("delivery: drain %s: %w", host, err)
+			}
+		}
+		if len(rows) < drainPage {
+			break
+		}
+	}
+	h.s.rec.add(recOp{unpark: host})
+	h.s.log.InfoContext(ctx, "delivery: host drained", "host", host, "discarded", n)
+	return n, nil
+}
+
+// change runs one UPDATE of host's row; no row is ErrUnknownHost.
+func (h *Health) change(ctx context.Context, op, host, query string, args ...any) error {
+	if len(args) == 0 {
+		args = []any{host}
+	}
+	err := h.s.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: %s", ErrUnknownHost, host)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delivery: %s %s: %w", op, host, err)
+	}
+	return nil
+}
+
+// CountHosts implements metrics.HostStats: hosts per health state, paused
+// hosts counted as HostPaused.
+func (h *Health) CountHosts(ctx context.Context, fn func(state string, hosts int64)) error {
+	rows, err := h.s.db.Read.QueryContext(ctx, `SELECT CASE WHEN paused_at IS NOT NULL THEN 'paused' ELSE state END,
+		COUNT(*) FROM delivery_hosts GROUP BY 1`)
+	if err != nil {
+		return fmt.Errorf("delivery: count hosts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return fmt.Errorf("delivery: count hosts: %w", err)
+		}
+		fn(st, n)
+	}
+	return rows.Err()
+}
+
+// CountParked implements metrics.HostStats: deliveries parked now because
+// their host is unavailable.
+func (h *Health) CountParked(ctx context.Context) (int64, error) {
+	var n int64
+	if err := h.s.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM delivery_targets WHERE parked_at IS NOT NULL`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("delivery: count parked: %w", err)
+	}
+	return n, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

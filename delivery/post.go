@@ -1,0 +1,221 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/outbox"
+)
+
+// deliver handles an EventPost event: it passes the host's health gate and
+// concurrency bound, POSTs the activity, classifies the answer, records the
+// attempt and updates the host's health.
+func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
+	var p Post
+	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.Inbox == "" || p.Actor == "" || len(p.Activity) == 0 {
+		return outbox.Permanent(fmt.Errorf("%w: delivery %s: %v", ErrPayload, ev.ID, err))
+	}
+	host := ev.Target
+	if host == "" {
+		h, ok := inboxHost(p.Inbox)
+		if !ok {
+			return outbox.Permanent(fmt.Errorf("%w: delivery %s: inbox %q is not an http(s) URL", ErrPayload, ev.ID, p.Inbox))
+		}
+		host = h
+	}
+	now := s.now()
+	adm, err := s.health.admit(ctx, host, ev, now)
+	if err != nil {
+		var perm *outbox.PermanentError
+		if errors.As(err, &perm) {
+			s.record(p, ev.ID, host, now, 0, OutcomeDead, err.Error(), 0)
+			s.log.WarnContext(ctx, "delivery: dead-lettered after parking", "event_id", ev.ID, "inbox", p.Inbox,
+				"host", host, "err", err)
+		}
+		return err
+	}
+	release, ok := s.slots.acquire(ctx, host, s.health.slotLimit(host), s.cfg.SlotWait)
+	if !ok {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		jitter := time.Duration(rand.Int64N(int64(s.cfg.SlotDefer)/2 + 1))
+		return outbox.Defer(s.now().Add(s.cfg.SlotDefer/2+jitter), "host "+host+" busy: no free delivery slot")
+	}
+	defer release()
+
+	sig, err := s.signer(ctx, p.Actor)
+	if err != nil {
+		if errors.Is(err, ErrNotLocal) {
+			return outbox.Permanent(err)
+		}
+		return err
+	}
+	start := time.Now()
+	status, header, postErr := s.post(ctx, p, sig)
+	took := time.Since(start)
+	if postErr != nil && ctx.Err() != nil {
+		return fmt.Errorf("delivery: post to %s interrupted: %w", p.Inbox, ctx.Err())
+	}
+	now = s.now()
+	d := Classify(status, header, postErr, now, s.cfg.RetryAfterMax)
+	wait := s.health.observe(ctx, host, ev.ID, d, adm.probe, now)
+	s.record(p, ev.ID, host, now, status, outcomeOf(d.Verdict), d.Reason, took)
+	s.cfg.Metrics.Attempt(metricOutcome(d.Verdict), status, took)
+
+	switch d.Verdict {
+	case Delivered:
+		return nil
+	case Permanent, Refused:
+		s.log.InfoContext(ctx, "delivery: given up", "event_id", ev.ID, "inbox", p.Inbox, "host", host,
+			"status", status, "err", d.Reason)
+		if d.Gone && p.Recipient != "" {
+			s.removeGone(ctx, p.Recipient)
+		}
+		return outbox.Permanent(&PermanentError{Status: status, Reason: d.Reason})
+	}
+	if !wait.IsZero() {
+		// A failed probe: the host stays unavailable; wait for the next
+		// probe without spending an attempt.
+		return outbox.Defer(wait, "host "+host+" unavailable; probe failed: "+d.Reason)
+	}
+	s.log.DebugContext(ctx, "delivery: attempt failed", "event_id", ev.ID, "inbox", p.Inbox, "host", host,
+		"status", status, "attempt", outbox.Attempt(ctx), "err", d.Reason)
+	return outbox.RetryAfter(&TransientError{Status: status, Reason: d.Reason}, d.RetryAfter)
+}
+
+// removeGone removes an actor whose inbox answered 410 from every local
+// actor's followers.
+func (s *Service) removeGone(ctx context.Context, actor string) {
+	n, err := s.store.RemoveFollowerEverywhere(ctx, actor)
+	if err != nil {
+		s.log.WarnContext(ctx, "delivery: remove gone follower", "actor", actor, "err", err)
+		return
+	}
+	s.log.InfoContext(ctx, "delivery: inbox gone; follower removed", "actor", actor, "followers_removed", n)
+}
+
+// post signs and sends one POST. It returns the status and headers, or the
+// transport error. The response body is read up to MaxResponseBody and
+// discarded; it is never logged.
+func (s *Service) post(ctx context.Context, p Post, sig activitypub.Signer) (int, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.Inbox, bytes.NewReader(p.Activity))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %v", activitypub.ErrBadURL, err)
+	}
+	req.Header.Set("Content-Type", activitypub.ContentType)
+	req.Header.Set("User-Agent", s.cfg.UserAgent)
+	if err := sig.Sign(req, p.Activity, s.now()); err != nil {
+		return 0, nil, err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.cfg.MaxResponseBody))
+	return resp.StatusCode, resp.Header, nil
+}
+
+func (s *Service) record(p Post, eventID, host string, at time.Time, status int, outcome, msg string, took time.Duration) {
+	if outcome == OutcomeDelivered {
+		msg = ""
+	}
+	s.rec.add(recOp{attempt: &attemptRow{eventID: eventID, activityID: p.ActivityID, inbox: p.Inbox, host: host,
+		at: at, status: status, outcome: outcome, err: msg, took: took}})
+}
+
+func outcomeOf(v Verdict) string {
+	switch v {
+	case Delivered:
+		return OutcomeDelivered
+	case Permanent:
+		return OutcomePermanent
+	case Refused:
+		return OutcomeRefused
+	}
+	return OutcomeRetry
+}
+
+func metricOutcome(v Verdict) string {
+	switch v {
+	case Delivered:
+		return metrics.DeliveryDelivered
+	case Permanent:
+		return metrics.DeliveryPermanent
+	case Refused:
+		return metrics.DeliveryRefused
+	}
+	return metrics.DeliveryRetry
+}
+
+// slotSet bounds concurrent POSTs per host in this process.
+type slotSet struct {
+	mu    sync.Mutex
+	inUse map[string]int
+	freed map[string]chan struct{}
+}
+
+func newSlotSet() *slotSet {
+	return &slotSet{inUse: map[string]int{}, freed: map[string]chan struct{}{}}
+}
+
+// acquire takes one of host's limit slots, waiting up to wait. It returns
+// the release function, or false when no slot freed up in time.
+func (s *slotSet) acquire(ctx context.Context, host string, limit int, wait time.Duration) (func(), bool) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		if s.inUse[host] < limit {
+			s.inUse[host]++
+			s.mu.Unlock()
+			var once sync.Once
+			return func() { once.Do(func() { s.release(host) }) }, true
+		}
+		ch := s.freed[host]
+		if ch == nil {
+			ch = make(chan struct{})
+			s.freed[host] = ch
+		}
+		s.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return nil, false
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+func (s *slotSet) release(host string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inUse[host] <= 1 {
+		delete(s.inUse, host)
+	} else {
+		s.inUse[host]--
+	}
+	if ch := s.freed[host]; ch != nil {
+		close(ch)
+		delete(s.freed, host)
+	}
+}

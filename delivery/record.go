@@ -1,0 +1,261 @@
+package delivery
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/courier-ap/courier/sqlite"
+)
+
+// Attempt outcomes recorded in delivery_attempts.
+const (
+	OutcomeDelivered = "delivered"
+	OutcomeRetry     = "retry"
+	OutcomePermanent = "permanent"
+	OutcomeRefused   = "refused"
+	// OutcomeDead: the delivery was dead-lettered without a POST (parked
+	// longer than ParkMax).
+	OutcomeDead = "dead"
+)
+
+// attemptRow is one row of delivery_attempts.
+type attemptRow struct {
+	eventID, activityID, inbox, host string
+	at                               time.Time
+	status                           int
+	outcome                          string
+	err                              string
+	took                             time.Duration
+}
+
+// parkOp sets (at non-zero) or clears the parked_at of one delivery.
+type parkOp struct {
+	eventID string
+	at      time.Time
+}
+
+// recOp is one write of the recorder.
+type recOp struct {
+	attempt *attemptRow
+	host    []any // sqlPutHost arguments
+	park    *parkOp
+	unpark  string // a host whose deliveries are no longer parked
+	done    chan error
+}
+
+// recorder writes attempt records, host state and parking marks in
+// batches: one transaction per batch instead of one per delivery, which
+// the delivery rate needs. Order is kept.
+type recorder struct {
+	db      *sqlite.DB
+	log     *slog.Logger
+	ch      chan recOp
+	running atomic.Bool
+}
+
+// Recorder bounds.
+const (
+	recBuffer   = 8192
+	recBatch    = 1024
+	recInterval = 100 * time.Millisecond
+	recWait     = 10 * time.Second
+	maxErrLen   = 1000
+)
+
+func newRecorder(db *sqlite.DB, log *slog.Logger) *recorder {
+	return &recorder{db: db, log: log, ch: make(chan recOp, recBuffer)}
+}
+
+// add queues op; when the buffer is full (or Run is not running and it
+// filled up) op is written at once, so nothing is dropped.
+func (r *recorder) add(op recOp) {
+	select {
+	case r.ch <- op:
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), recWait)
+		defer cancel()
+		if err := r.write(ctx, []recOp{op}); err != nil {
+			r.log.Warn("delivery: record write failed", "err", err)
+		}
+	}
+}
+
+// addWait queues op and waits until it is written (or writes it at once
+// when Run is not running).
+func (r *recorder) addWait(ctx context.Context, op recOp) error {
+	if !r.running.Load() {
+		return r.write(ctx, []recOp{op})
+	}
+	op.done = make(chan error, 1)
+	select {
+	case r.ch <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t := time.NewTimer(recWait)
+	defer t.Stop()
+	select {
+	case err := <-op.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return errors.New("delivery: record: timed out waiting for the writer")
+	}
+}
+
+// run writes queued ops until ctx ends, then writes what is left.
+func (r *recorder) run(ctx context.Context) {
+	r.running.Store(true)
+	defer r.running.Store(false)
+	batch := make([]recOp, 0, recBatch)
+	t := time.NewTicker(recInterval)
+	defer t.Stop()
+	flush := func(ctx context.Context) {
+		if len(batch) == 0 {
+			return
+		}
+		err := r.write(ctx, batch)
+		if err != nil {
+			r.log.Warn("delivery: record write failed", "err", err, "records", len(batch))
+		}
+		for _, op := range batch {
+			if op.done != nil {
+				op.done <- err
+			}
+		}
+		batch = batch[:0]
+	}
+	for {
+		select {
+		case op := <-r.ch:
+			batch = append(batch, op)
+			if len(batch) >= recBatch || op.done != nil {
+				flush(ctx)
+			}
+		case <-t.C:
+			flush(ctx)
+		case <-ctx.Done():
+			r.running.Store(false)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recWait)
+			defer cancel()
+			for {
+				select {
+				case op := <-r.ch:
+					batch = append(batch, op)
+					if len(batch) >= recBatch {
+						flush(fctx)
+					}
+				default:
+					flush(fctx)
+					return
+				}
+			}
+		}
+	}
+}
+
+// write applies ops in one transaction.
+func (r *recorder) write(ctx context.Context, ops []recOp) error {
+	err := r.db.Tx(ctx, func(tx *sql.Tx) error {
+		stmts := map[string]*sql.Stmt{}
+		defer func() {
+			for _, s := range stmts {
+				_ = s.Close()
+			}
+		}()
+		exec := func(q string, args ...any) error {
+			st, ok := stmts[q]
+			if !ok {
+				var err error
+				if st, err = tx.PrepareContext(ctx, q); err != nil {
+					return err
+				}
+				stmts[q] = st
+			}
+			_, err := st.ExecContext(ctx, args...)
+			return err
+		}
+		for _, op := range ops {
+			var err error
+			switch {
+			case op.attempt != nil:
+				a := op.attempt
+				msg := a.err
+				if len(msg) > maxErrLen {
+					msg = msg[:maxErrLen]
+				}
+				err = exec(`INSERT INTO delivery_attempts (event_id, activity_id, inbox, host, attempted_at,
+					status_code, outcome, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+					a.eventID, a.activityID, a.inbox, a.host, a.at.UnixMilli(), a.status, a.outcome, msg,
+					a.took.Milliseconds())
+			case op.host != nil:
+				err = exec(sqlPutHost, op.host...)
+			case op.park != nil && !op.park.at.IsZero():
+				err = exec(`UPDATE delivery_targets SET parked_at = ? WHERE event_id = ? AND parked_at IS NULL`,
+					op.park.at.UnixMilli(), op.park.eventID)
+			case op.park != nil:
+				err = exec(`UPDATE delivery_targets SET parked_at = NULL WHERE event_id = ?`, op.park.eventID)
+			case op.unpark != "":
+				err = exec(`UPDATE delivery_targets SET parked_at = NULL WHERE host = ? AND parked_at IS NOT NULL`,
+					op.unpark)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delivery: record: %w", err)
+	}
+	return nil
+}
+
+// parkedAt returns when the delivery eventID was first parked (zero when
+// it is not parked).
+func (s *Service) parkedAt(ctx context.Context, eventID string) (time.Time, error) {
+	var at sql.NullInt64
+	err := s.db.Read.QueryRowContext(ctx, `SELECT parked_at FROM delivery_targets WHERE event_id = ?`, eventID).Scan(&at)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, fmt.Errorf("delivery: parked_at of %s: %w", eventID, err)
+	}
+	return fromNull(at), nil
+}
+
+// sweep deletes attempt records and delivery rows older than Retention, in
+// bounded chunks. It returns how many rows it deleted.
+func (s *Service) sweep(ctx context.Context) (int64, error) {
+	before := s.now().Add(-s.cfg.Retention).UnixMilli()
+	var total int64
+	for _, q := range []string{
+		`DELETE FROM delivery_attempts WHERE id IN (SELECT id FROM delivery_attempts WHERE attempted_at < ? LIMIT 1000)`,
+		`DELETE FROM delivery_targets WHERE event_id IN (SELECT event_id FROM delivery_targets
+			WHERE created_at < ? AND parked_at IS NULL LIMIT 1000)`,
+	} {
+		for range 1000 {
+			var n int64
+			err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+				res, err := tx.ExecContext(ctx, q, before)
+				if err != nil {
+					return err
+				}
+				n, err = res.RowsAffected()
+				return err
+			})
+			if err != nil {
+				return total, fmt.Errorf("delivery: sweep: %w", err)
+			}
+			total += n
+			if n < 1000 {
+				break
+			}
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,419 @@
+// Package delivery gets courier's outgoing activities into every remote
+// inbox that should see them.
+//
+// Two outbox handlers do the work. The fan-out handler (HandlerFanout, for
+// activitypub.EventOutgoing events) takes the activity the event carries,
+// checks that its id is the one derived from the event, stores it (upsert
+// by id), resolves its audience to inboxes (followers expand to their
+// inboxes, preferring shared inboxes; named actors are resolved through a
+// TTL cache; as:Public, local actors, blocked actors and blocked domains
+// are never targets), and enqueues one EventPost child per inbox in one
+// transaction, with ids outbox.ChildID(parent, inbox) so a re-run creates
+// nothing new. The post handler (HandlerPost) signs and POSTs the exact
+// stored bytes to one inbox, classifies the answer (Classify), records the
+// attempt, and keeps the health of the inbox's host: a host that fails for
+// longer than Config.UnavailableAfter is marked unavailable, its
+// deliveries are parked without spending attempts while one probe delivery
+// at a time tests it on a growing interval, and a success releases them
+// all at once.
+package delivery
+
+import (
+	"context"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/store"
+)
+
+// EventPost is the outbox event type of one delivery: a Post payload, with
+// Target set to the inbox's host.
+const EventPost = "delivery.post"
+
+// Handler names, the processed-events ledger keys: keep them stable.
+const (
+	// HandlerFanout handles activitypub.EventOutgoing events.
+	HandlerFanout = "delivery.fanout"
+	// HandlerPost handles EventPost events.
+	HandlerPost = "delivery.post"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotDeterministic: an outgoing event carries an activity whose id
+	// is not the one derived from the event's id and the activity's type.
+	ErrNotDeterministic = errors.New("delivery: activity id is not derived from its event")
+	// ErrPayload: an event payload cannot be decoded.
+	ErrPayload = errors.New("delivery: malformed event payload")
+	// ErrNotLocal: the activity's actor is not a local actor.
+	ErrNotLocal = errors.New("delivery: actor is not a local actor")
+	// ErrHostUnavailable: a delivery was parked longer than Config.ParkMax
+	// while its host was unavailable.
+	ErrHostUnavailable = errors.New("delivery: host unavailable")
+	// ErrUnknownHost: an admin operation named a host courier has no state
+	// for.
+	ErrUnknownHost = errors.New("delivery: unknown host")
+)
+
+// PermanentError is a delivery that no retry can fix: the remote answered
+// 410, another 4xx or a redirect, or courier refused to connect.
+type PermanentError struct {
+	// Status is the HTTP status (0 when no response arrived).
+	Status int
+	// Reason says why, without bodies or signatures.
+	Reason string
+}
+
+func (e *PermanentError) Error() string { return "delivery: permanent failure: " + e.Reason }
+
+// TransientError is a failed delivery that is retried on the outbox backoff.
+type TransientError struct {
+	// Status is the HTTP status (0 when no response arrived).
+	Status int
+	// Reason says why, without bodies or signatures.
+	Reason string
+}
+
+func (e *TransientError) Error() string { return "delivery: " + e.Reason }
+
+// ActorResolver resolves remote actors by id; activitypub.Resolver
+// implements it (a TTL cache over signed fetches, refetching on expiry).
+type ActorResolver interface {
+	Actor(ctx context.Context, id string) (*activitypub.Actor, error)
+}
+
+// Config configures a Service. Zero durations and counts take the
+// documented defaults.
+type Config struct {
+	// DB is courier's database. Required.
+	DB *sqlite.DB
+	// Store is the social repository (actors, followers, blocks,
+	// activities). Required.
+	Store *store.Store
+	// Resolver resolves named remote recipients. Required.
+	Resolver ActorResolver
+	// BaseURL is the instance's public origin, e.g. https://courier.example.
+	// Required; activity ids are derived under it.
+	BaseURL string
+	// Client sends the POSTs. Default: activitypub.NewClient with
+	// AllowPrivate and the timeouts below (it checks every dialed address).
+	// Whatever client is given, redirects are never followed.
+	Client *http.Client
+	// AllowPrivate permits delivering to loopback, private and link-local
+	// addresses (--allow-private-addresses). Default false. Only used for
+	// the default Client.
+	AllowPrivate bool
+	// Timeout bounds one POST, response included (default 30 s).
+	Timeout time.Duration
+	// DialTimeout bounds connecting (default 5 s).
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for the response headers
+	// (default 20 s).
+	ResponseHeaderTimeout time.Duration
+	// Version is courier's version for the User-Agent (default "dev").
+	Version string
+	// UserAgent is sent with every POST (default
+	// "courier/{Version} (+{BaseURL})").
+	UserAgent string
+	// UnavailableAfter is how long a host must keep failing before it is
+	// marked unavailable and its deliveries are parked (default 10 min).
+	// Keep it below the outbox's retry horizon (about 20 min for 10
+	// attempts), or deliveries dead-letter before their host is parked.
+	UnavailableAfter time.Duration
+	// ProbeInterval is the first wait between probes of an unavailable host
+	// (default 1 min); it doubles after each failed probe up to
+	// ProbeMaxInterval (default 1 h).
+	ProbeInterval    time.Duration
+	ProbeMaxInterval time.Duration
+	// ParkMax is how long a delivery may stay parked before it is
+	// dead-lettered (default 7 days). Dead-lettered deliveries stay in the
+	// outbox and can be retried by an operator.
+	ParkMax time.Duration
+	// ParkRecheck is how long a parked delivery sleeps before it looks at
+	// its host again (default 30 min); a recovering host releases it at
+	// once regardless.
+	ParkRecheck time.Duration
+	// PerHostConcurrency bounds concurrent POSTs to one host in this
+	// process (default 4); a host that is failing gets one.
+	PerHostConcurrency int
+	// SlotWait is how long a delivery waits for a free slot of its host
+	// (default 500 ms) before deferring itself by about SlotDefer
+	// (default 5 s) without spending an attempt.
+	SlotWait  time.Duration
+	SlotDefer time.Duration
+	// RetryAfterMax clamps a remote's Retry-After (default 6 h).
+	RetryAfterMax time.Duration
+	// MaxResponseBody is how much of a response body is read (default
+	// 4 KiB); the rest is discarded with the connection.
+	MaxResponseBody int64
+	// Retention is how long attempt records and delivery rows are kept
+	// (default 30 days).
+	Retention time.Duration
+	// HostCacheTTL is how long host state is trusted in memory before it
+	// is re-read from the database, where other processes and the admin API
+	// change it (default 10 s).
+	HostCacheTTL time.Duration
+	// KeyCacheTTL is how long a parsed actor key is reused before the
+	// actor row is read again (default 30 s), so a rotated key is picked up.
+	KeyCacheTTL time.Duration
+	// Logger receives the service's logs (nil discards).
+	Logger *slog.Logger
+	// Metrics records attempts and parking (nil records nothing).
+	Metrics *metrics.Delivery
+	// Now is the clock of every stored time, Date header and health
+	// decision (default time.Now).
+	Now func() time.Time
+}
+
+// Defaults of Config.
+const (
+	DefaultTimeout               = 30 * time.Second
+	DefaultDialTimeout           = 5 * time.Second
+	DefaultResponseHeaderTimeout = 20 * time.Second
+	DefaultUnavailableAfter      = 10 * time.Minute
+	DefaultProbeInterval         = time.Minute
+	DefaultProbeMaxInterval      = time.Hour
+	DefaultParkMax               = 7 * 24 * time.Hour
+	DefaultParkRecheck           = 30 * time.Minute
+	DefaultPerHostConcurrency    = 4
+	DefaultSlotWait              = 500 * time.Millisecond
+	DefaultSlotDefer             = 5 * time.Second
+	DefaultRetryAfterMax         = 6 * time.Hour
+	DefaultMaxResponseBody       = 4 << 10
+	DefaultRetention             = 30 * 24 * time.Hour
+	DefaultHostCacheTTL          = 10 * time.Second
+	DefaultKeyCacheTTL           = 30 * time.Second
+)
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Timeout, DefaultTimeout)
+	def(&c.DialTimeout, DefaultDialTimeout)
+	def(&c.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
+	def(&c.UnavailableAfter, DefaultUnavailableAfter)
+	def(&c.ProbeInterval, DefaultProbeInterval)
+	def(&c.ProbeMaxInterval, DefaultProbeMaxInterval)
+	def(&c.ParkMax, DefaultParkMax)
+	def(&c.ParkRecheck, DefaultParkRecheck)
+	def(&c.SlotWait, DefaultSlotWait)
+	def(&c.SlotDefer, DefaultSlotDefer)
+	def(&c.RetryAfterMax, DefaultRetryAfterMax)
+	def(&c.Retention, DefaultRetention)
+	def(&c.HostCacheTTL, DefaultHostCacheTTL)
+	def(&c.KeyCacheTTL, DefaultKeyCacheTTL)
+	if c.PerHostConcurrency == 0 {
+		c.PerHostConcurrency = DefaultPerHostConcurrency
+	}
+	if c.MaxResponseBody == 0 {
+		c.MaxResponseBody = DefaultMaxResponseBody
+	}
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = fmt.Sprintf("courier/%s (+%s)", c.Version, c.BaseURL)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.DB == nil:
+		return errors.New("delivery: DB is required")
+	case c.Store == nil:
+		return errors.New("delivery: Store is required")
+	case c.Resolver == nil:
+		return errors.New("delivery: Resolver is required")
+	case !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://"):
+		return fmt.Errorf("delivery: BaseURL %q is not an http(s) URL", c.BaseURL)
+	case c.PerHostConcurrency < 1:
+		return fmt.Errorf("delivery: PerHostConcurrency must be at least 1, not %d", c.PerHostConcurrency)
+	case c.MaxResponseBody < 0:
+		return errors.New("delivery: MaxResponseBody must not be negative")
+	case c.ProbeMaxInterval < c.ProbeInterval:
+		return fmt.Errorf("delivery: ProbeMaxInterval (%s) must not be shorter than ProbeInterval (%s)",
+			c.ProbeMaxInterval, c.ProbeInterval)
+	}
+	for name, d := range map[string]time.Duration{
+		"Timeout": c.Timeout, "DialTimeout": c.DialTimeout, "ResponseHeaderTimeout": c.ResponseHeaderTimeout,
+		"UnavailableAfter": c.UnavailableAfter, "ProbeInterval": c.ProbeInterval, "ParkMax": c.ParkMax,
+		"ParkRecheck": c.ParkRecheck, "SlotWait": c.SlotWait, "SlotDefer": c.SlotDefer,
+		"RetryAfterMax": c.RetryAfterMax, "Retention": c.Retention, "HostCacheTTL": c.HostCacheTTL,
+		"KeyCacheTTL": c.KeyCacheTTL,
+	} {
+		if d < 0 {
+			return fmt.Errorf("delivery: %s must not be negative, not %s", name, d)
+		}
+	}
+	return nil
+}
+
+// Service is the delivery worker's state: handlers, host health, the
+// attempt recorder. Create one per process with New, Register its handlers
+// on the outbox registry and run it with Run.
+type Service struct {
+	cfg    Config
+	log    *slog.Logger
+	db     *sqlite.DB
+	store  *store.Store
+	uris   store.URIs
+	client *http.Client
+	queue  *outbox.Queue
+	health *Health
+	rec    *recorder
+	keys   *keyCache
+	slots  *slotSet
+}
+
+// New returns a Service. It does not touch the network or the database.
+func New(cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	client := cfg.Client
+	if client == nil {
+		client = activitypub.NewClient(activitypub.ClientOptions{
+			AllowPrivate:          cfg.AllowPrivate,
+			Timeout:               cfg.Timeout,
+			DialTimeout:           cfg.DialTimeout,
+			TLSHandshakeTimeout:   cfg.DialTimeout,
+			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+			MaxConnsPerHost:       cfg.PerHostConcurrency,
+			UserAgent:             cfg.UserAgent,
+		})
+	}
+	c := *client // never follow a redirect with the old signature
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if c.Timeout == 0 {
+		c.Timeout = cfg.Timeout
+	}
+	s := &Service{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		db:     cfg.DB,
+		store:  cfg.Store,
+		uris:   store.NewURIs(cfg.BaseURL),
+		client: &c,
+		queue:  outbox.NewQueue(cfg.DB.Write, outbox.QueueOptions{Read: cfg.DB.Read, Now: cfg.Now}),
+		keys:   &keyCache{ttl: cfg.KeyCacheTTL, m: map[string]keyEntry{}},
+		slots:  newSlotSet(),
+	}
+	s.rec = newRecorder(cfg.DB, cfg.Logger)
+	s.health = newHealth(s)
+	return s, nil
+}
+
+// Register registers the fan-out and post handlers on reg under their
+// stable names (HandlerFanout for activitypub.EventOutgoing, HandlerPost
+// for EventPost).
+func (s *Service) Register(reg *outbox.Registry) {
+	reg.Handle(activitypub.EventOutgoing, HandlerFanout, s.fanout)
+	reg.Handle(EventPost, HandlerPost, s.deliver)
+}
+
+// Health returns the host health state, for the admin API and the inbox
+// (SignOfLife).
+func (s *Service) Health() *Health { return s.health }
+
+// sweepInterval is how often Run applies Retention.
+const sweepInterval = 10 * time.Minute
+
+// Run writes attempt records and host state in batches and applies
+// retention until ctx ends, then writes what is left and returns nil once
+// its goroutines have ended. Handlers work without Run, but their records
+// then wait in a bounded buffer and are written one by one when it is full.
+func (s *Service) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.rec.run(ctx) })
+	wg.Go(func() {
+		t := time.NewTicker(sweepInterval)
+		defer t.Stop()
+		for {
+			if n, err := s.sweep(ctx); err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "delivery: retention sweep failed", "err", err)
+			} else if n > 0 {
+				s.log.InfoContext(ctx, "delivery: retention sweep", "rows", n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	wg.Wait()
+	return nil
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now() }
+
+// keyCache keeps parsed actor keys for KeyCacheTTL.
+type keyCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]keyEntry
+}
+
+type keyEntry struct {
+	signer activitypub.Signer
+	pem    string
+	at     time.Time
+}
+
+// maxCachedKeys bounds the key cache; when full it is cleared.
+const maxCachedKeys = 1000
+
+// signer returns the signing identity of the local actor actorURI.
+func (s *Service) signer(ctx context.Context, actorURI string) (activitypub.Signer, error) {
+	k := s.keys
+	k.mu.Lock()
+	e, ok := k.m[actorURI]
+	k.mu.Unlock()
+	if ok && time.Since(e.at) < k.ttl {
+		return e.signer, nil
+	}
+	a, err := s.store.ActorByURI(ctx, actorURI)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return activitypub.Signer{}, fmt.Errorf("%w: %s", ErrNotLocal, actorURI)
+		}
+		return activitypub.Signer{}, fmt.Errorf("delivery: load actor %s: %w", actorURI, err)
+	}
+	if !ok || e.pem != a.PrivateKeyPEM {
+		var key *rsa.PrivateKey
+		if key, err = activitypub.ParsePrivateKeyPEM(a.PrivateKeyPEM); err != nil {
+			return activitypub.Signer{}, fmt.Errorf("delivery: key of %s: %w", actorURI, err)
+		}
+		e = keyEntry{signer: activitypub.Signer{KeyID: activitypub.KeyID(a.URI), Key: key}, pem: a.PrivateKeyPEM}
+	}
+	e.at = time.Now()
+	k.mu.Lock()
+	if len(k.m) >= maxCachedKeys {
+		clear(k.m)
+	}
+	k.m[actorURI] = e
+	k.mu.Unlock()
+	return e.signer, nil
+}

@@ -1,0 +1,182 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqlite"
+)
+
+// EventReceived is the outbox event type of a recorded inbound activity. Its
+// payload is a Received.
+const EventReceived = "inbox.received"
+
+// HandlerImport is the ledger name of the import handler of EventReceived.
+// Keep it stable: the ledger records handlers by name.
+const HandlerImport = "inbox.import"
+
+// Received is the payload of an EventReceived event: which recorded activity
+// to import. The activity itself is read from inbox_activities.
+type Received struct {
+	// ActivityID is the ActivityPub id of the activity.
+	ActivityID string `json:"activity_id"`
+}
+
+// eventSpace is the UUID namespace of inbound event ids.
+var eventSpace = uuid.MustParse("9a4f0c6e-2b7d-5e31-8c45-71d2e8b3f0a6")
+
+// EventID returns the id of the EventReceived event of the activity with
+// ActivityPub id activityID: a name-based UUID, so a duplicate delivery of
+// the activity, even one racing the first, cannot enqueue a second event.
+func EventID(activityID string) string {
+	return uuid.NewSHA1(eventSpace, []byte(activityID)).String()
+}
+
+// record is one verified activity to store.
+type record struct {
+	activityID string
+	typ        string
+	actor      string
+	objectID   string
+	inbox      string
+	keyID      string
+	document   []byte
+	receivedAt time.Time
+}
+
+const sqlInsertActivity = `INSERT INTO inbox_activities
+	(activity_id, type, actor, object_id, inbox, key_id, event_id, document, received_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (activity_id) DO NOTHING`
+
+// recorder stores records with group commit: the writes of concurrent
+// requests share one transaction (one fsync). The first caller becomes the
+// leader and commits what has queued up; when its own record is done it
+// hands the lead to a waiting caller, so no caller works for others
+// indefinitely and no goroutine outlives its caller.
+type recorder struct {
+	db       *sqlite.DB
+	maxGroup int
+
+	mu      sync.Mutex
+	queue   []*recordOp
+	leading bool
+}
+
+type recordOp struct {
+	rec      record
+	dup      bool // the activity was already recorded
+	err      error
+	finished bool
+	promoted bool
+	wake     chan struct{}
+}
+
+// groupTimeout bounds the database work of one group.
+const groupTimeout = 30 * time.Second
+
+// store records rec and enqueues its event. It reports whether rec was a
+// duplicate of a recorded activity.
+func (c *recorder) store(ctx context.Context, rec record) (bool, error) {
+	op := &recordOp{rec: rec, wake: make(chan struct{}, 1)}
+	c.mu.Lock()
+	c.queue = append(c.queue, op)
+	if c.leading {
+		c.mu.Unlock()
+		<-op.wake
+		if !op.promoted {
+			return op.dup, op.err
+		}
+	} else {
+		c.leading = true
+		c.mu.Unlock()
+	}
+	// Leading: commit groups until op is done, then hand over the lead.
+	for {
+		c.mu.Lock()
+		if op.finished {
+			if len(c.queue) == 0 {
+				c.leading = false
+			} else {
+				next := c.queue[0]
+				next.promoted = true
+				next.wake <- struct{}{}
+			}
+			c.mu.Unlock()
+			return op.dup, op.err
+		}
+		n := min(len(c.queue), c.maxGroup)
+		group := c.queue[:n:n]
+		c.queue = append([]*recordOp(nil), c.queue[n:]...)
+		c.mu.Unlock()
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+		c.commit(gctx, group)
+		cancel()
+		for _, o := range group {
+			if o != op {
+				o.wake <- struct{}{}
+			}
+		}
+	}
+}
+
+// commit writes group in one transaction; when that fails, each record is
+// written alone so one bad record does not fail the others.
+func (c *recorder) commit(ctx context.Context, group []*recordOp) {
+	err := c.db.Tx(ctx, func(tx *sql.Tx) error { return insertRecords(ctx, tx, group) })
+	if err == nil || len(group) == 1 {
+		for _, o := range group {
+			o.err, o.finished = err, true
+		}
+		return
+	}
+	for _, o := range group {
+		o.err = c.db.Tx(ctx, func(tx *sql.Tx) error { return insertRecords(ctx, tx, []*recordOp{o}) })
+		o.finished = true
+	}
+}
+
+// insertRecords inserts the records of ops and the events of the new ones,
+// in tx. A record whose id is already stored is a duplicate: no event.
+func insertRecords(ctx context.Context, tx *sql.Tx, ops []*recordOp) error {
+	stmt, err := tx.PrepareContext(ctx, sqlInsertActivity)
+	if err != nil {
+		return fmt.Errorf("inbox: record: prepare: %w", err)
+	}
+	defer stmt.Close()
+	events := make([]outbox.Event, 0, len(ops))
+	for _, o := range ops {
+		r := o.rec
+		evID := EventID(r.activityID)
+		var object any
+		if r.objectID != "" {
+			object = r.objectID
+		}
+		res, err := stmt.ExecContext(ctx, r.activityID, r.typ, r.actor, object, r.inbox, r.keyID, evID,
+			string(r.document), r.receivedAt.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("inbox: record %s: %w", r.activityID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("inbox: record %s: %w", r.activityID, err)
+		}
+		o.dup = n == 0
+		if o.dup {
+			continue
+		}
+		payload, err := json.Marshal(Received{ActivityID: r.activityID})
+		if err != nil {
+			return fmt.Errorf("inbox: record %s: %w", r.activityID, err)
+		}
+		events = append(events, outbox.Event{ID: evID, Type: EventReceived, Payload: payload, OccurredAt: r.receivedAt})
+	}
+	return outbox.Enqueue(ctx, tx, events...)
+}

@@ -1,0 +1,282 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/store"
+)
+
+// Handler serves the inboxes: POST /users/{name}/inbox and POST /inbox. It
+// is safe for concurrent use.
+type Handler struct {
+	cfg  Config
+	log  *slog.Logger
+	st   *store.Store
+	uris store.URIs
+	keys *keyCache
+	rec  *recorder
+	life *lifeLimiter
+}
+
+// New returns a Handler for cfg.
+func New(cfg Config) (*Handler, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Handler{
+		cfg:  cfg,
+		log:  cfg.Logger,
+		st:   cfg.Store,
+		uris: store.NewURIs(cfg.BaseURL),
+		keys: newKeyCache(cfg.KeyCacheTTL, cfg.Now),
+		rec:  &recorder{db: cfg.DB, maxGroup: cfg.MaxBatch},
+		life: &lifeLimiter{every: cfg.SignOfLifeInterval, now: cfg.Now, last: map[string]time.Time{}},
+	}, nil
+}
+
+// Register mounts the inboxes on r: POST /users/{name}/inbox and POST
+// /inbox. Other methods on those paths are left to r (the server package
+// registers none).
+func (h *Handler) Register(r *mux.Router) {
+	r.HandleFunc("/users/{name}/inbox", func(w http.ResponseWriter, req *http.Request) {
+		h.serve(w, req, mux.Vars(req)["name"])
+	}).Methods(http.MethodPost)
+	r.HandleFunc("/inbox", func(w http.ResponseWriter, req *http.Request) {
+		h.serve(w, req, "")
+	}).Methods(http.MethodPost)
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) {
+	ctx := r.Context()
+	res, err := h.accept(ctx, w, r, name)
+	if err != nil {
+		status, result := classify(err)
+		h.cfg.Metrics.Request(result)
+		if status >= http.StatusInternalServerError && ctx.Err() != nil {
+			h.log.DebugContext(ctx, "inbox: request ended by its client", "inbox", inboxLabel(name), "err", err)
+			writeError(w, status, "request cancelled")
+			return
+		}
+		if status >= http.StatusInternalServerError {
+			h.log.ErrorContext(ctx, "inbox: cannot store an activity", "inbox", inboxLabel(name), "err", err)
+			writeError(w, status, "internal error")
+			return
+		}
+		h.log.DebugContext(ctx, "inbox: request refused", "inbox", inboxLabel(name), "status", status,
+			"result", result, "err", err)
+		writeError(w, status, err.Error())
+		return
+	}
+	h.cfg.Metrics.Request(res)
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func inboxLabel(name string) string {
+	if name == "" {
+		return "shared"
+	}
+	return name
+}
+
+// writeError answers status with {"error": msg}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	b, err := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	if err != nil {
+		b = []byte(`{"error":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// accept runs the acceptance path and returns the metrics result of an
+// accepted request (accepted, duplicate, or the dropped Delete).
+func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (string, error) {
+	if !activitypub.IsActivityPubContentType(r.Header.Get("Content-Type")) {
+		return "", ErrContentType
+	}
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return "", err
+	}
+	sig, err := activitypub.RequestSignature(r)
+	if err != nil {
+		return "", err
+	}
+	act, err := activitypub.ParseActivity(body)
+	if err != nil {
+		return "", err
+	}
+	if err := checkURLs(act); err != nil {
+		return "", err
+	}
+	var local *store.Actor
+	if name != "" {
+		if local, err = h.st.ActorByName(ctx, name); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return "", fmt.Errorf("%w: %s", ErrUnknownInbox, name)
+			}
+			return "", err
+		}
+	}
+	if err := h.checkDomains(ctx, sig.KeyID, act.Actor); err != nil {
+		return "", err
+	}
+	owner, err := h.authenticate(ctx, r, body, sig.KeyID, act)
+	if errors.Is(err, errDropDelete) {
+		h.signOfLife(ctx, sig.KeyID)
+		return resultDroppedDelete, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if owner != act.Actor {
+		return "", fmt.Errorf("%w: key %s is owned by %s, not %s", ErrActorMismatch, sig.KeyID, owner, act.Actor)
+	}
+	if err := checkOrigin(act); err != nil {
+		return "", err
+	}
+	if err := h.checkBlocked(ctx, local, act); err != nil {
+		return "", err
+	}
+	dup, err := h.rec.store(ctx, record{
+		activityID: act.ID, typ: act.Type, actor: act.Actor, objectID: act.ObjectID, inbox: name,
+		keyID: sig.KeyID, document: compact(body), receivedAt: h.cfg.Now().UTC(),
+	})
+	if err != nil {
+		return "", err
+	}
+	h.signOfLife(ctx, sig.KeyID)
+	if dup {
+		return metrics.InboxDuplicate, nil
+	}
+	return metrics.InboxAccepted, nil
+}
+
+// readBody reads the body, refusing more than MaxBody bytes.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > h.cfg.MaxBody {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, r.ContentLength, h.cfg.MaxBody)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, h.cfg.MaxBody)
+		}
+		return nil, fmt.Errorf("%w: reading the body: %v", activitypub.ErrMalformed, err)
+	}
+	return body, nil
+}
+
+// compact returns body without insignificant whitespace (it parsed as
+// JSON, so compacting cannot fail; if it does, body is kept as is).
+func compact(body []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, body); err != nil {
+		return body
+	}
+	return buf.Bytes()
+}
+
+// checkDomains refuses a sender whose key or actor is on a blocked domain.
+func (h *Handler) checkDomains(ctx context.Context, keyID, actor string) error {
+	hosts := []string{hostOf(keyID)}
+	if ah := hostOf(actor); ah != hosts[0] {
+		hosts = append(hosts, ah)
+	}
+	for _, host := range hosts {
+		blocked, err := h.st.IsDomainBlocked(ctx, host)
+		if err != nil {
+			return err
+		}
+		if blocked {
+			return fmt.Errorf("%w: %s", ErrDomainBlocked, host)
+		}
+	}
+	return nil
+}
+
+// checkBlocked refuses an activity from an actor that the local actor it
+// is for blocks: the owner of the personal inbox, the local actor it
+// follows or blocks, or the author of the local object it is about.
+func (h *Handler) checkBlocked(ctx context.Context, local *store.Actor, act *activitypub.Activity) error {
+	var ids []int64
+	if local != nil {
+		ids = append(ids, local.ID)
+	}
+	if target := act.ObjectID; target != "" && h.uris.IsLocal(target) {
+		if a, err := h.st.ActorByURI(ctx, target); err == nil {
+			ids = append(ids, a.ID)
+		} else if o, err := h.st.ObjectByURI(ctx, target); err == nil && o.Local() {
+			ids = append(ids, o.ActorID)
+		}
+	}
+	for _, id := range ids {
+		blocked, err := h.st.Blocks(ctx, id, act.Actor)
+		if err != nil {
+			return err
+		}
+		if blocked {
+			return fmt.Errorf("%w: %s", ErrActorBlocked, act.Actor)
+		}
+	}
+	return nil
+}
+
+// signOfLife reports the sender's host to Health, at most once per
+// SignOfLifeInterval per host.
+func (h *Handler) signOfLife(ctx context.Context, keyID string) {
+	if h.cfg.Health == nil {
+		return
+	}
+	host := hostOf(keyID)
+	if host == "" || !h.life.due(host) {
+		return
+	}
+	h.cfg.Health.SignOfLife(ctx, host)
+}
+
+// maxLifeHosts bounds the sign-of-life limiter's memory; when full it is
+// cleared, which only lets one more sign of life per host through.
+const maxLifeHosts = 10000
+
+// lifeLimiter lets one sign of life per host through per interval.
+type lifeLimiter struct {
+	every time.Duration
+	now   func() time.Time
+
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (l *lifeLimiter) due(host string) bool {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.last[host]; ok && now.Sub(t) < l.every && now.Sub(t) >= 0 {
+		return false
+	}
+	if len(l.last) >= maxLifeHosts {
+		clear(l.last)
+	}
+	l.last[host] = now
+	return true
+}

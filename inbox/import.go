@@ -1,0 +1,407 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/store"
+)
+
+// Importer imports recorded inbound activities: it is the outbox handler
+// HandlerImport of EventReceived events. It is safe for concurrent use.
+type Importer struct {
+	cfg Config
+	log *slog.Logger
+	st  *store.Store
+}
+
+// NewImporter returns an Importer for cfg; it uses DB, Store, Resolver,
+// Logger and Now.
+func NewImporter(cfg Config) (*Importer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Importer{cfg: cfg, log: cfg.Logger, st: cfg.Store}, nil
+}
+
+// Register registers the import handler on reg: HandlerImport for
+// EventReceived.
+func (im *Importer) Register(reg *outbox.Registry) {
+	reg.Handle(EventReceived, HandlerImport, im.Import)
+}
+
+// Outcomes of an import, recorded in inbox_activities.outcome. A refusal
+// records "refused: " and the reason.
+const (
+	OutcomeFollowed    = "followed"     // follower stored, Accept enqueued
+	OutcomePending     = "pending"      // follower stored, awaiting manual approval
+	OutcomeUnfollowed  = "unfollowed"   // an Undo of a Follow removed the follower
+	OutcomeUndone      = "undone"       // an Undo removed a reaction or a block
+	OutcomeAnswered    = "answered"     // an Accept or Reject changed a local follow
+	OutcomeStored      = "stored"       // a remote object was stored or updated
+	OutcomeStale       = "stale"        // an older version of a stored object: kept the newer
+	OutcomeDeleted     = "deleted"      // an object tombstoned
+	OutcomeActorGone   = "actor_gone"   // a deleted actor's follows and objects dropped
+	OutcomeCounted     = "counted"      // a Like or Announce of a local note recorded
+	OutcomeBlocked     = "blocked"      // a remote actor's Block of a local actor recorded
+	OutcomeActorUpdate = "actor_update" // an actor's Update of itself: its cached document refreshed
+	OutcomeNoMatch     = "no_match"     // nothing known that the activity could change
+	OutcomeIgnored     = "ignored"      // not about anything local, or not courier's business
+	OutcomeUnsupported = "unsupported"  // a type courier does not import; recorded and acknowledged
+)
+
+// objectTypes are the object types a Create or Update stores.
+var objectTypes = map[string]bool{
+	"Note": true, "Article": true, "Page": true, "Question": true, "ChatMessage": true,
+	"Event": true, "Image": true, "Video": true, "Audio": true,
+}
+
+// stored is a recorded activity as the importer reads it.
+type stored struct {
+	document   []byte
+	receivedAt time.Time
+	imported   bool
+}
+
+const (
+	sqlLoadActivity = `SELECT document, received_at, imported_at IS NOT NULL
+		FROM inbox_activities WHERE activity_id = ?`
+	sqlImported     = `SELECT imported_at IS NOT NULL FROM inbox_activities WHERE activity_id = ?`
+	sqlMarkImported = `UPDATE inbox_activities SET imported_at = ?, outcome = ?
+		WHERE activity_id = ? AND imported_at IS NULL`
+)
+
+// Import imports the activity an EventReceived event names. The effects and
+// the activity's imported mark are written in one transaction, and an
+// activity already marked is skipped, so an event that runs again (a
+// redelivery, a crash after the commit) never imports twice. Network work
+// (resolving a new follower's inbox) happens before that transaction.
+func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
+	var p Received
+	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.ActivityID == "" {
+		return outbox.Permanent(fmt.Errorf("inbox: import %s: bad payload", ev.ID))
+	}
+	var rec stored
+	var received int64
+	err := im.cfg.DB.Read.QueryRowContext(ctx, sqlLoadActivity, p.ActivityID).Scan(&rec.document, &received, &rec.imported)
+	if errors.Is(err, sql.ErrNoRows) {
+		im.log.InfoContext(ctx, "inbox: import of an activity no longer recorded", "event_id", ev.ID,
+			"activity_id", p.ActivityID)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inbox: import %s: load: %w", p.ActivityID, err)
+	}
+	if rec.imported {
+		return nil
+	}
+	rec.receivedAt = time.UnixMilli(received).UTC()
+	act, err := activitypub.ParseActivity(rec.document)
+	var pre prepared
+	if err == nil {
+		if pre, err = im.prepare(ctx, act); err != nil {
+			return fmt.Errorf("inbox: import %s: %w", p.ActivityID, err)
+		}
+	}
+	var outcome string
+	err = im.cfg.DB.Tx(ctx, func(tx *sql.Tx) error {
+		var done bool
+		if err := tx.QueryRowContext(ctx, sqlImported, p.ActivityID).Scan(&done); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if act == nil {
+			outcome = "refused: unparseable"
+		} else {
+			var err error
+			if outcome, err = im.apply(ctx, tx, ev.ID, rec, act, pre); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, sqlMarkImported, im.cfg.Now().UnixMilli(), outcome, p.ActivityID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("inbox: import %s: %w", p.ActivityID, err)
+	}
+	if outcome != "" {
+		im.log.DebugContext(ctx, "inbox: imported", "event_id", ev.ID, "activity_id", p.ActivityID,
+			"type", act.Type, "outcome", outcome)
+	}
+	return nil
+}
+
+// prepared is what an import needs from the network, fetched before its
+// transaction.
+type prepared struct {
+	// follower is the actor of a Follow of a local actor; nil when gone.
+	follower *activitypub.Actor
+}
+
+// refresher is the optional Resolver method an actor's Update uses.
+type refresher interface {
+	Refresh(ctx context.Context, id string) (*activitypub.Actor, error)
+}
+
+func (im *Importer) prepare(ctx context.Context, act *activitypub.Activity) (prepared, error) {
+	var pre prepared
+	switch {
+	case act.Type == "Follow":
+		if _, err := im.st.ActorByURI(ctx, act.ObjectID); err != nil {
+			return pre, nil // not a local actor: nothing to resolve
+		}
+		a, err := im.cfg.Resolver.Actor(ctx, act.Actor)
+		switch {
+		case err == nil:
+			pre.follower = a
+		case errors.Is(err, activitypub.ErrGone) || errors.Is(err, activitypub.ErrNotFound):
+		default:
+			return pre, fmt.Errorf("resolve follower %s: %w", act.Actor, err)
+		}
+	case act.Type == "Update" && act.Object != nil && act.Object.ID == act.Actor && actorTypes[act.Object.Type]:
+		if r, ok := im.cfg.Resolver.(refresher); ok {
+			if _, err := r.Refresh(ctx, act.Actor); err != nil {
+				im.log.InfoContext(ctx, "inbox: refresh of an updated actor failed", "actor", act.Actor, "err", err)
+			}
+		}
+	}
+	return pre, nil
+}
+
+// apply applies act in tx and returns its outcome. Only failures worth a
+// retry (the database) are returned as errors; what the store refuses is an
+// outcome.
+func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, rec stored, act *activitypub.Activity, pre prepared) (string, error) {
+	st := im.st
+	inner := act.Object
+	innerType := ""
+	if inner != nil {
+		innerType = inner.Type
+	}
+	switch act.Type {
+	case "Follow":
+		local, err := st.ActorByURITx(ctx, tx, act.ObjectID)
+		if err != nil {
+			return refusal(err, OutcomeIgnored)
+		}
+		if blocked, err := st.BlocksTx(ctx, tx, local.ID, act.Actor); err != nil || blocked {
+			return refusal(err, "refused: blocked")
+		}
+		if pre.follower == nil {
+			return OutcomeIgnored, nil
+		}
+		state := store.StateAccepted
+		if local.ManuallyApprovesFollowers {
+			state = store.StatePending
+		}
+		if _, err := st.AddFollowerTx(ctx, tx, store.Follower{
+			ActorID: local.ID, URI: act.Actor, Inbox: pre.follower.Inbox, SharedInbox: pre.follower.SharedInbox,
+			FollowActivityID: act.ID, State: state,
+		}); err != nil {
+			return refusal(err, "")
+		}
+		if state == store.StatePending {
+			return OutcomePending, nil
+		}
+		if _, _, err := st.EnqueueEventActivityTx(ctx, tx, AcceptEventID(eventID), rec.receivedAt, local, "Accept",
+			store.FollowObject(act.ID, act.Actor, local.URI), []string{act.Actor}, nil); err != nil {
+			return refusal(err, "")
+		}
+		return OutcomeFollowed, nil
+
+	case "Undo":
+		return im.undo(ctx, tx, act, inner, innerType)
+
+	case "Accept", "Reject":
+		if innerType != "" && innerType != "Follow" {
+			return OutcomeIgnored, nil
+		}
+		ref := store.FollowingRef{Target: act.Actor, FollowActivityID: act.ObjectID}
+		if inner != nil && inner.Actor != "" {
+			if _, err := st.ActorByURITx(ctx, tx, inner.Actor); err == nil {
+				ref.LocalActor = inner.Actor
+			}
+		}
+		if ref.FollowActivityID != "" && !st.URIs().IsLocal(ref.FollowActivityID) {
+			ref.FollowActivityID = "" // the peer's own id for our Follow: match by local actor
+		}
+		if ref.FollowActivityID == "" && ref.LocalActor == "" {
+			return OutcomeNoMatch, nil
+		}
+		state := store.StateAccepted
+		if act.Type == "Reject" {
+			state = store.StateRejected
+		}
+		n, err := st.SetFollowingStateTx(ctx, tx, ref, state)
+		if err != nil {
+			return refusal(err, "")
+		}
+		if n == 0 {
+			return OutcomeNoMatch, nil
+		}
+		return OutcomeAnswered, nil
+
+	case "Create", "Update":
+		if inner == nil {
+			return OutcomeUnsupported, nil // an object by reference would need a fetch
+		}
+		if actorTypes[innerType] {
+			return OutcomeActorUpdate, nil
+		}
+		if !objectTypes[innerType] {
+			return OutcomeUnsupported, nil
+		}
+		written, err := st.UpsertRemoteObjectTx(ctx, tx, store.RemoteObject{
+			URI: inner.ID, Type: innerType, AttributedTo: act.Actor, Content: inner.Content, Summary: inner.Summary,
+			InReplyTo: inner.InReplyTo, To: inner.To, CC: inner.Cc, Published: inner.Published,
+			Updated: inner.Updated, Document: inner.Raw,
+		})
+		if err != nil {
+			return refusal(err, "")
+		}
+		if !written {
+			return OutcomeStale, nil
+		}
+		return OutcomeStored, nil
+
+	case "Delete":
+		if isActorDelete(act) {
+			if _, err := st.DeleteActorContentTx(ctx, tx, act.Actor); err != nil {
+				return refusal(err, "")
+			}
+			return OutcomeActorGone, nil
+		}
+		changed, err := st.TombstoneTx(ctx, tx, act.ObjectID, act.Actor)
+		if err != nil {
+			return refusal(err, "")
+		}
+		if !changed {
+			return OutcomeNoMatch, nil
+		}
+		return OutcomeDeleted, nil
+
+	case "Like", "Announce":
+		o, err := st.ObjectByURITx(ctx, tx, act.ObjectID)
+		if err != nil {
+			return refusal(err, OutcomeIgnored)
+		}
+		if !o.Local() || o.Deleted() {
+			return OutcomeIgnored, nil
+		}
+		typ := store.ReactionLike
+		if act.Type == "Announce" {
+			typ = store.ReactionAnnounce
+		}
+		added, err := st.AddReactionTx(ctx, tx, store.Reaction{
+			ActivityURI: act.ID, Type: typ, ActorURI: act.Actor, ObjectURI: o.URI,
+		})
+		if err != nil {
+			return refusal(err, "")
+		}
+		if !added {
+			return OutcomeNoMatch, nil
+		}
+		return OutcomeCounted, nil
+
+	case "Block":
+		local, err := st.ActorByURITx(ctx, tx, act.ObjectID)
+		if err != nil {
+			return refusal(err, OutcomeIgnored)
+		}
+		if _, err := st.AddIncomingBlockTx(ctx, tx, local.ID, act.Actor, act.ID); err != nil {
+			return refusal(err, "")
+		}
+		return OutcomeBlocked, nil
+	}
+	return OutcomeUnsupported, nil
+}
+
+// undo applies an Undo whose embedded activity is inner (nil when the Undo
+// names it by id only).
+func (im *Importer) undo(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object, innerType string) (string, error) {
+	st := im.st
+	innerID := act.ObjectID
+	switch innerType {
+	case "Follow":
+		if local, err := st.ActorByURITx(ctx, tx, inner.ObjectID); err == nil {
+			removed, err := st.RemoveFollowerTx(ctx, tx, local.ID, act.Actor)
+			return removedOutcome(removed, err, OutcomeUnfollowed)
+		}
+		if innerID == "" {
+			return OutcomeNoMatch, nil
+		}
+		removed, err := st.RemoveFollowByActivityTx(ctx, tx, act.Actor, innerID)
+		return removedOutcome(removed, err, OutcomeUnfollowed)
+	case "Like", "Announce":
+		typ := store.ReactionLike
+		if innerType == "Announce" {
+			typ = store.ReactionAnnounce
+		}
+		removed, err := st.RemoveReactionTx(ctx, tx, store.Reaction{
+			ActivityURI: innerID, Type: typ, ActorURI: act.Actor, ObjectURI: inner.ObjectID,
+		})
+		return removedOutcome(removed, err, OutcomeUndone)
+	case "Block":
+		local, err := st.ActorByURITx(ctx, tx, inner.ObjectID)
+		if err != nil {
+			return refusal(err, OutcomeIgnored)
+		}
+		removed, err := st.RemoveIncomingBlockTx(ctx, tx, local.ID, act.Actor)
+		return removedOutcome(removed, err, OutcomeUndone)
+	case "":
+		// By id only: a reaction or a Follow of this actor with that id.
+		if innerID == "" {
+			return OutcomeNoMatch, nil
+		}
+		removed, err := st.RemoveReactionTx(ctx, tx, store.Reaction{ActivityURI: innerID, ActorURI: act.Actor})
+		if err != nil || removed {
+			return removedOutcome(removed, err, OutcomeUndone)
+		}
+		removed, err = st.RemoveFollowByActivityTx(ctx, tx, act.Actor, innerID)
+		return removedOutcome(removed, err, OutcomeUnfollowed)
+	}
+	return OutcomeUnsupported, nil
+}
+
+// AcceptEventID is the outbox event id of the Accept answering the Follow
+// imported by the inbound event eventID: outbox.ChildID(eventID, "accept").
+func AcceptEventID(eventID string) string { return outbox.ChildID(eventID, "accept") }
+
+func removedOutcome(removed bool, err error, outcome string) (string, error) {
+	if err != nil {
+		return refusal(err, "")
+	}
+	if !removed {
+		return OutcomeNoMatch, nil
+	}
+	return outcome, nil
+}
+
+// refusal turns a store error into an outcome: a database failure is
+// returned for a retry; anything the store refuses (not found, forbidden,
+// invalid) becomes notFound when given and the error is ENOTFOUND, else
+// "refused: " and the store's message. A nil err gives notFound.
+func refusal(err error, notFound string) (string, error) {
+	if err == nil {
+		return notFound, nil
+	}
+	switch store.ErrorCode(err) {
+	case store.EINTERNAL:
+		return "", err
+	case store.ENOTFOUND:
+		if notFound != "" {
+			return notFound, nil
+		}
+	}
+	return "refused: " + store.ErrorMessage(err), nil
+}

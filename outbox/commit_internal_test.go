@@ -1,0 +1,101 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/courier-ap/courier/migrations"
+	"github.com/courier-ap/courier/sqlite"
+)
+
+// A group of writes shares one transaction; when one write of the group
+// fails, the others still commit and only the failing caller gets an error.
+func TestCommitterIsolatesAFailingWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"), sqlite.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCommitter(db.Write, 64)
+	insert := func(id string) func(*stmts) error {
+		return func(s *stmts) error {
+			_, err := s.exec(sqlLedgerInsert, id, "h", 1)
+			return err
+		}
+	}
+	if err := c.do(ctx, insert("dup")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	entered, queued := make(chan struct{}), make(chan struct{})
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	// The first caller leads and holds its transaction until the others
+	// have queued, so they form one group behind it.
+	wg.Go(func() {
+		errs[0] = c.do(ctx, func(s *stmts) error {
+			close(entered)
+			<-queued
+			return insert("e0")(s)
+		})
+	})
+	<-entered
+	for i := 1; i < n; i++ {
+		id := fmt.Sprintf("e%d", i)
+		if i == 7 {
+			id = "dup" // violates the primary key
+		}
+		wg.Go(func() { errs[i] = c.do(ctx, insert(id)) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		k := len(c.queue)
+		c.mu.Unlock()
+		if k == n-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d callers queued", k)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(queued)
+	wg.Wait()
+	for i, err := range errs {
+		if (err != nil) != (i == 7) {
+			t.Errorf("caller %d: err = %v", i, err)
+		}
+	}
+	var rows int
+	if err := db.Read.QueryRow(`SELECT COUNT(*) FROM processed_events`).Scan(&rows); err != nil || rows != n {
+		t.Fatalf("ledger rows = %d (%v), want %d", rows, err, n)
+	}
+}
+
+func TestTokenClockIsStrictlyIncreasing(t *testing.T) {
+	t.Parallel()
+	var tc tokenClock
+	at := time.UnixMilli(1_700_000_000_000)
+	prev := int64(0)
+	for i := range 1000 {
+		now := at
+		if i%10 == 0 {
+			now = at.Add(-time.Second) // a clock that steps back
+		}
+		tok := tc.next(now)
+		if tok <= prev {
+			t.Fatalf("token %d after %d", tok, prev)
+		}
+		prev = tok
+	}
+}
