@@ -180,7 +180,9 @@ func TestListEventsByStatusTypeHostAndStuck(t *testing.T) {
 		t.Fatalf("claim: %v %d", err, len(claimed))
 	}
 	b.clock.Advance(lease + time.Second)
-	fresh, err := b.queue.Claim(b.ctx, 1, lease)
+	// A claim with a longer lease leaves the first claim alone (a stale
+	// claim would be taken back first) and takes the next pending row.
+	fresh, err := b.queue.Claim(b.ctx, 1, 2*lease)
 	if err != nil || len(fresh) != 1 {
 		t.Fatalf("claim: %v %d", err, len(fresh))
 	}
@@ -273,7 +275,7 @@ func TestListEventsPagesWithCursor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b.clock.Advance(2 * time.Minute)
+	b.clock.Advance(outbox.DefaultLease + time.Second)
 	for _, c := range []struct {
 		q    string
 		want []string
@@ -318,7 +320,7 @@ func TestListEventsOlderThan(t *testing.T) {
 	old := b.enqueue(events(3, "x", "a.example")...)
 	boundary := b.row(old[2].ID).CreatedAt
 	// The next rows must be enqueued in a later millisecond.
-	waitFor(t, "the next millisecond", func() bool { return time.Now().After(boundary) })
+	waitFor(t, "the next millisecond", func() bool { return time.Now().UnixMilli() > boundary.UnixMilli() })
 	young := b.enqueue(events(2, "x", "a.example")...)
 	d := b.clock.Now().Sub(boundary)
 	var l admin.EventList
@@ -468,10 +470,12 @@ func TestRetryFilteredSet(t *testing.T) {
 		}
 	}
 	fixed.Store(true)
+	res = admin.RetryResult{}
 	b.call("POST", "/admin/events/retry?type=a&host=x.example&limit=2", http.StatusOK, &res)
 	if res.Matched != 2 || res.Retried != 2 || res.NextCursor == "" {
 		t.Errorf("limited retry: %+v, want 2 retried and a cursor", res)
 	}
+	res = admin.RetryResult{}
 	b.call("POST", "/admin/events/retry?type=a&host=x.example&status=dead_lettered", http.StatusOK, &res)
 	if res.Matched != 1 || res.Retried != 1 || res.NextCursor != "" {
 		t.Errorf("rest: %+v, want 1", res)

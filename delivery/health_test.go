@@ -38,23 +38,24 @@ func (b *bundle) waitHost(host, want string) delivery.HostStatus {
 }
 
 // settledRows waits until n delivery rows exist and none is claimed or due
-// on the test clock, then returns them by inbox.
+// on the test clock, then returns them by inbox (the latest row of each).
 func (b *bundle) settledRows(n int) map[string]outbox.Row {
 	b.t.Helper()
 	var rows map[string]outbox.Row
 	deadline := time.Now().Add(14 * time.Second)
 	waitFor(b.t, "delivery rows to settle", func() bool {
-		rows = b.deliveryRows()
+		all := b.rows(delivery.EventPost)
 		if time.Now().After(deadline) {
-			for inbox, r := range rows {
-				b.t.Logf("%s: %s attempts %d next +%s err %q", inbox, r.Status, r.Attempts,
+			for _, r := range all {
+				b.t.Logf("%s: %s attempts %d next +%s err %q", r.Event.ID, r.Status, r.Attempts,
 					r.NextAttemptAt.Sub(b.clock.Now()), r.LastError)
 			}
 		}
-		if len(rows) != n {
+		if len(all) != n {
 			return false
 		}
-		for _, r := range rows {
+		rows = b.deliveryRows()
+		for _, r := range all {
 			if r.Status == outbox.StatusProcessing ||
 				(r.Status == outbox.StatusPending && !r.NextAttemptAt.After(b.clock.Now())) {
 				return false
@@ -119,9 +120,9 @@ func TestHostDownParksProbesAndRecovers(t *testing.T) {
 	if !st.NextProbeAt.Equal(st.UnavailableSince.Add(30 * time.Second)) {
 		t.Errorf("next probe %s, unavailable since %s", st.NextProbeAt, st.UnavailableSince)
 	}
-	// Whatever was deferred for a slot wakes up and parks: no POST, no
-	// attempt spent.
-	b.clock.Advance(6 * time.Second)
+	// Whatever was deferred for a slot or backing off wakes up and parks:
+	// no POST, no attempt spent.
+	b.clock.Advance(11 * time.Second)
 	rows = b.settledRows(4)
 	posts := down.count()
 	attempts := map[string]int{}
@@ -233,7 +234,7 @@ func TestDeadLetterAfterParkMaxAndReplay(t *testing.T) {
 
 	// Parked, then probed every 30 minutes, until the hour is over.
 	var row outbox.Row
-	for range 6 {
+	for range 12 {
 		b.clock.Advance(11 * time.Minute)
 		for _, r := range b.settledRows(1) {
 			row = r

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -194,7 +195,9 @@ type options struct {
 	keyTTL   time.Duration // inbox key cache TTL (default the package's)
 	actorTTL time.Duration // the resolver's actor cache TTL (default its own)
 	noWorker bool          // do not run a worker (the crash test runs its own)
-	logger   bool
+	// loopbackOnly makes key fetches dial only the remote server, whatever
+	// host a key id names (the fuzz target names arbitrary hosts).
+	loopbackOnly bool
 }
 
 func openDB(t testing.TB, path, syncMode string) *sqlite.DB {
@@ -227,8 +230,23 @@ func setup(t testing.TB, opts ...options) *testBundle {
 	b.st = store.New(b.db, b.base, nil)
 	b.remote = newRemote(t)
 
+	client := activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, Timeout: 10 * time.Second})
+	if o.loopbackOnly {
+		remoteAddr := b.remote.srv.Listener.Addr().String()
+		var d net.Dialer
+		client = &http.Client{
+			Timeout: 2 * time.Second,
+			Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if addr != remoteAddr {
+					return nil, fmt.Errorf("test: no route to %s", addr)
+				}
+				return d.DialContext(ctx, network, addr)
+			}},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
 	fetcher, err := activitypub.NewFetcher(activitypub.FetcherConfig{
-		Client: activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, Timeout: 10 * time.Second}),
+		Client: client,
 		Signer: activitypub.Signer{KeyID: b.base + "/users/instance#main-key", Key: key(t, keyInstance)},
 	})
 	if err != nil {
