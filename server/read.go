@@ -350,3 +350,19 @@ func (s *Server) activity(w http.ResponseWriter, r *http.Request) {
 	}
 	writeRawDoc(w, r, http.StatusOK, a.Document)
 }
+
+// instanceActor serves /actor, the server's own Application actor whose key
+// signs courier's fetches.
+func (s *Server) instanceActor(w http.ResponseWriter, r *http.Request) {
+	inst, err := s.st.InstanceActor(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	doc, err := s.st.InstanceDocument(inst)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeRawDoc(w, r, http.StatusOK, doc)
+}

@@ -96,6 +96,7 @@ func (s *Server) Register(r *mux.Router) {
 	r.HandleFunc("/.well-known/nodeinfo", s.nodeInfoLinks).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/nodeinfo/2.1", s.nodeInfo).Methods(http.MethodGet, http.MethodHead)
 
+	r.HandleFunc("/actor", s.instanceActor).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/users/{name}", s.actor).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/users/{name}/outbox", s.outbox).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/users/{name}/outbox", s.postOutbox).Methods(http.MethodPost)

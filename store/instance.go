@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"crypto/rsa"
+	"database/sql"
+	"fmt"
+
+	"github.com/courier-ap/courier/activitypub"
+)
+
+// Instance is the server's own actor ({base}/actor, type Application). It
+// never posts; courier signs its fetches of remote actors and keys with its
+// key, so a peer that requires signed GETs can verify them.
+type Instance struct {
+	ID            string
+	Key           *rsa.PrivateKey
+	PublicKeyPEM  string
+	PrivateKeyPEM string
+}
+
+// Signer is the key fetches are signed with.
+func (i *Instance) Signer() activitypub.Signer {
+	return activitypub.Signer{KeyID: activitypub.KeyID(i.ID), Key: i.Key}
+}
+
+// InstanceActor is the instance actor's id.
+func (u URIs) InstanceActor() string { return u.Base + "/actor" }
+
+// InstanceActor returns the instance actor, creating its key on first use.
+// The server and the worker may both call it at start-up: the insert is
+// conflict-ignored and both read back the one row that won.
+func (s *Store) InstanceActor(ctx context.Context) (*Instance, error) {
+	inst, err := s.readInstance(ctx)
+	if err == nil {
+		return inst, nil
+	}
+	if err != sql.ErrNoRows {
+		return nil, err
+	}
+	key, err := s.newKey()
+	if err != nil {
+		return nil, fmt.Errorf("store: instance key: %w", err)
+	}
+	priv, pub, err := encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO instance_actor (id, private_key_pem, public_key_pem, created_at)
+			VALUES (1, ?, ?, ?) ON CONFLICT (id) DO NOTHING`, priv, pub, ms(s.now()))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: save instance key: %w", err)
+	}
+	return s.readInstance(ctx)
+}
+
+func (s *Store) readInstance(ctx context.Context) (*Instance, error) {
+	var priv, pub string
+	err := s.db.Write.QueryRowContext(ctx, `SELECT private_key_pem, public_key_pem FROM instance_actor WHERE id = 1`).Scan(&priv, &pub)
+	if err != nil {
+		if err == sql.ErrNoRows {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store: read instance key: %w", err)
+	}
+	key, err := activitypub.ParsePrivateKeyPEM(priv)
+	if err != nil {
+		return nil, fmt.Errorf("store: instance key: %w", err)
+	}
+	return &Instance{ID: s.uris.InstanceActor(), Key: key, PublicKeyPEM: pub, PrivateKeyPEM: priv}, nil
+}
+
+// InstanceDocument is the instance actor's document.
+func (s *Store) InstanceDocument(i *Instance) ([]byte, error) {
+	u := s.uris
+	return activitypub.MarshalActorDocument(&activitypub.Actor{
+		ID:                        i.ID,
+		Type:                      "Application",
+		PreferredUsername:         u.Host(),
+		Name:                      u.Host(),
+		URL:                       u.Base + "/",
+		Inbox:                     i.ID + "/inbox",
+		Outbox:                    i.ID + "/outbox",
+		SharedInbox:               u.SharedInbox(),
+		ManuallyApprovesFollowers: true,
+		PublicKey:                 activitypub.PublicKey{ID: activitypub.KeyID(i.ID), Owner: i.ID, PublicKeyPem: i.PublicKeyPEM},
+	})
+}
