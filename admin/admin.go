@@ -123,6 +123,9 @@ func (c Config) validate() error {
 	return nil
 }
 
+// minTokenLen is the token length below which New warns.
+const minTokenLen = 24
+
 // API is the admin HTTP API. Create it with New and mount it with Register.
 type API struct {
 	cfg       Config
@@ -141,6 +144,10 @@ func New(cfg Config) (*API, error) {
 	a := &API{cfg: cfg, log: cfg.Logger, queue: cfg.Queue}
 	if cfg.Token != "" {
 		a.tokenHash = sha256.Sum256([]byte(cfg.Token))
+		if len(cfg.Token) < minTokenLen {
+			a.log.Warn("admin: the admin token is short; use a long random one (openssl rand -hex 32)",
+				"length", len(cfg.Token), "recommended", minTokenLen)
+		}
 	}
 	a.router = a.routes()
 	return a, nil
@@ -259,7 +266,7 @@ var Endpoints = []Endpoint{
 	{"POST", "/admin/events/{id}/replay", "replay the latest exhausted JetStream message of an event"},
 	{"GET", "/admin/jetstream/exhausted?event_id=&reason=&limit=&cursor=", "JetStream messages the consumer gave up on"},
 	{"POST", "/admin/jetstream/exhausted/{id}/replay", "replay one exhausted JetStream message"},
-	{"GET", "/admin/activities/{id}", "delivery status of one local activity, inbox by inbox"},
+	{"GET", "/admin/activities/{id}?limit=&cursor=", "delivery status of one local activity, inbox by inbox"},
 	{"GET", "/admin/hosts?cursor=&limit=", "remote hosts with their health and delivery counts"},
 	{"GET", "/admin/hosts/{host}", "one host's health and counts"},
 	{"POST", "/admin/hosts/{host}/pause", "stop delivering to a host (deliveries wait, spending no attempts)"},

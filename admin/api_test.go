@@ -240,7 +240,7 @@ func TestListEventsByStatusTypeHostAndStuck(t *testing.T) {
 
 	// Bad filters are refused, never silently widened.
 	for q, sub := range map[string]string{
-		"?status=stuk":         `status "stuk"`,
+		"?status=stuk":          `status "stuk"`,
 		"?older_than=yesterday": "older_than",
 		"?older_than=-1h":       "older_than",
 		"?limit=0":              "limit",

@@ -53,7 +53,8 @@ JetStream (bus nats):
                                          messages the consumer gave up on
   exhausted replay RECORD | exhausted replay --event EVENT_ID
 deliveries:
-  activity ID                            delivery of one local activity, inbox by inbox
+  activity ID|URL [--limit N] [--cursor C]
+                                         delivery of one local activity, inbox by inbox
   hosts [--limit N] [--cursor C]         remote hosts with health and counts
   hosts show HOST
   hosts pause HOST [--reason TEXT]       hold deliveries (no attempts spent)
@@ -224,7 +225,9 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	c.globalFlags(cfs)
 	check := func() error { return nil }
 	if cmd.flags != nil {
-		check = cmd.flags(cfs)
+		if fn := cmd.flags(cfs); fn != nil {
+			check = fn
+		}
 	}
 	pos, err := parseInterleaved(cfs, rest)
 	if err != nil {
@@ -496,11 +499,26 @@ func (c *cli) commands() map[string]map[string]command {
 				},
 			},
 		},
-		"activity": {"": {nargs: []int{1}, args: "ID", run: func(ctx context.Context, pos []string) error {
-			var out ActivityStatus
-			return c.get(ctx, "/admin/activities/"+esc(activityRef(pos[0])), nil, &out,
-				func(w io.Writer) { renderActivity(w, out) })
-		}}},
+		"activity": {"": {
+			flags: func(fs *flag.FlagSet) func() error {
+				fs.StringVar(&cursor, "cursor", "", "continue the inbox list")
+				limitFlag(fs)
+				return nil
+			},
+			nargs: []int{1}, args: "ID|URL [--limit N] [--cursor C]",
+			run: func(ctx context.Context, pos []string) error {
+				q := url.Values{}
+				setIf(q, "cursor", cursor)
+				if limit > 0 {
+					q.Set("limit", strconv.Itoa(limit))
+				}
+				id := activityRef(pos[0])
+				var out ActivityStatus
+				return c.get(ctx, "/admin/activities/"+esc(id), q, &out, func(w io.Writer) {
+					renderActivity(w, out, c.nextHint("activity "+id, q, out.NextCursor))
+				})
+			},
+		}},
 		"hosts": {
 			"": {
 				flags: func(fs *flag.FlagSet) func() error {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/outbox/natsbus"
 	"github.com/courier-ap/courier/store"
@@ -108,7 +109,8 @@ func classify(err error) (Code, string) {
 		return ae.Code, ae.Message
 	case errors.As(err, &mbe):
 		return ETOOLARGE, sprintf("request body over %d bytes", mbe.Limit)
-	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, natsbus.ErrNotFound):
+	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, natsbus.ErrNotFound),
+		errors.Is(err, delivery.ErrUnknownHost):
 		return ENOTFOUND, trimPrefix(err.Error())
 	case errors.Is(err, outbox.ErrState):
 		return ECONFLICT, trimPrefix(err.Error())
@@ -151,21 +153,22 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 			}
 		}
 	}
-	_ = writeJSON(w, Status(code), body)
+	if err := writeJSON(w, Status(code), body); err != nil {
+		log.ErrorContext(r.Context(), "admin: write error answer", "err", err)
+	}
 }
 
-// writeJSON writes v as indented JSON with status.
+// writeJSON writes v as indented JSON with status. A value that cannot be
+// encoded is returned as an error before anything is written.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		w.WriteHeader(http.StatusInternalServerError)
-		_, _ = w.Write([]byte(`{"error":"internal error","code":"internal"}` + "\n"))
-		return nil
+		return fmt.Errorf("admin: encode answer: %w", err)
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n')) // a client that went away is not the server's error
 	return nil
 }
 

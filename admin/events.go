@@ -23,7 +23,10 @@ const (
 // Listing bounds.
 const (
 	defaultLimit = 100
-	maxLimit     = 1000
+	// maxLimit bounds a page. It stays below the 1000 rows the packages
+	// behind the API return at most, so asking them for one more than a
+	// page tells whether another page follows.
+	maxLimit = 500
 	// pageSize is how many rows one outbox query returns while scanning.
 	pageSize = 500
 	// maxScan bounds the rows one request examines when a filter the outbox

@@ -85,7 +85,7 @@ func (l *logBuffer) records(msg string) []map[string]any {
 }
 
 type bundle struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	db    *sqlite.DB
 	st    *store.Store
@@ -97,7 +97,7 @@ type bundle struct {
 	srv   *httptest.Server
 }
 
-func openDB(t *testing.T) *sqlite.DB {
+func openDB(t testing.TB) *sqlite.DB {
 	t.Helper()
 	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Synchronous: "NORMAL"})
 	if err != nil {
@@ -112,7 +112,7 @@ func openDB(t *testing.T) *sqlite.DB {
 
 // setup opens a database and serves the admin API over it; opts adjust
 // the Config before New.
-func setup(t *testing.T, opts ...func(*bundle, *admin.Config)) *bundle {
+func setup(t testing.TB, opts ...func(*bundle, *admin.Config)) *bundle {
 	t.Helper()
 	b := &bundle{t: t, ctx: t.Context(), db: openDB(t), clock: newClock(), logs: &logBuffer{}}
 	b.st = store.New(b.db, "https://courier.example", b.clock.Now)
@@ -258,7 +258,7 @@ func (b *bundle) startWorker(reg *outbox.Registry, maxAttempts int) (stop func()
 }
 
 // waitFor polls cond every 5 ms for up to 20 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

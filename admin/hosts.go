@@ -77,10 +77,11 @@ type InboxStatus struct {
 	Host    string `json:"host"`
 	EventID string `json:"event_id,omitempty"`
 	// State is delivered, pending, parked, in_flight, failed or discarded.
-	State         string    `json:"state"`
-	Attempts      int       `json:"attempts"`
-	LastStatus    int       `json:"last_status,omitempty"`
-	LastOutcome   string    `json:"last_outcome,omitempty"`
+	State       string `json:"state"`
+	Attempts    int    `json:"attempts"`
+	LastStatus  int    `json:"last_status,omitempty"`
+	LastOutcome string `json:"last_outcome,omitempty"`
+	// LastError says why a delivery that has not succeeded failed last.
 	LastError     string    `json:"last_error,omitempty"`
 	LastAttemptAt time.Time `json:"last_attempt_at,omitzero"`
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
@@ -386,6 +387,10 @@ func (a *API) activityDeliveries(w http.ResponseWriter, r *http.Request) error {
 		}
 		if in.State == "" {
 			in.State = StatePending
+		}
+		if in.State == StateDelivered {
+			// An error of an earlier attempt explains nothing any more.
+			in.LastError, in.NextAttemptAt = "", time.Time{}
 		}
 		out.Summary[in.State]++
 		out.Inboxes = append(out.Inboxes, in)

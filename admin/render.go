@@ -219,7 +219,7 @@ func renderExhaustedRows(w io.Writer, list []Exhausted, indent string) {
 	_ = tw.Flush()
 }
 
-func renderActivity(w io.Writer, s ActivityStatus) {
+func renderActivity(w io.Writer, s ActivityStatus, hint string) {
 	tw := newTable(w)
 	row(tw, "activity", s.ActivityID)
 	row(tw, "type", cell(s.Type))
@@ -240,7 +240,7 @@ func renderActivity(w io.Writer, s ActivityStatus) {
 	for _, st := range states {
 		parts = append(parts, fmt.Sprintf("%s %d", st, s.Summary[st]))
 	}
-	fmt.Fprintf(w, "\n%d inboxes: %s\n", len(s.Inboxes), strings.Join(parts, ", "))
+	fmt.Fprintf(w, "\n%d inboxes on this page: %s\n", len(s.Inboxes), strings.Join(parts, ", "))
 	if len(s.Inboxes) == 0 {
 		return
 	}
@@ -256,6 +256,9 @@ func renderActivity(w io.Writer, s ActivityStatus) {
 			cell(in.LastError))
 	}
 	_ = tw.Flush()
+	if hint != "" {
+		fmt.Fprintln(w, hint)
+	}
 }
 
 func hostState(h Host) string {

@@ -208,8 +208,9 @@ type sender struct {
 	mu    sync.Mutex
 	rng   *rand.Rand
 	items []*inboundActivity
-	liked map[[2]string]bool // (remote actor, note) pairs already liked
-	dups  int                // duplicate sends after an ack
+	liked   map[[2]string]bool // (remote actor, note) pairs already liked
+	dups    int                // duplicate sends after an ack
+	refusal int                // 4xx answers, of which the first few are logged
 }
 
 func newSender(seed uint64, logger *slog.Logger) *sender {
@@ -298,7 +299,9 @@ func (s *sender) send(ctx context.Context, a *inboundActivity) {
 			return
 		}
 		a.refused = status
-		s.logger.Warn("inbound activity refused", "status", status, "type", a.typ, "activity_id", a.id)
+		if s.refusal++; s.refusal <= 5 {
+			s.logger.Warn("inbound activity refused", "status", status, "type", a.typ, "activity_id", a.id)
+		}
 	default:
 		a.next = time.Now().Add(250*time.Millisecond + time.Duration(s.rng.Int64N(int64(time.Second))))
 	}

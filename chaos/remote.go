@@ -208,6 +208,9 @@ type hostOptions struct {
 // newRemoteHost listens on a fresh loopback port and serves the host's
 // actors and inboxes until close.
 func newRemoteHost(o hostOptions) (*remoteHost, error) {
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("chaos: listen for host %s: %w", o.name, err)
@@ -256,7 +259,7 @@ func newRemoteHost(o hostOptions) (*remoteHost, error) {
 	h.srv = &http.Server{
 		Handler:           h.blackHoleGate(mux),
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(slog.DiscardHandler, slog.LevelError),
+		ErrorLog:          slog.NewLogLogger(o.logger.Handler(), slog.LevelWarn),
 	}
 	go func() { _ = h.srv.Serve(ln) }() // ends with close
 	return h, nil

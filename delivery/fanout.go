@@ -150,7 +150,7 @@ func isPublic(v string) bool {
 }
 
 // audience resolves the activity's to, cc, bto, bcc and audience to target
-// inboxes, sorted by inbox.
+// inboxes, interleaved by host.
 func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activitypub.Activity) ([]target, error) {
 	followers := s.uris.Followers(actor.Name)
 	byInbox := map[string]*target{}
@@ -203,12 +203,34 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 			}
 		}
 	}
-	out := make([]target, 0, len(byInbox))
+	return interleave(byInbox), nil
+}
+
+// interleave orders targets deterministically so that consecutive ones go
+// to different hosts (round-robin over the hosts, each host's inboxes in
+// order): the outbox claims deliveries in insertion order, and a run of one
+// host's deliveries would queue on its concurrency bound while the other
+// hosts wait.
+func interleave(byInbox map[string]*target) []target {
+	byHost := map[string][]target{}
 	for _, t := range byInbox {
-		out = append(out, *t)
+		byHost[t.host] = append(byHost[t.host], *t)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].inbox < out[j].inbox })
-	return out, nil
+	hosts := make([]string, 0, len(byHost))
+	for h, ts := range byHost {
+		hosts = append(hosts, h)
+		sort.Slice(ts, func(i, j int) bool { return ts[i].inbox < ts[j].inbox })
+	}
+	sort.Strings(hosts)
+	out := make([]target, 0, len(byInbox))
+	for round := 0; len(out) < len(byInbox); round++ {
+		for _, h := range hosts {
+			if ts := byHost[h]; round < len(ts) {
+				out = append(out, ts[round])
+			}
+		}
+	}
+	return out
 }
 
 // named resolves one named remote recipient and adds its inbox (its host's

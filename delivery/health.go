@@ -283,15 +283,15 @@ func (h *Health) admit(ctx context.Context, host string, ev outbox.Event, now ti
 	return admission{}, outbox.Defer(until, "host "+host+" unavailable; parked")
 }
 
-// slotLimit is how many concurrent POSTs host may have: one while it is
-// failing.
-func (h *Health) slotLimit(host string) int {
+// slotLimit returns how many concurrent POSTs host may have (one while it
+// is failing) and its consecutive failures.
+func (h *Health) slotLimit(host string) (limit, failures int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if e := h.hosts[host]; e != nil && e.State != HostHealthy {
-		return 1
+	if e := h.hosts[host]; e != nil && (e.State != HostHealthy || e.ConsecutiveFailures > 0) {
+		return 1, max(e.ConsecutiveFailures, 1)
 	}
-	return h.s.cfg.PerHostConcurrency
+	return h.s.cfg.PerHostConcurrency, 0
 }
 
 // observe updates host's health after a POST classified as d. It returns

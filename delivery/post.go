@@ -44,13 +44,24 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 		}
 		return err
 	}
-	release, ok := s.slots.acquire(ctx, host, s.health.slotLimit(host), s.cfg.SlotWait)
+	// A failing host gets one POST at a time; the others do not wait for
+	// its slot but come back after about the host's backoff, so a dead host
+	// costs neither workers nor database churn.
+	limit, failures := s.health.slotLimit(host)
+	slotWait := s.cfg.SlotWait
+	if failures > 0 {
+		slotWait = 0
+	}
+	release, ok := s.slots.acquire(ctx, host, limit, slotWait)
 	if !ok {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		jitter := time.Duration(rand.Int64N(int64(s.cfg.SlotDefer)/2 + 1))
-		return outbox.Defer(s.now().Add(s.cfg.SlotDefer/2+jitter), "host "+host+" busy: no free delivery slot")
+		delay := s.cfg.SlotDefer/2 + time.Duration(rand.Int64N(int64(s.cfg.SlotDefer)/2+1))
+		if failures > 0 {
+			delay = max(delay, outbox.Backoff(failures))
+		}
+		return outbox.Defer(s.now().Add(delay), "host "+host+" busy: no free delivery slot")
 	}
 	defer release()
 

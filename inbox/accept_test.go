@@ -2,9 +2,13 @@ package inbox_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +168,11 @@ func TestRejections(t *testing.T) {
 		{"actor that is no URL", func() *http.Request {
 			return b.request(t, "/inbox", mustJSON(t, activity(b.id("x"), "Like", "bob", alice.URI)), asBob)
 		}, 400, "bad_url"},
+		{"activity of a local actor", func() *http.Request {
+			id := b.base + "/activities/forged"
+			return b.request(t, "/inbox", mustJSON(t, activity(id, "Like", alice.URI, alice.URI)),
+				signer{keyID: alice.URI + "#main-key", key: key(t, keyStranger)})
+		}, 403, "origin_mismatch"},
 		{"unknown personal inbox", func() *http.Request {
 			return b.request(t, "/users/nobody/inbox", create(), asBob)
 		}, 404, "unknown_inbox"},
@@ -243,5 +252,46 @@ func TestSignOfLife(t *testing.T) {
 	}
 	if seen := b.health.seen(); len(seen) != 1 || seen[0] != "127.0.0.1" {
 		t.Fatalf("signs of life %v, want one for 127.0.0.1", seen)
+	}
+}
+
+// TestSignatureAlgorithms: the algorithm comes from the key, never from the
+// header: hs2019 and rsa-sha256 verify with an RSA key, and a header naming
+// an HMAC algorithm changes nothing (a public key is never used as an HMAC
+// secret).
+func TestSignatureAlgorithms(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.remote.add("bob", key(t, keyRemote))
+	bob := b.remote.actor("bob")
+	for _, alg := range []string{"rsa-sha256", "hs2019", "hmac-sha256", ""} {
+		r := b.request(t, "/inbox", mustJSON(t, activity(b.id("like"), "Like", bob, b.base+"/objects/x")), b.as(t, "bob"))
+		sig := r.Header.Get("Signature")
+		if !strings.Contains(sig, `algorithm="rsa-sha256"`) {
+			t.Fatalf("signer wrote %s", sig)
+		}
+		if alg == "" {
+			sig = strings.Replace(sig, `algorithm="rsa-sha256",`, "", 1)
+		} else {
+			sig = strings.Replace(sig, `algorithm="rsa-sha256"`, `algorithm="`+alg+`"`, 1)
+		}
+		r.Header.Set("Signature", sig)
+		if status, body := do(t, r); status != http.StatusAccepted {
+			t.Fatalf("algorithm %q: %d %s", alg, status, body)
+		}
+	}
+	// An HMAC "signature" made with the public key as the secret fails.
+	r := b.request(t, "/inbox", mustJSON(t, activity(b.id("like"), "Like", bob, b.base+"/objects/x")), b.as(t, "bob"))
+	pem, err := activitypub.EncodePublicKeyPEM(&key(t, keyRemote).PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hmac.New(sha256.New, []byte(pem))
+	mac.Write([]byte("forged"))
+	forged := regexp.MustCompile(`signature="[^"]*"`).ReplaceAllString(r.Header.Get("Signature"),
+		`signature="`+base64.StdEncoding.EncodeToString(mac.Sum(nil))+`"`)
+	r.Header.Set("Signature", strings.Replace(forged, `algorithm="rsa-sha256"`, `algorithm="hmac-sha256"`, 1))
+	if status, _ := do(t, r); status != http.StatusUnauthorized {
+		t.Fatalf("HMAC forgery: %d", status)
 	}
 }

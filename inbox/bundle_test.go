@@ -247,7 +247,7 @@ func setup(t testing.TB, opts ...options) *testBundle {
 	}
 	fetcher, err := activitypub.NewFetcher(activitypub.FetcherConfig{
 		Client: client,
-		Signer: activitypub.Signer{KeyID: b.base + "/users/instance#main-key", Key: key(t, keyInstance)},
+		Signer: activitypub.Signer{KeyID: b.base + "/actor#main-key", Key: key(t, keyInstance)},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,14 +7,15 @@
 // HTTP Signature must sign (request-target), host, date and digest, its
 // Digest must match the body and its Date lie within DateWindow. The key is
 // resolved from the signature's keyId through the Resolver (a fetch of the
-// actor or key document, signed by the Resolver's Fetcher with the identity
-// cmd gives it, which should be the instance's own actor), kept in a small
+// actor or key document, signed by the Resolver's Fetcher as the instance
+// actor, store.Instance.Signer: {base}/actor#main-key), kept in a small
 // in-memory cache in front of the Resolver's own, and refetched once when a
 // signature fails against a cached key (key rotation). The algorithm follows
 // from the key, never from the header. The activity's actor must own the
 // key; a Create or Update must carry an object of the actor's host
 // attributed to the actor, a Delete must delete something of the actor's
-// host, and the activity id itself must be on the actor's host. Senders on
+// host, and the activity id itself must be on the actor's host; an activity
+// claiming a local actor is refused before any fetch. Senders on
 // blocked domains, and actors blocked by the local actor an activity is for,
 // get 403. What cannot be verified gets 401, never 202, so that peers that
 // try an RFC 9421 signature first fall back to draft-cavage.
@@ -107,6 +108,13 @@ type Config struct {
 	// MaxBatch bounds how many accepted activities share one transaction
 	// (default 256).
 	MaxBatch int
+	// Retention is how long an imported activity stays recorded, which is
+	// how long a redelivery of it is recognised as a duplicate (default 30
+	// days, the ledger's retention). Importer.Run deletes older ones.
+	Retention time.Duration
+	// SweepInterval is how often Importer.Run applies Retention (default
+	// 1 h).
+	SweepInterval time.Duration
 	// Logger receives the logs (nil discards).
 	Logger *slog.Logger
 	// Metrics counts inbound requests by result (nil counts nothing).
@@ -124,6 +132,8 @@ const (
 	DefaultKeyCacheTTL        = 5 * time.Minute
 	DefaultSignOfLifeInterval = time.Minute
 	DefaultMaxBatch           = 256
+	DefaultRetention          = 30 * 24 * time.Hour
+	DefaultSweepInterval      = time.Hour
 )
 
 func (c Config) withDefaults() Config {
@@ -144,6 +154,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = DefaultSweepInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -170,6 +186,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("inbox: MaxBody must be at least 1 KiB, not %d", c.MaxBody)
 	case c.SignOfLifeInterval < 0:
 		return errors.New("inbox: SignOfLifeInterval must not be negative")
+	case c.Retention < time.Hour:
+		return fmt.Errorf("inbox: Retention must be at least 1h (the Date window is about that), not %s", c.Retention)
+	case c.SweepInterval < time.Second:
+		return fmt.Errorf("inbox: SweepInterval must be at least 1s, not %s", c.SweepInterval)
 	case c.MaxBatch < 1:
 		return fmt.Errorf("inbox: MaxBatch must be at least 1, not %d", c.MaxBatch)
 	}

@@ -185,7 +185,7 @@ func TestImportCrashHelper(t *testing.T) {
 	st := store.New(db, base, nil)
 	fetcher, err := activitypub.NewFetcher(activitypub.FetcherConfig{
 		Client: activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true}),
-		Signer: activitypub.Signer{KeyID: base + "/users/instance#main-key", Key: k},
+		Signer: activitypub.Signer{KeyID: base + "/actor#main-key", Key: k},
 	})
 	if err != nil {
 		t.Fatal(err)

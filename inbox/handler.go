@@ -29,6 +29,8 @@ type Handler struct {
 	keys *keyCache
 	rec  *recorder
 	life *lifeLimiter
+	// domains checks domain blocks with a statement prepared once.
+	domains *store.DomainBlockChecker
 }
 
 // New returns a Handler for cfg.
@@ -37,14 +39,19 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	domains, err := cfg.Store.NewDomainBlockChecker(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
 	return &Handler{
-		cfg:  cfg,
-		log:  cfg.Logger,
-		st:   cfg.Store,
-		uris: store.NewURIs(cfg.BaseURL),
-		keys: newKeyCache(cfg.KeyCacheTTL, cfg.Now),
-		rec:  &recorder{db: cfg.DB, maxGroup: cfg.MaxBatch},
-		life: &lifeLimiter{every: cfg.SignOfLifeInterval, now: cfg.Now, last: map[string]time.Time{}},
+		domains: domains,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		st:      cfg.Store,
+		uris:    store.NewURIs(cfg.BaseURL),
+		keys:    newKeyCache(cfg.KeyCacheTTL, cfg.Now),
+		rec:     &recorder{db: cfg.DB, maxGroup: cfg.MaxBatch},
+		life:    &lifeLimiter{every: cfg.SignOfLifeInterval, now: cfg.Now, last: map[string]time.Time{}},
 	}, nil
 }
 
@@ -127,6 +134,9 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err := checkURLs(act); err != nil {
 		return "", err
 	}
+	if h.uris.IsLocal(act.Actor) {
+		return "", fmt.Errorf("%w: %s is a local actor", ErrOrigin, act.Actor)
+	}
 	var local *store.Actor
 	if name != "" {
 		if local, err = h.st.ActorByName(ctx, name); err != nil {
@@ -203,7 +213,7 @@ func (h *Handler) checkDomains(ctx context.Context, keyID, actor string) error {
 		hosts = append(hosts, ah)
 	}
 	for _, host := range hosts {
-		blocked, err := h.st.IsDomainBlocked(ctx, host)
+		blocked, err := h.domains.IsDomainBlocked(ctx, host)
 		if err != nil {
 			return err
 		}

@@ -379,3 +379,30 @@ func eventByID(t *testing.T, b *testBundle, id string) outbox.Event {
 	ev.Payload, ev.OccurredAt = json.RawMessage(payload), time.UnixMilli(occurred)
 	return ev
 }
+
+// TestSweep deletes imported activities older than the retention and keeps
+// the rest.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorker: true})
+	b.remote.add("bob", key(t, keyRemote))
+	bob := b.remote.actor("bob")
+	old, fresh := b.id("like"), b.id("like")
+	b.mustPost(t, b.as(t, "bob"), activity(old, "Like", bob, b.base+"/objects/x"))
+	b.mustPost(t, b.as(t, "bob"), activity(fresh, "Like", bob, b.base+"/objects/x"))
+	if err := b.importer.Import(b.ctx, eventByID(t, b, inbox.EventID(old))); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(inbox.DefaultRetention + time.Hour)
+	im, err := inbox.NewImporter(inbox.Config{DB: b.db, Store: b.st, Resolver: b.resolver, Now: func() time.Time { return later }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := im.Sweep(b.ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("swept %d, %v; want 1", n, err)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM inbox_activities WHERE activity_id = ?`, fresh); n != 1 {
+		t.Fatal("the activity not yet imported was swept")
+	}
+}

@@ -447,6 +447,22 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
+// OldestPendingDue returns the due time of the pending row that has been due
+// the longest, and false when no pending row is due at now. Its age is how
+// far the worker is behind.
+func (q *Queue) OldestPendingDue(ctx context.Context, now time.Time) (time.Time, bool, error) {
+	var due sql.NullInt64
+	err := q.read.QueryRowContext(ctx, `SELECT MIN(next_attempt_at) FROM event_queue
+		WHERE status = 'pending' AND next_attempt_at <= ?`, now.UnixMilli()).Scan(&due)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("outbox: oldest pending: %w", err)
+	}
+	if !due.Valid {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMilli(due.Int64), true, nil
+}
+
 // SweepResult counts what Sweep deleted.
 type SweepResult struct {
 	Ledger int64 // processed_events rows

@@ -104,6 +104,9 @@ type Observer struct {
 	// Claimed is called by the db worker with the number of rows it claimed
 	// in one batch (including reclaimed ones).
 	Claimed func(n int)
+	// Alive is called by the db worker on every turn of its claim loop,
+	// busy or idle, so a liveness check can tell the loop still turns.
+	Alive func()
 }
 
 func (o *Observer) handled(typ, h, outcome string, d time.Duration) {

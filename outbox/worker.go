@@ -288,6 +288,9 @@ func (w *Worker) claimLoop(ctx context.Context, jobs chan<- *job, slots chan str
 	nextSweep := time.Now()
 	failures := 0
 	for ctx.Err() == nil {
+		if o := w.cfg.Observer; o != nil && o.Alive != nil {
+			o.Alive()
+		}
 		if w.cfg.SweepInterval > 0 && !time.Now().Before(nextSweep) {
 			nextSweep = time.Now().Add(w.cfg.SweepInterval)
 			if res, err := w.Sweep(ctx); err != nil {

@@ -496,3 +496,47 @@ func TestWorkerDefersToAClaimHeldElsewhere(t *testing.T) {
 		t.Fatalf("ledger = %+v", l)
 	}
 }
+
+func TestOldestPendingDue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := b.queue()
+	ctx := context.Background()
+	now := b.clock.Now()
+	if _, ok, err := q.OldestPendingDue(ctx, now); err != nil || ok {
+		t.Fatalf("empty outbox: ok=%v err=%v", ok, err)
+	}
+	later := now.Add(time.Hour)
+	b.enqueue(t, outbox.Event{Type: "a", NotBefore: later})
+	if _, ok, err := q.OldestPendingDue(ctx, now); err != nil || ok {
+		t.Fatalf("only a future row: ok=%v err=%v", ok, err)
+	}
+	b.enqueue(t, outbox.Event{Type: "b"}) // due at the real clock, an hour before the test clock
+	due, ok, err := q.OldestPendingDue(ctx, now)
+	if err != nil || !ok || !due.Before(now) {
+		t.Fatalf("due row: due=%v ok=%v err=%v", due, ok, err)
+	}
+	if got, ok, _ := q.OldestPendingDue(ctx, later.Add(time.Second)); !ok || !got.Equal(due) {
+		t.Fatalf("oldest at a later time = %v, want %v", got, due)
+	}
+}
+
+func TestWorkerReportsAliveWhileIdle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alive := make(chan struct{}, 100)
+	obs := &outbox.Observer{Alive: func() {
+		select {
+		case alive <- struct{}{}:
+		default:
+		}
+	}}
+	b.startWorker(t, outbox.WorkerConfig{Observer: obs, PollInterval: 5 * time.Millisecond})
+	for i := range 3 { // several turns with nothing to claim
+		select {
+		case <-alive:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no Alive call after %d turns", i)
+		}
+	}
+}

@@ -13,18 +13,36 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/delivery"
+	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/outbox/natsbus"
 	"github.com/courier-ap/courier/server"
 	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
 )
 
-// httpShutdownGrace bounds how long in-flight HTTP requests may finish.
-const httpShutdownGrace = 10 * time.Second
+const (
+	// httpShutdownGrace bounds how long in-flight HTTP requests may finish.
+	httpShutdownGrace = 10 * time.Second
+	// livenessMaxAge is how long the worker loop may go without a turn
+	// before /healthz fails; the loop turns at least every second when idle.
+	livenessMaxAge = 2 * time.Minute
+)
 
-// app is one courier process: the HTTP server, the worker, or both.
+// bus is the part of the worker that claims events: the db worker or the
+// JetStream bus.
+type bus interface {
+	Run(ctx context.Context) error
+	Notify()
+}
+
+// app is one courier process: the HTTP server, the worker, or both. A
+// worker-only process still serves /metrics, /healthz and /readyz on
+// --listen.
 type app struct {
 	cfg      Config
 	logger   *slog.Logger
@@ -33,20 +51,32 @@ type app struct {
 	reg      *prometheus.Registry
 	metrics  *metrics.Metrics
 	registry *outbox.Registry
+	queue    *outbox.Queue
 	beat     *metrics.Heartbeat
+	resolver *activitypub.Resolver
+	delivery *delivery.Service
 
-	listener net.Listener // set by serve
+	listener net.Listener
 	router   *mux.Router
-	worker   *outbox.Worker
+
+	bus      bus          // nil when this process runs no worker
+	nats     *natsbus.Bus // set with --bus nats
+	importer *inbox.Importer
 }
 
 // newApp opens and migrates the database and builds every component the
-// process runs. serveHTTP adds the HTTP server; cfg.Worker adds the worker.
-func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool) (*app, error) {
+// process runs. serveHTTP adds the ActivityPub surface, the inbox and the
+// admin API; cfg.Worker adds the worker.
+func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool) (_ *app, err error) {
 	db, err := openDB(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			db.Close()
+		}
+	}()
 	a := &app{
 		cfg:      cfg,
 		logger:   logger,
@@ -54,28 +84,78 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool
 		store:    store.New(db, cfg.base(), time.Now),
 		reg:      prometheus.NewRegistry(),
 		registry: outbox.NewRegistry(),
+		queue:    outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read}),
 		beat:     metrics.NewHeartbeat(nil),
 	}
 	a.metrics = metrics.New(a.reg, metrics.ReadBuildInfo(version))
+	a.metrics.WatchQueue(metrics.QueueFuncs{
+		Rows: func(ctx context.Context) (map[string]map[string]int64, error) {
+			st, err := a.queue.Stats(ctx)
+			return st, err
+		},
+		OldestDue: a.queue.OldestPendingDue,
+	})
+	if err := a.buildFederation(ctx); err != nil {
+		return nil, err
+	}
 	if cfg.Worker {
 		if err := a.buildWorker(); err != nil {
-			db.Close()
 			return nil, err
 		}
 	}
-	if serveHTTP {
-		if err := a.buildHTTP(); err != nil {
-			db.Close()
-			return nil, err
-		}
-		ln, err := net.Listen("tcp", cfg.Listen)
-		if err != nil {
-			db.Close()
-			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-		}
-		a.listener = ln
+	if err := a.buildHTTP(serveHTTP); err != nil {
+		return nil, err
 	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	a.listener = ln
 	return a, nil
+}
+
+// buildFederation builds what both the server and the worker need: the
+// guarded HTTP client, signed fetches as the instance actor, the remote
+// actor resolver and the delivery service (whose host health the inbox
+// feeds with signs of life and the admin API operates).
+func (a *app) buildFederation(ctx context.Context) error {
+	inst, err := a.store.InstanceActor(ctx)
+	if err != nil {
+		return err
+	}
+	client := activitypub.NewClient(activitypub.ClientOptions{
+		AllowPrivate: a.cfg.AllowPrivateAddresses,
+		UserAgent:    userAgent(a.cfg),
+	})
+	fetcher, err := activitypub.NewFetcher(activitypub.FetcherConfig{Client: client, Signer: inst.Signer(), Logger: a.logger})
+	if err != nil {
+		return err
+	}
+	a.resolver, err = activitypub.NewResolver(activitypub.ResolverConfig{Fetcher: fetcher, Store: a.store, Logger: a.logger})
+	if err != nil {
+		return err
+	}
+	a.delivery, err = delivery.New(delivery.Config{
+		DB:           a.db,
+		Store:        a.store,
+		Resolver:     a.resolver,
+		BaseURL:      a.cfg.base(),
+		AllowPrivate: a.cfg.AllowPrivateAddresses,
+		Version:      version,
+		UserAgent:    userAgent(a.cfg),
+		ParkMax:      a.cfg.ParkMax,
+		Logger:       a.logger,
+		Metrics:      a.metrics.Delivery(),
+	})
+	if err != nil {
+		return err
+	}
+	a.metrics.WatchHosts(a.delivery.Health())
+	return nil
+}
+
+func userAgent(cfg Config) string {
+	return fmt.Sprintf("courier/%s (+%s)", version, cfg.base())
 }
 
 func (a *app) buildWorker() error {
@@ -84,47 +164,114 @@ func (a *app) buildWorker() error {
 		Handled:       o.Handled,
 		LedgerClaimed: o.LedgerClaimed,
 		DeadLettered:  o.DeadLettered,
-		Claimed: func(n int) {
-			a.beat.Beat()
-			o.Claimed(n)
-		},
-		Settled: func(typ string, out outbox.Outcome) { o.Settled(typ, out.String()) },
+		Claimed:       o.Claimed,
+		Alive:         a.beat.Beat,
+		Settled:       func(typ string, out outbox.Outcome) { o.Settled(typ, out.String()) },
 	}
-	w, err := outbox.NewWorker(outbox.WorkerConfig{
-		DB:          a.db.Write,
-		Read:        a.db.Read,
-		Registry:    a.registry,
-		Concurrency: a.cfg.Concurrency,
-		MaxAttempts: a.cfg.MaxAttempts,
-		Logger:      a.logger,
-		Observer:    obs,
+	a.delivery.Register(a.registry)
+	im, err := inbox.NewImporter(inbox.Config{
+		DB:       a.db,
+		Store:    a.store,
+		Resolver: a.resolver,
+		Logger:   a.logger,
+		Metrics:  a.metrics.Inbox(),
 	})
 	if err != nil {
 		return err
 	}
-	a.worker = w
-	a.db.OnWrite(w.Notify)
+	im.Register(a.registry)
+	a.importer = im
+
+	if a.cfg.Bus == "nats" {
+		runner, err := outbox.NewRunner(outbox.RunnerConfig{
+			DB:          a.db.Write,
+			Registry:    a.registry,
+			MaxAttempts: a.cfg.MaxAttempts,
+			Logger:      a.logger,
+			Observer:    obs,
+		})
+		if err != nil {
+			return err
+		}
+		mode, err := natsbus.ParseMode(a.cfg.NATSMode)
+		if err != nil {
+			return err
+		}
+		nb, err := natsbus.New(natsbus.Config{
+			URL:         a.cfg.NATSURL,
+			Mode:        mode,
+			MaxAttempts: a.cfg.MaxAttempts,
+			DB:          a.db.Write,
+			Queue:       a.queue,
+			Runner:      runner,
+			Concurrency: a.cfg.Concurrency,
+			Beat:        a.beat.Beat,
+			Logger:      a.logger,
+			Registerer:  a.reg,
+		})
+		if err != nil {
+			return err
+		}
+		a.nats, a.bus = nb, nb
+	} else {
+		w, err := outbox.NewWorker(outbox.WorkerConfig{
+			DB:          a.db.Write,
+			Read:        a.db.Read,
+			Registry:    a.registry,
+			Concurrency: a.cfg.Concurrency,
+			MaxAttempts: a.cfg.MaxAttempts,
+			Logger:      a.logger,
+			Observer:    obs,
+		})
+		if err != nil {
+			return err
+		}
+		a.bus = w
+	}
+	// Wake the worker when this process commits events (a worker in the
+	// server process sees the server's writes at once; others poll).
+	a.db.OnWrite(a.bus.Notify)
 	return nil
 }
 
-func (a *app) buildHTTP() error {
-	srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version})
-	if err != nil {
-		return err
-	}
+// buildHTTP builds the router: operational endpoints always; with
+// serveHTTP the ActivityPub surface and the inbox too.
+func (a *app) buildHTTP(serveHTTP bool) error {
 	r := mux.NewRouter()
 	r.Handle("/metrics", metrics.Handler(a.reg)).Methods(http.MethodGet)
 	r.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/readyz", metrics.Health(a.readiness())).Methods(http.MethodGet, http.MethodHead)
-	srv.Register(r)
+	if serveHTTP {
+		srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version})
+		if err != nil {
+			return err
+		}
+		in, err := inbox.New(inbox.Config{
+			DB:         a.db,
+			Store:      a.store,
+			Resolver:   a.resolver,
+			DateWindow: a.cfg.DateWindow,
+			Logger:     a.logger,
+			Metrics:    a.metrics.Inbox(),
+			Health:     a.delivery.Health(),
+		})
+		if err != nil {
+			return err
+		}
+		in.Register(r)
+		if err := a.registerAdmin(r); err != nil {
+			return err
+		}
+		srv.Register(r)
+	}
 	a.router = r
 	return nil
 }
 
 func (a *app) liveness() map[string]metrics.Check {
 	checks := map[string]metrics.Check{}
-	if a.worker != nil {
-		checks["worker"] = a.beat.Check(2 * time.Minute)
+	if a.bus != nil {
+		checks["worker"] = a.beat.Check(livenessMaxAge)
 	}
 	return checks
 }
@@ -136,8 +283,11 @@ func (a *app) readiness() map[string]metrics.Check {
 			return err
 		},
 	}
-	if a.worker != nil {
-		checks["worker"] = a.beat.Check(2 * time.Minute)
+	if a.bus != nil {
+		checks["worker"] = a.beat.Check(livenessMaxAge)
+	}
+	if a.nats != nil {
+		checks["nats"] = func(context.Context) error { return a.nats.Ready() }
 	}
 	return checks
 }
@@ -150,37 +300,34 @@ func (a *app) Run(ctx context.Context) error {
 	workerCtx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorker()
 	g, gctx := errgroup.WithContext(ctx)
-	var hs *http.Server
-	if a.listener != nil {
-		hs = &http.Server{
-			Handler:           a.router,
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			WriteTimeout:      60 * time.Second,
-			IdleTimeout:       120 * time.Second,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
-		}
-		a.logger.Info("listening", "addr", a.listener.Addr().String(), "base_url", a.cfg.base())
-		g.Go(func() error {
-			if err := hs.Serve(a.listener); !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("http: %w", err)
-			}
-			return nil
-		})
+	hs := &http.Server{
+		Handler:           a.router,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
 	}
-	if a.worker != nil {
+	a.logger.Info("listening", "addr", a.listener.Addr().String(), "base_url", a.cfg.base())
+	g.Go(func() error {
+		if err := hs.Serve(a.listener); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	if a.bus != nil {
 		a.logger.Info("worker started", "bus", a.cfg.Bus, "concurrency", a.cfg.Concurrency)
-		g.Go(func() error { return a.worker.Run(workerCtx) })
+		g.Go(func() error { return a.bus.Run(workerCtx) })
+		g.Go(func() error { return a.delivery.Run(workerCtx) })
+		g.Go(func() error { return a.importer.Run(workerCtx) })
 	}
 	g.Go(func() error {
 		<-gctx.Done()
-		if hs != nil {
-			sctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
-			defer cancel()
-			if err := hs.Shutdown(sctx); err != nil {
-				a.logger.Warn("http shutdown", "err", err)
-			}
+		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil {
+			a.logger.Warn("http shutdown", "err", err)
 		}
 		stopWorker()
 		return nil

@@ -235,6 +235,7 @@ func (b *Bus) run(ctx context.Context, parts part) error {
 // fails here.
 func (b *Bus) connect() (*nats.Conn, error) {
 	log := b.log
+	var failedTries atomic.Int64
 	nc, err := nats.Connect(b.cfg.URL,
 		nats.Name(b.cfg.Name),
 		nats.MaxReconnects(-1),
@@ -246,11 +247,19 @@ func (b *Bus) connect() (*nats.Conn, error) {
 				log.Warn("nats disconnected; reconnecting", "err", err)
 			}
 		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			// One line on the first failed try and one per ten after.
+			if n := failedTries.Add(1); n == 1 || n%10 == 0 {
+				log.Warn("nats unreachable; still trying", "url", redactURL(b.cfg.URL), "failures", n, "err", err)
+			}
+		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
+			failedTries.Store(0)
 			log.Info("nats reconnected", "server", c.ConnectedUrlRedacted())
 			b.signalBack()
 		}),
 		nats.ConnectHandler(func(c *nats.Conn) {
+			failedTries.Store(0)
 			log.Info("nats connected", "server", c.ConnectedUrlRedacted())
 			b.signalBack()
 		}),

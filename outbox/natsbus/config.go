@@ -194,7 +194,8 @@ type Config struct {
 	// BatchSize is how many rows the relay claims at once.
 	// Default DefaultBatchSize.
 	BatchSize int
-	// MaxInFlight bounds unacknowledged asynchronous publishes.
+	// MaxInFlight bounds unacknowledged asynchronous publishes; it must
+	// hold three batches (one publishing, two waiting for acks).
 	// Default DefaultMaxInFlight.
 	MaxInFlight int
 	// PublishTimeout is how long the relay waits for a publish ack before
@@ -226,6 +227,11 @@ type Config struct {
 	// ReplayPoll is how often the worker looks for replays requested
 	// through Replay. Default DefaultReplayPoll.
 	ReplayPoll time.Duration
+
+	// Beat, when set, is called on every turn of the relay loop (at least
+	// every PauseMax while the relay runs), for a liveness check. It must
+	// not block.
+	Beat func()
 
 	// Logger receives the bus's logs. Nil discards.
 	Logger *slog.Logger
@@ -318,8 +324,9 @@ func (c Config) validate() error {
 	if c.PauseMax < c.PauseMin {
 		return fmt.Errorf("natsbus: config: pause max %s below pause min %s", c.PauseMax, c.PauseMin)
 	}
-	if c.BatchSize > c.MaxInFlight {
-		return fmt.Errorf("natsbus: config: batch size %d above max in flight %d", c.BatchSize, c.MaxInFlight)
+	if n := (relayPipeline + 1) * c.BatchSize; n > c.MaxInFlight {
+		return fmt.Errorf("natsbus: config: max in flight %d below the %d publishes the relay keeps going (%d batches of %d)",
+			c.MaxInFlight, n, relayPipeline+1, c.BatchSize)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package natsbus
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -165,14 +166,17 @@ func TestUnreachableAtStartupThenReady(t *testing.T) {
 	db := newDB(t)
 	br := &broker{t: t, dir: t.TempDir(), port: port}
 	t.Cleanup(br.stop)
-	bus := mustNew(t, fastConfig(br.url(), db, nil, nil))
+	logs := &logBuffer{}
+	bus := mustNew(t, fastConfig(br.url(), db, nil, logs))
 	if err := bus.Ready(); err == nil {
 		t.Fatal("ready before Run")
 	}
 	runBus(t, bus, (*Bus).RunRelay)
-	time.Sleep(300 * time.Millisecond)
-	if err := bus.Ready(); err == nil {
-		t.Fatal("ready without a server")
+	waitFor(t, 10*time.Second, "the unreachable server logged", func() bool {
+		return len(logs.records("nats unreachable; still trying")) > 0
+	})
+	if err := bus.Ready(); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Ready without a server = %v, want ErrNotReady", err)
 	}
 	br.start()
 	waitReady(t, bus)

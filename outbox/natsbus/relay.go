@@ -79,6 +79,9 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 		if ctx.Err() != nil {
 			return nil
 		}
+		if b.cfg.Beat != nil {
+			b.cfg.Beat()
+		}
 		if d := relaySt.remaining(); d > 0 {
 			if !b.sleep(ctx, d) {
 				return nil
@@ -161,12 +164,14 @@ func (b *Bus) settleBatch(ctx context.Context, st *relayState, bt *batch) {
 	var done, retry []outbox.Row
 	var dead []outbox.Settlement
 	var lastErr error
-	deadline := time.NewTimer(time.Until(bt.sent.Add(b.cfg.PublishTimeout + time.Second)))
-	defer deadline.Stop()
+	// One deadline for the whole batch; once it passed, acks not yet in
+	// are unknown outcomes.
+	wctx, wcancel := context.WithDeadline(context.Background(), bt.sent.Add(b.cfg.PublishTimeout+time.Second))
+	defer wcancel()
 	for i, r := range bt.rows {
 		err := bt.errs[i]
 		if err == nil && bt.futs != nil {
-			err = waitAck(bt.futs[i], deadline.C)
+			err = waitAck(wctx, bt.futs[i])
 		}
 		if err == nil && bt.futs == nil {
 			err = bt.flushErr
@@ -227,13 +232,20 @@ func (b *Bus) settleBatch(ctx context.Context, st *relayState, bt *batch) {
 
 // waitAck waits for one publish ack. A duplicate ack counts as acknowledged:
 // the broker already holds the message.
-func waitAck(f jetstream.PubAckFuture, deadline <-chan time.Time) error {
+func waitAck(ctx context.Context, f jetstream.PubAckFuture) error {
+	select { // an answer already in wins over a passed deadline
+	case <-f.Ok():
+		return nil
+	case err := <-f.Err():
+		return err
+	default:
+	}
 	select {
 	case <-f.Ok():
 		return nil
 	case err := <-f.Err():
 		return err
-	case <-deadline:
+	case <-ctx.Done():
 		return jetstream.ErrAsyncPublishTimeout
 	}
 }

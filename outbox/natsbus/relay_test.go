@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,9 +26,13 @@ func testRelaySameEventTwiceLandsOnce(t *testing.T, newBroker brokerFunc) {
 	br := newBroker(t)
 	db := newDB(t)
 	_, js := br.js(t)
-	bus := mustNew(t, fastConfig(br.url(), db, nil, nil))
+	cfg := fastConfig(br.url(), db, nil, nil)
+	var beats atomic.Int64
+	cfg.Beat = func() { beats.Add(1) }
+	bus := mustNew(t, cfg)
 	stop := runBus(t, bus, (*Bus).RunRelay)
 	waitReady(t, bus)
+	waitFor(t, 5*time.Second, "relay beats while idle", func() bool { return beats.Load() >= 3 })
 
 	evs := enqueue(t, db, testEvents(3, "delivery.post")...)
 	waitFor(t, 10*time.Second, "rows done", func() bool {

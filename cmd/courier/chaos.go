@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/courier-ap/courier/chaos"
+)
+
+const chaosUsage = `usage: courier chaos [--bus db|nats] [--duration 60s] [flags]
+
+Runs courier (server and worker as separate processes of this binary) on a
+fresh database on loopback, with simulated remote servers, a steady stream of
+local writes and inbound activities, and kills and restarts along the way;
+then prints one line of figures and exits 0 only when nothing was lost,
+nothing arrived under two ids, nothing was imported twice and every dead
+letter belongs to the black-holed host.`
+
+// chaosCommand runs `courier chaos`: see chaosUsage and chaos.Run.
+func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	cfg := chaos.Config{Bus: getenv("EVENT_BUS_BACKEND")}
+	if cfg.Bus == "" {
+		cfg.Bus = "db"
+	}
+	fs := flag.NewFlagSet("courier chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, chaosUsage)
+		fmt.Fprintln(stderr, "\nflags:")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.Bus, "bus", cfg.Bus, "event bus: db or nats (env EVENT_BUS_BACKEND)")
+	fs.DurationVar(&cfg.Duration, "duration", chaos.DefaultDuration, "length of the write phase")
+	fs.DurationVar(&cfg.SetupTimeout, "setup-timeout", chaos.DefaultSetupTimeout, "bound of start-up and the follow handshake")
+	fs.DurationVar(&cfg.SettleTimeout, "settle-timeout", chaos.DefaultSettleTimeout, "bound of the wait for courier to settle after the write phase")
+	fs.DurationVar(&cfg.Deadline, "deadline", 0, "hard limit of the whole run (default setup-timeout + duration + settle-timeout + 30s)")
+	seed := fs.String("seed", "", "seed of the run's random choices (default: from the clock; printed in the result)")
+	fs.Float64Var(&cfg.WriteRate, "rate", chaos.DefaultWriteRate, "notes local actors post per second")
+	fs.Float64Var(&cfg.InboundRate, "inbound-rate", chaos.DefaultInboundRate, "activities remote actors send per second")
+	fs.IntVar(&cfg.LocalActors, "local-actors", chaos.DefaultLocalActors, "local actors created")
+	fs.IntVar(&cfg.ActorsPerHost, "actors-per-host", chaos.DefaultActorsPerHost, "actors of each simulated remote host")
+	fs.DurationVar(&cfg.WorkerKillEvery, "worker-kill-every", chaos.DefaultWorkerKillEvery, "mean time between SIGKILLs of the worker")
+	fs.DurationVar(&cfg.ServerRestartEvery, "server-restart-every", chaos.DefaultServerRestartEvery, "mean time between server restarts (SIGKILL, sometimes SIGTERM)")
+	fs.DurationVar(&cfg.BrokerOutageEvery, "broker-outage-every", chaos.DefaultBrokerOutageEvery, "mean time between broker outages (bus nats)")
+	fs.DurationVar(&cfg.BrokerOutageMax, "broker-outage-max", chaos.DefaultBrokerOutageMax, "longest broker outage")
+	fs.DurationVar(&cfg.ParkMax, "park-max", chaos.DefaultParkMax, "courier's --park-max during the run")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "courier's --max-attempts during the run (default: courier's own)")
+	fs.StringVar(&cfg.Dir, "dir", "", "run directory (default: a temporary one, removed after a passing run)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run directory after a passing run")
+	quiet := fs.Bool("quiet", false, "print only the result, not the run's progress")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return &exitError{code: 2, err: errReported}
+	}
+	if fs.NArg() > 0 {
+		return usageError("chaos: unexpected argument %q", fs.Arg(0))
+	}
+	if *seed != "" {
+		n, err := strconv.ParseUint(*seed, 10, 64)
+		if err != nil || n == 0 {
+			return usageError("chaos: invalid --seed %q: want a positive whole number", *seed)
+		}
+		cfg.Seed = n
+	}
+	level := slog.LevelInfo
+	if *quiet {
+		level = slog.LevelError
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	start := time.Now()
+	rep, err := chaos.Run(ctx, cfg)
+	if rep != nil {
+		fmt.Fprintln(stdout, rep.Line())
+	}
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("chaos: after %s: %w", time.Since(start).Round(time.Second), err)}
+	}
+	if err := rep.Failure(); err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("chaos: %w", err)}
+	}
+	return nil
+}

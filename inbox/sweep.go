@@ -1,0 +1,50 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// Sweep deletes the recorded activities imported more than Retention ago
+// and returns how many it deleted. A redelivery of a deleted one would be
+// recorded and imported again; imports are upserts, and the Date window
+// keeps old signed requests from being replayed.
+func (im *Importer) Sweep(ctx context.Context) (int, error) {
+	cutoff := im.cfg.Now().Add(-im.cfg.Retention).UnixMilli()
+	var n int64
+	err := im.cfg.DB.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM inbox_activities WHERE imported_at IS NOT NULL AND imported_at < ?`, cutoff)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("inbox: sweep: %w", err)
+	}
+	return int(n), nil
+}
+
+// Run applies Retention every SweepInterval until ctx ends, then returns
+// nil. A failed sweep is logged and tried again at the next interval.
+func (im *Importer) Run(ctx context.Context) error {
+	t := time.NewTicker(im.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		n, err := im.Sweep(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			im.log.WarnContext(ctx, "inbox: retention sweep failed", "err", err)
+		case n > 0:
+			im.log.InfoContext(ctx, "inbox: retention sweep", "deleted", n)
+		}
+	}
+}

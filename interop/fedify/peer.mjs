@@ -1,0 +1,436 @@
+// An independent ActivityPub peer built on Fedify, for courier's
+// interoperability test (interop/interop_test.go).
+//
+// It serves one actor, "peer", on http://127.0.0.1:<port> (port 0 by default:
+// the kernel picks one). Everything it receives goes through Fedify: inbox
+// listeners fire only for activities whose signatures Fedify verified. On top
+// of that, every inbound inbox POST is checked once more with Fedify's own
+// verifyRequest, to report which key signed it.
+//
+// The driving test talks to it in two ways:
+//
+//   - stdout carries one JSON object per line: {"event":"ready","origin":...}
+//     once listening, {"event":"delivery",...} for each inbox POST (the
+//     signature's key id, whether it verified, Fedify's answer) and
+//     {"event":"received",...} for each activity an inbox listener took.
+//   - POST /_control/{lookup,follow,create,like} with
+//     "Authorization: Bearer $PEER_CONTROL_TOKEN" makes the peer look up an
+//     object or send a signed activity; the answer is JSON ({"error":...} on
+//     failure, with Fedify's message, which includes the remote status).
+//
+// Fedify's own log goes to stderr. The process exits when stdin closes (its
+// parent ended) or on SIGTERM/SIGINT.
+//
+// Environment: PEER_CONTROL_TOKEN (required), PEER_PORT (default 0),
+// PEER_LOG_LEVEL (Fedify's log level, default "warning"), and
+// NODE_EXTRA_CA_CERTS to trust a test CA for https lookups.
+
+import { AsyncLocalStorage } from "node:async_hooks";
+import { createServer } from "node:http";
+import { randomUUID, timingSafeEqual } from "node:crypto";
+import { configure } from "@logtape/logtape";
+import {
+  Accept,
+  Announce,
+  Create,
+  Delete,
+  Endpoints,
+  Follow,
+  Like,
+  MemoryKvStore,
+  Mention,
+  Note,
+  Person,
+  PUBLIC_COLLECTION,
+  Reject,
+  Undo,
+  Update,
+  createFederation,
+  generateCryptoKeyPair,
+  isActor,
+} from "@fedify/fedify";
+import { verifyRequest } from "@fedify/fedify/sig";
+import { Temporal } from "@js-temporal/polyfill";
+
+const IDENTIFIER = "peer";
+const MAX_BODY = 1 << 20; // bytes accepted in one request
+const CONTROL_PREFIX = "/_control/";
+
+const token = process.env.PEER_CONTROL_TOKEN ?? "";
+if (token.length < 16) {
+  process.stderr.write("peer: PEER_CONTROL_TOKEN must be set (16 characters or more)\n");
+  process.exit(2);
+}
+const port = Number.parseInt(process.env.PEER_PORT ?? "0", 10);
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  process.stderr.write("peer: PEER_PORT must be a port number\n");
+  process.exit(2);
+}
+
+// emit writes one event line to stdout.
+function emit(event) {
+  process.stdout.write(JSON.stringify(event) + "\n");
+}
+
+// Fedify logs through LogTape; its records go to stderr, one line each.
+await configure({
+  contextLocalStorage: new AsyncLocalStorage(),
+  sinks: {
+    stderr(record) {
+      const msg = record.message
+        .map((part, i) => (i % 2 === 0 ? part : render(part)))
+        .join("");
+      process.stderr.write(
+        `${new Date(record.timestamp).toISOString()} ${record.level} ` +
+          `${record.category.join(".")}: ${msg.slice(0, 4000)}\n`,
+      );
+    },
+  },
+  loggers: [
+    { category: "fedify", sinks: ["stderr"], lowestLevel: process.env.PEER_LOG_LEVEL ?? "warning" },
+    { category: ["logtape", "meta"], sinks: ["stderr"], lowestLevel: "warning" },
+  ],
+});
+
+function render(v) {
+  if (typeof v === "string") return v;
+  if (v instanceof Error) return `${v.name}: ${v.message}`;
+  try {
+    return JSON.stringify(v);
+  } catch {
+    return String(v);
+  }
+}
+
+// The actor's keys: RSA for HTTP Signatures (and Linked Data Signatures),
+// Ed25519 for Object Integrity Proofs, as Fedify's own tutorial sets up.
+const keyPairs = [
+  await generateCryptoKeyPair("RSASSA-PKCS1-v1_5"),
+  await generateCryptoKeyPair("Ed25519"),
+];
+
+// Notes the peer's actor wrote, by their local id, served at /notes/{id}.
+const notes = new Map();
+
+const server = createServer();
+await new Promise((resolve, reject) => {
+  server.once("error", reject);
+  server.listen(port, "127.0.0.1", resolve);
+});
+const origin = `http://127.0.0.1:${server.address().port}`;
+
+const federation = createFederation({
+  kv: new MemoryKvStore(),
+  origin,
+  // Loopback peers only: this process never runs anywhere else.
+  allowPrivateAddress: true,
+});
+
+federation
+  .setActorDispatcher("/users/{identifier}", async (ctx, identifier) => {
+    if (identifier !== IDENTIFIER) return null;
+    const keys = await ctx.getActorKeyPairs(identifier);
+    return new Person({
+      id: ctx.getActorUri(identifier),
+      preferredUsername: identifier,
+      name: "Fedify peer",
+      summary: "An independent ActivityPub implementation courier is tested against.",
+      url: ctx.getActorUri(identifier),
+      inbox: ctx.getInboxUri(identifier),
+      endpoints: new Endpoints({ sharedInbox: ctx.getInboxUri() }),
+      followers: ctx.getFollowersUri(identifier),
+      publicKey: keys[0].cryptographicKey,
+      assertionMethods: keys.map((k) => k.multikey),
+    });
+  })
+  .mapHandle((_ctx, username) => (username === IDENTIFIER ? IDENTIFIER : null))
+  .setKeyPairsDispatcher((_ctx, identifier) => (identifier === IDENTIFIER ? keyPairs : []));
+
+federation.setFollowersDispatcher("/users/{identifier}/followers", (_ctx, identifier) =>
+  identifier === IDENTIFIER ? { items: [] } : null,
+);
+
+federation.setObjectDispatcher(Note, "/notes/{id}", (_ctx, values) => notes.get(values.id) ?? null);
+
+// describe reduces an object to what the test checks.
+function describe(obj) {
+  if (obj == null) return null;
+  const out = { id: obj.id?.href ?? null, type: typeName(obj) };
+  if ("content" in obj && obj.content != null) out.content = String(obj.content);
+  if ("attributionId" in obj) out.attributedTo = obj.attributionId?.href ?? null;
+  if ("toIds" in obj) out.to = obj.toIds.map((u) => u.href);
+  if ("ccIds" in obj) out.cc = obj.ccIds.map((u) => u.href);
+  if ("actorId" in obj) out.actor = obj.actorId?.href ?? null;
+  if ("objectId" in obj) out.object = obj.objectId?.href ?? null;
+  if ("published" in obj && obj.published != null) out.published = obj.published.toString();
+  if ("updated" in obj && obj.updated != null) out.updated = obj.updated.toString();
+  return out;
+}
+
+function typeName(obj) {
+  const t = obj.constructor?.typeId?.href ?? "";
+  return t.replace("https://www.w3.org/ns/activitystreams#", "");
+}
+
+// received reports an activity an inbox listener took, with its object as
+// Fedify resolved it (embedded, or fetched when given by id).
+async function received(ctx, activity) {
+  let object = null;
+  let objectError;
+  if (activity.objectId != null) {
+    try {
+      object = describe(await activity.getObject({ documentLoader: ctx.documentLoader }));
+    } catch (e) {
+      objectError = String(e);
+    }
+  }
+  emit({
+    event: "received",
+    recipient: ctx.recipient,
+    type: typeName(activity),
+    id: activity.id?.href ?? null,
+    actor: activity.actorId?.href ?? null,
+    to: activity.toIds.map((u) => u.href),
+    cc: activity.ccIds.map((u) => u.href),
+    objectId: activity.objectId?.href ?? null,
+    object,
+    ...(objectError ? { objectError } : {}),
+  });
+}
+
+federation
+  .setInboxListeners("/users/{identifier}/inbox", "/inbox")
+  .on(Accept, received)
+  .on(Reject, received)
+  .on(Create, received)
+  .on(Update, received)
+  .on(Delete, received)
+  .on(Follow, received)
+  .on(Like, received)
+  .on(Announce, received)
+  .on(Undo, received)
+  .onError((_ctx, error) => emit({ event: "inbox_error", error: String(error) }));
+
+// inboxPaths are the paths whose POSTs are reported as deliveries.
+const personalInbox = `/users/${IDENTIFIER}/inbox`;
+function isInbox(path) {
+  return path === "/inbox" || path === personalInbox;
+}
+
+// --- Control endpoint -------------------------------------------------------
+
+function json(status, value) {
+  return new Response(JSON.stringify(value), {
+    status,
+    headers: { "Content-Type": "application/json" },
+  });
+}
+
+function authorized(request) {
+  const got = Buffer.from(request.headers.get("authorization") ?? "");
+  const want = Buffer.from(`Bearer ${token}`);
+  return got.length === want.length && timingSafeEqual(got, want);
+}
+
+async function lookupActor(ctx, target) {
+  const obj = await ctx.lookupObject(target);
+  if (obj == null) throw new Error(`lookup of ${target} found nothing`);
+  if (!isActor(obj)) throw new Error(`${target} is a ${typeName(obj)}, not an actor`);
+  return obj;
+}
+
+const controls = {
+  // lookup {target}: an actor URL or handle, resolved as Fedify does.
+  async lookup(ctx, req) {
+    const obj = await ctx.lookupObject(req.target);
+    if (obj == null) return json(404, { error: `lookup of ${req.target} found nothing` });
+    const key = isActor(obj) ? await obj.getPublicKey() : null;
+    return json(200, {
+      ...describe(obj),
+      preferredUsername: isActor(obj) ? (obj.preferredUsername?.toString() ?? null) : null,
+      inbox: isActor(obj) ? (obj.inboxId?.href ?? null) : null,
+      sharedInbox: isActor(obj) ? (obj.endpoints?.sharedInbox?.href ?? null) : null,
+      publicKey: key == null ? null : { id: key.id?.href ?? null, owner: key.ownerId?.href ?? null },
+    });
+  },
+
+  // follow {target}: the peer's actor follows the actor target.
+  async follow(ctx, req) {
+    const target = await lookupActor(ctx, req.target);
+    const actor = ctx.getActorUri(IDENTIFIER);
+    const follow = new Follow({
+      id: new URL(`#follows/${randomUUID()}`, actor),
+      actor,
+      object: target.id,
+      to: target.id,
+    });
+    await ctx.sendActivity({ identifier: IDENTIFIER }, target, follow);
+    return json(200, { id: follow.id.href });
+  },
+
+  // create {target, content}: a public note mentioning target, sent to it.
+  async create(ctx, req) {
+    const target = await lookupActor(ctx, req.target);
+    const actor = ctx.getActorUri(IDENTIFIER);
+    const local = randomUUID();
+    const published = Temporal.Now.instant().round({ smallestUnit: "second" });
+    const note = new Note({
+      id: ctx.getObjectUri(Note, { id: local }),
+      attributedTo: actor,
+      content: req.content,
+      to: PUBLIC_COLLECTION,
+      ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
+      tags: [new Mention({ href: target.id, name: `@${target.preferredUsername}@${target.id.host}` })],
+      published,
+    });
+    notes.set(local, note);
+    const create = new Create({
+      id: new URL("#activity", note.id),
+      actor,
+      object: note,
+      to: PUBLIC_COLLECTION,
+      ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
+      published,
+    });
+    await ctx.sendActivity({ identifier: IDENTIFIER }, target, create);
+    return json(200, { id: create.id.href, object: note.id.href });
+  },
+
+  // like {target, object}: a Like of object, sent to target (its author).
+  // The activity has no id of its own: Fedify assigns one, as it does for
+  // most applications built on it.
+  async like(ctx, req) {
+    const target = await lookupActor(ctx, req.target);
+    const like = new Like({
+      actor: ctx.getActorUri(IDENTIFIER),
+      object: new URL(req.object),
+      to: target.id,
+    });
+    await ctx.sendActivity({ identifier: IDENTIFIER }, target, like);
+    return json(200, { object: req.object });
+  },
+};
+
+async function control(request, name) {
+  if (!authorized(request)) return json(401, { error: "bad control token" });
+  const fn = Object.hasOwn(controls, name) ? controls[name] : null;
+  if (request.method !== "POST" || fn == null) return json(404, { error: `no control ${name}` });
+  let req;
+  try {
+    req = await request.json();
+  } catch (e) {
+    return json(400, { error: `body is not JSON: ${e}` });
+  }
+  try {
+    return await fn(federation.createContext(new URL(origin), undefined), req);
+  } catch (e) {
+    return json(502, { error: String(e?.message ?? e) });
+  }
+}
+
+// --- HTTP -------------------------------------------------------------------
+
+// toRequest turns a Node request into a fetch Request, keeping every header
+// as sent (Host included: the signature covers it).
+async function toRequest(req) {
+  const headers = new Headers();
+  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+    headers.append(req.rawHeaders[i], req.rawHeaders[i + 1]);
+  }
+  let body;
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    const chunks = [];
+    let size = 0;
+    for await (const chunk of req) {
+      size += chunk.length;
+      if (size > MAX_BODY) throw Object.assign(new Error("body too large"), { status: 413 });
+      chunks.push(chunk);
+    }
+    body = Buffer.concat(chunks);
+  }
+  return new Request(new URL(req.url, origin), { method: req.method, headers, body });
+}
+
+// checkSignature verifies an inbox POST with Fedify's verifyRequest and
+// returns what it found, for the delivery report.
+async function checkSignature(request) {
+  const ctx = federation.createContext(new URL(origin), undefined);
+  const sig = request.headers.get("signature") ?? "";
+  const keyId = /keyId="([^"]*)"/.exec(sig)?.[1] ?? null;
+  const headers = /headers="([^"]*)"/.exec(sig)?.[1] ?? null;
+  const algorithm = /algorithm="([^"]*)"/.exec(sig)?.[1] ?? null;
+  let key = null;
+  let error;
+  try {
+    key = await verifyRequest(request.clone(), {
+      documentLoader: ctx.documentLoader,
+      contextLoader: ctx.contextLoader,
+    });
+  } catch (e) {
+    error = String(e);
+  }
+  let activity = {};
+  try {
+    const doc = await request.clone().json();
+    activity = { id: doc.id ?? null, type: doc.type ?? null, actor: doc.actor ?? null };
+  } catch {
+    // Fedify answers the malformed body itself.
+  }
+  return {
+    keyId,
+    algorithm,
+    signedHeaders: headers,
+    contentType: request.headers.get("content-type"),
+    verified: key != null,
+    verifiedKey: key?.id?.href ?? null,
+    keyOwner: key?.ownerId?.href ?? null,
+    ...(error ? { error } : {}),
+    activity,
+  };
+}
+
+async function handle(req, res) {
+  let response;
+  try {
+    const request = await toRequest(req);
+    const path = new URL(request.url).pathname;
+    if (path.startsWith(CONTROL_PREFIX)) {
+      response = await control(request, path.slice(CONTROL_PREFIX.length));
+    } else if (request.method === "POST" && isInbox(path)) {
+      const check = await checkSignature(request);
+      response = await federation.fetch(request, { contextData: undefined });
+      emit({ event: "delivery", path, status: response.status, ...check });
+    } else {
+      response = await federation.fetch(request, { contextData: undefined });
+    }
+  } catch (e) {
+    response = new Response(String(e?.message ?? e), { status: e?.status ?? 500 });
+  }
+  res.statusCode = response.status;
+  response.headers.forEach((value, name) => res.setHeader(name, value));
+  res.end(Buffer.from(await response.arrayBuffer()));
+}
+
+server.on("request", (req, res) => {
+  handle(req, res).catch((e) => {
+    process.stderr.write(`peer: request: ${e}\n`);
+    if (!res.headersSent) res.statusCode = 500;
+    res.end();
+  });
+});
+
+let closing = false;
+function shutdown() {
+  if (closing) return;
+  closing = true;
+  server.close(() => process.exit(0));
+  server.closeAllConnections();
+  setTimeout(() => process.exit(0), 2000).unref();
+}
+process.on("SIGTERM", shutdown);
+process.on("SIGINT", shutdown);
+process.stdin.on("end", shutdown);
+process.stdin.on("error", shutdown);
+process.stdin.resume();
+
+emit({ event: "ready", origin, actor: new URL(`/users/${IDENTIFIER}`, origin).href });

@@ -1,0 +1,653 @@
+// Package interop runs courier, as its users run it (the courier binary,
+// its HTTP surface and its SQLite file), against an independent ActivityPub
+// implementation: a peer built on Fedify (interop/fedify) and run with the
+// machine's Node.js.
+//
+// The test is skipped unless interop/fedify/node_modules exists (after
+// `npm ci` in interop/fedify) or COURIER_INTEROP is set; with COURIER_INTEROP
+// set, anything missing (node, the installed modules) fails it instead, so a
+// CI that means to run it cannot pass by skipping it.
+//
+// Nothing here imports a package of courier's: the test sees courier only
+// from outside.
+package interop
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite" // read-only look into courier's database
+)
+
+const (
+	// peerDir holds the Fedify peer and its package files.
+	peerDir = "fedify"
+	// envRequire makes a missing prerequisite a failure instead of a skip.
+	envRequire = "COURIER_INTEROP"
+	// envBinary names a prebuilt courier binary to use instead of building one.
+	envBinary = "COURIER_BIN"
+
+	// stepTimeout bounds every wait for something to arrive or change.
+	stepTimeout = 30 * time.Second
+	// startTimeout bounds the start of courier and of the peer.
+	startTimeout = 60 * time.Second
+	// stopGrace is how long a process may take to stop after SIGTERM.
+	stopGrace = 10 * time.Second
+	// maxLogLines bounds the lines kept of each process's output.
+	maxLogLines = 400
+	// maxLine bounds one line of process output.
+	maxLine = 256 << 10
+)
+
+// required reports whether COURIER_INTEROP asks for the test to run.
+func required() bool {
+	switch strings.ToLower(os.Getenv(envRequire)) {
+	case "", "0", "false", "no":
+		return false
+	}
+	return true
+}
+
+// prerequisites skips the test when the peer is not installed and running
+// it is not required, and fails it when something it needs is missing and
+// it is required. It returns the node executable.
+func prerequisites(t *testing.T) string {
+	t.Helper()
+	must := required()
+	_, err := os.Stat(filepath.Join(peerDir, "node_modules"))
+	installed := err == nil
+	if !must && !installed {
+		t.Skipf("skipped: the Fedify peer is not installed; run (cd interop/%s && npm ci --no-audit --no-fund), or set %s=1 to require it",
+			peerDir, envRequire)
+	}
+	if !must && testing.Short() {
+		t.Skip("skipped in -short mode; set " + envRequire + "=1 to run it")
+	}
+	var missing []string
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing = append(missing, "node is not on PATH")
+	}
+	if _, err := os.Stat(filepath.Join(peerDir, "node_modules", "@fedify", "fedify", "package.json")); err != nil {
+		missing = append(missing, fmt.Sprintf("@fedify/fedify is not installed: run (cd interop/%s && npm ci --no-audit --no-fund)", peerDir))
+	}
+	if len(missing) > 0 {
+		t.Fatalf("the interoperability test cannot run: %s", strings.Join(missing, "; "))
+	}
+	return node
+}
+
+// courierBinary returns the courier binary to run: $COURIER_BIN, or one
+// built from this module into a temporary directory (with -race when this
+// test binary has it).
+func courierBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv(envBinary); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("%s: %v", envBinary, err)
+		}
+		return bin
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found above interop/: %v", err)
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("building courier: the go command is not on PATH (or set %s): %v", envBinary, err)
+	}
+	bin := filepath.Join(t.TempDir(), "courier")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "./cmd/courier")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gobin, args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
+// cleanEnv is the environment of the child processes: this process's,
+// without courier's own settings, so that none leaks in from the shell.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "COURIER_") || strings.HasPrefix(name, "EVENT_") ||
+			strings.HasPrefix(name, "NATS_") || strings.HasPrefix(name, "PEER_") ||
+			name == "NODE_EXTRA_CA_CERTS" || name == "NODE_OPTIONS" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+// lineLog keeps the last lines a process wrote, for the failure report.
+type lineLog struct {
+	name string
+
+	mu    sync.Mutex
+	lines []string
+	drops int
+}
+
+func (l *lineLog) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == maxLogLines {
+		copy(l.lines, l.lines[1:])
+		l.lines = l.lines[:maxLogLines-1]
+		l.drops++
+	}
+	l.lines = append(l.lines, line)
+}
+
+func (l *lineLog) snapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+// dump logs the kept lines to t.
+func (l *lineLog) dump(t *testing.T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.drops > 0 {
+		t.Logf("--- %s (last %d lines; %d earlier lines not kept)", l.name, len(l.lines), l.drops)
+	} else {
+		t.Logf("--- %s (%d lines)", l.name, len(l.lines))
+	}
+	for _, s := range l.lines {
+		t.Log(s)
+	}
+}
+
+// lineWriter calls fn for each complete line written to it. A line longer
+// than maxLine is cut.
+type lineWriter struct {
+	fn  func(string)
+	buf []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			room := maxLine - len(w.buf)
+			if room > 0 {
+				w.buf = append(w.buf, p[:min(room, len(p))]...)
+			}
+			break
+		}
+		room := maxLine - len(w.buf)
+		if room > 0 {
+			w.buf = append(w.buf, p[:min(room, i)]...)
+		}
+		w.fn(string(w.buf))
+		w.buf = w.buf[:0]
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// process starts cmd with stdout and stderr going to onStdout and onStderr
+// line by line, and stops it when the test ends: SIGTERM, then SIGKILL
+// after stopGrace. The returned channel is closed when it has exited.
+func process(t *testing.T, cmd *exec.Cmd, onStdout, onStderr func(string)) <-chan struct{} {
+	t.Helper()
+	cmd.Stdout = &lineWriter{fn: onStdout}
+	cmd.Stderr = &lineWriter{fn: onStderr}
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = stopGrace
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", filepath.Base(cmd.Path), err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the exit status is judged by the test through exited
+		close(exited)
+	}()
+	return exited
+}
+
+// courier is a running courier server behind an https reverse proxy, which
+// is its public origin (its --base-url).
+type courier struct {
+	bin     string
+	db      string
+	origin  string // https://127.0.0.1:port, the proxy
+	proxy   *httptest.Server
+	client  *http.Client // trusts the proxy's certificate
+	caFile  string       // the proxy's certificate, PEM
+	log     *lineLog
+	exited  <-chan struct{}
+	target  atomic.Pointer[url.URL]
+	readers sync.Once
+	ro      *sql.DB
+}
+
+// startCourier starts the TLS proxy and, behind it, `courier serve` on a
+// fresh database in dir, and waits until it listens.
+func startCourier(t *testing.T, ctx context.Context, bin, dir string) *courier {
+	t.Helper()
+	c := &courier{bin: bin, db: filepath.Join(dir, "courier.db"), log: &lineLog{name: "courier"}}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(c.target.Load())
+			// Keep the Host the peer signed; courier's ids use it anyway.
+			r.Out.Host = r.In.Host
+			r.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "courier is not reachable: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	c.proxy = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.target.Load() == nil {
+			http.Error(w, "courier is starting", http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	c.proxy.StartTLS()
+	t.Cleanup(c.proxy.Close)
+	c.origin = c.proxy.URL
+	c.client = c.proxy.Client()
+	c.client.Timeout = stepTimeout
+	c.caFile = filepath.Join(dir, "proxy-ca.pem")
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.proxy.Certificate().Raw})
+	if err := os.WriteFile(c.caFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	listening := make(chan string, 1)
+	cmd := exec.CommandContext(ctx, bin, "serve",
+		"--db", c.db,
+		"--listen", "127.0.0.1:0",
+		"--base-url", c.origin,
+		"--allow-private-addresses",
+		"--log-level", "debug",
+	)
+	cmd.Env = cleanEnv()
+	cmd.Dir = dir
+	onLine := func(line string) {
+		c.log.add(line)
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" && rec.Addr != "" {
+			select {
+			case listening <- rec.Addr:
+			default:
+			}
+		}
+	}
+	c.exited = process(t, cmd, onLine, onLine)
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.log.dump(t)
+		}
+	})
+	select {
+	case addr := <-listening:
+		c.target.Store(&url.URL{Scheme: "http", Host: addr})
+	case <-c.exited:
+		c.log.dump(t)
+		t.Fatal("courier exited before it listened")
+	case <-time.After(startTimeout):
+		t.Fatalf("courier did not listen within %s", startTimeout)
+	}
+	return c
+}
+
+// createActor runs `courier actor create NAME --json` and returns the
+// actor's id and outbox token.
+func (c *courier) createActor(t *testing.T, ctx context.Context, name string) (id, token string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, "actor", "create", name, "--json",
+		"--db", c.db, "--base-url", c.origin)
+	cmd.Env = cleanEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("courier actor create %s: %v\n%s", name, err, stderr.Bytes())
+	}
+	var res struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || res.ID == "" || res.Token == "" {
+		t.Fatalf("courier actor create %s printed %q: %v", name, out, err)
+	}
+	return res.ID, res.Token
+}
+
+// database opens courier's SQLite file read-only (WAL readers do not block
+// its writer).
+func (c *courier) database(t *testing.T) *sql.DB {
+	t.Helper()
+	c.readers.Do(func() {
+		u := url.URL{Scheme: "file", OmitHost: true, Path: c.db,
+			RawQuery: "mode=ro&_pragma=busy_timeout(5000)&_pragma=query_only(1)"}
+		db, err := sql.Open("sqlite", u.String())
+		if err != nil {
+			t.Fatalf("open courier's database read-only: %v", err)
+		}
+		db.SetMaxOpenConns(1)
+		c.ro = db
+		t.Cleanup(func() { _ = db.Close() })
+	})
+	return c.ro
+}
+
+// raceReports returns the lines where a -race courier reported a data race.
+func (c *courier) raceReports() []string {
+	var out []string
+	for _, l := range c.log.snapshot() {
+		if strings.Contains(l, "WARNING: DATA RACE") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// errorLogs returns courier's log records at error level.
+func (c *courier) errorLogs() []string {
+	var out []string
+	for _, l := range c.log.snapshot() {
+		var rec struct {
+			Level string `json:"level"`
+		}
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Level == "ERROR" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// do sends an HTTP request to courier through its public origin. body, if
+// not nil, is sent as application/activity+json.
+func (c *courier) do(ctx context.Context, method, path, token string, body any) (*http.Response, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	u := path
+	if !strings.HasPrefix(path, "https://") {
+		u = c.origin + path
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Accept", "application/activity+json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/activity+json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp, b, err
+}
+
+// peerEvent is one line the peer writes on stdout.
+type peerEvent struct {
+	Event  string `json:"event"`
+	Origin string `json:"origin"`
+	Actor  string `json:"actor"`
+
+	// "received": an activity an inbox listener took (verified by Fedify).
+	Recipient   *string     `json:"recipient"`
+	Type        string      `json:"type"`
+	ID          string      `json:"id"`
+	To          []string    `json:"to"`
+	Cc          []string    `json:"cc"`
+	ObjectID    string      `json:"objectId"`
+	Object      *peerObject `json:"object"`
+	ObjectError string      `json:"objectError"`
+
+	// "delivery": an inbox POST, with the peer's own signature check.
+	Path          string          `json:"path"`
+	Status        int             `json:"status"`
+	KeyID         string          `json:"keyId"`
+	Algorithm     string          `json:"algorithm"`
+	SignedHeaders string          `json:"signedHeaders"`
+	ContentType   string          `json:"contentType"`
+	Verified      bool            `json:"verified"`
+	VerifiedKey   string          `json:"verifiedKey"`
+	KeyOwner      string          `json:"keyOwner"`
+	Activity      json.RawMessage `json:"activity"`
+
+	// "inbox_error", and a failed signature check.
+	Error string `json:"error"`
+
+	raw string
+}
+
+// peerObject is an object as the peer resolved it.
+type peerObject struct {
+	ID           string   `json:"id"`
+	Type         string   `json:"type"`
+	Content      string   `json:"content"`
+	AttributedTo string   `json:"attributedTo"`
+	To           []string `json:"to"`
+	Cc           []string `json:"cc"`
+	Published    string   `json:"published"`
+	Updated      string   `json:"updated"`
+}
+
+// deliveredActivity is the id and type of a delivered activity.
+func (e peerEvent) deliveredActivity() (id, typ string) {
+	var a struct {
+		ID   any `json:"id"`
+		Type any `json:"type"`
+	}
+	_ = json.Unmarshal(e.Activity, &a)
+	id, _ = a.ID.(string)
+	typ, _ = a.Type.(string)
+	return id, typ
+}
+
+// peer is the running Fedify peer.
+type peer struct {
+	origin string
+	actor  string
+	token  string
+	client *http.Client
+	log    *lineLog
+	exited <-chan struct{}
+
+	mu      sync.Mutex
+	events  []peerEvent
+	changed chan struct{} // closed and replaced on each new event
+}
+
+// startPeer runs `node peer.mjs` and waits for its ready line. The peer
+// trusts caFile for https.
+func startPeer(t *testing.T, ctx context.Context, node, caFile string) *peer {
+	t.Helper()
+	p := &peer{
+		token:   randomToken(t),
+		client:  &http.Client{Timeout: stepTimeout},
+		log:     &lineLog{name: "fedify peer"},
+		changed: make(chan struct{}),
+	}
+	cmd := exec.CommandContext(ctx, node, "peer.mjs")
+	cmd.Dir = peerDir
+	cmd.Env = cleanEnv(
+		"PEER_CONTROL_TOKEN="+p.token,
+		"PEER_LOG_LEVEL=info",
+		"NODE_EXTRA_CA_CERTS="+caFile,
+	)
+	// The peer exits when its stdin closes, so it cannot outlive this test
+	// even if the test binary is killed.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stdin.Close() })
+	p.exited = process(t, cmd, p.onStdout, func(line string) { p.log.add("stderr: " + line) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			p.log.dump(t)
+		}
+	})
+	ready, err := p.wait(startTimeout, func(e peerEvent) bool { return e.Event == "ready" })
+	if err != nil {
+		p.log.dump(t)
+		t.Fatalf("fedify peer: %v", err)
+	}
+	p.origin, p.actor = ready.Origin, ready.Actor
+	return p
+}
+
+func (p *peer) onStdout(line string) {
+	p.log.add(line)
+	var e peerEvent
+	if err := json.Unmarshal([]byte(line), &e); err != nil || e.Event == "" {
+		return
+	}
+	e.raw = line
+	p.mu.Lock()
+	p.events = append(p.events, e)
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// wait returns the first event (in arrival order) that match accepts,
+// waiting up to timeout for it to arrive.
+func (p *peer) wait(timeout time.Duration, match func(peerEvent) bool) (peerEvent, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	seen := 0
+	for {
+		p.mu.Lock()
+		events, changed := p.events, p.changed
+		p.mu.Unlock()
+		for ; seen < len(events); seen++ {
+			if match(events[seen]) {
+				return events[seen], nil
+			}
+		}
+		select {
+		case <-changed:
+		case <-p.exited:
+			return peerEvent{}, errors.New("the peer exited")
+		case <-deadline.C:
+			return peerEvent{}, fmt.Errorf("nothing matching arrived within %s", timeout)
+		}
+	}
+}
+
+// all returns the events so far.
+func (p *peer) all() []peerEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]peerEvent(nil), p.events...)
+}
+
+// control calls the peer's control endpoint name with req and decodes its
+// answer into res. A non-200 answer is an error carrying the peer's message
+// (Fedify's, with the remote status when a delivery failed).
+func (p *peer) control(ctx context.Context, name string, req, res any) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, p.origin+"/_control/"+name, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	r.Header.Set("Authorization", "Bearer "+p.token)
+	r.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(r)
+	if err != nil {
+		return fmt.Errorf("peer %s: %w", name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("peer %s: %w", name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("peer %s: %s: %s", name, resp.Status, body)
+	}
+	if err := json.Unmarshal(body, res); err != nil {
+		return fmt.Errorf("peer %s: answer %q: %w", name, body, err)
+	}
+	return nil
+}
+
+func randomToken(t *testing.T) string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// eventually calls check until it returns nil, up to stepTimeout, with a
+// short pause between calls; it returns check's last error.
+func eventually(ctx context.Context, check func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	pause := 20 * time.Millisecond
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %s: %w", stepTimeout, err)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+}
