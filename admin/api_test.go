@@ -616,3 +616,30 @@ func TestComponentsNotConfigured(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusOfEveryCode(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[admin.Code]int{
+		admin.EINVALID:      http.StatusBadRequest,
+		admin.EUNAUTHORIZED: http.StatusUnauthorized,
+		admin.ENOTFOUND:     http.StatusNotFound,
+		admin.EDISABLED:     http.StatusNotFound,
+		admin.EMETHOD:       http.StatusMethodNotAllowed,
+		admin.ECONFLICT:     http.StatusConflict,
+		admin.ECONFIRM:      http.StatusConflict,
+		admin.EUNAVAILABLE:  http.StatusConflict,
+		admin.ETOOLARGE:     http.StatusRequestEntityTooLarge,
+		admin.EINTERNAL:     http.StatusInternalServerError,
+		admin.Code("other"): http.StatusInternalServerError,
+	} {
+		if got := admin.Status(code); got != want {
+			t.Errorf("Status(%s) = %d, want %d", code, got, want)
+		}
+	}
+	if !errors.Is(fmt.Errorf("wrapped: %w", &admin.Error{Code: admin.ENOTFOUND, Message: "x"}), admin.ErrNotFound) {
+		t.Error("a not-found *Error does not match ErrNotFound")
+	}
+	if errors.Is(&admin.Error{Code: admin.ECONFLICT}, admin.ErrNotFound) {
+		t.Error("a conflict matches ErrNotFound")
+	}
+}

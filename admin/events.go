@@ -119,32 +119,27 @@ var listParams = map[string]bool{"status": true, "type": true, "host": true, "ol
 func (a *API) scan(ctx context.Context, f eventFilter) ([]outbox.Row, string, error) {
 	now := a.cfg.Now()
 	of := outbox.Filter{Status: f.status, Type: f.typ, Target: f.host, AfterID: f.after}
-	var keep []func(outbox.Row) bool
+	match := func(outbox.Row) bool { return true }
+	filtered := false
 	if f.status == statusStuck {
-		of.Status = outbox.StatusProcessing
-		cutoff := now.Add(-a.cfg.Lease)
-		keep = append(keep, func(r outbox.Row) bool { return !r.ClaimedAt.IsZero() && !r.ClaimedAt.After(cutoff) })
+		of.Status, filtered = outbox.StatusProcessing, true
+		leaseCutoff := now.Add(-a.cfg.Lease)
+		match = func(r outbox.Row) bool { return !r.ClaimedAt.IsZero() && !r.ClaimedAt.After(leaseCutoff) }
 	}
 	// Row ids are assigned under the single write lock in the transaction
 	// that also stamps created_at, so id order is enqueue order: the first
 	// row younger than the cutoff ends an older_than scan.
 	var cutoff time.Time
 	if f.olderThan > 0 {
-		cutoff = now.Add(-f.olderThan)
-	}
-	match := func(r outbox.Row) bool {
-		for _, k := range keep {
-			if !k(r) {
-				return false
-			}
-		}
-		return true
+		cutoff, filtered = now.Add(-f.olderThan), true
 	}
 	var out []outbox.Row
 	scanned := 0
 	for {
 		of.Limit = pageSize
-		if len(keep) == 0 && cutoff.IsZero() {
+		if !filtered {
+			// The outbox applies every filter: one more row than the
+			// page tells whether another page follows.
 			of.Limit = min(f.limit-len(out)+1, pageSize)
 		}
 		rows, err := a.queue.List(ctx, of)

@@ -147,7 +147,7 @@ func renderEvent(w io.Writer, d EventDetail) {
 	}
 	fmt.Fprintln(w, "\nledger:")
 	if len(d.Ledger) == 0 {
-		fmt.Fprintln(w, "  no handler has claimed this event")
+		fmt.Fprintln(w, "  no rows (no handler has finished this event or holds a claim on it)")
 	} else {
 		tw = newTable(w)
 		row(tw, "  HANDLER", "STATUS", "STARTED", "PROCESSED")
@@ -161,8 +161,11 @@ func renderEvent(w io.Writer, d EventDetail) {
 		tw = newTable(w)
 		row(tw, "  AT", "INBOX", "STATUS", "OUTCOME", "TOOK", "ERROR")
 		for _, a := range d.DeliveryAttempts {
-			row(tw, "  "+ts(a.At), cell(a.Inbox), httpStatus(a.Status), a.Outcome,
-				(time.Duration(a.DurationMS) * time.Millisecond).String(), cell(a.Error))
+			took := "-"
+			if a.DurationMS > 0 {
+				took = (time.Duration(a.DurationMS) * time.Millisecond).String()
+			}
+			row(tw, "  "+ts(a.At), cell(a.Inbox), httpStatus(a.Status), cell(a.Outcome), took, cell(a.Error))
 		}
 		_ = tw.Flush()
 	}

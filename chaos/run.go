@@ -29,6 +29,7 @@ const (
 	actorCreateMax = 30 * time.Second       // one `courier actor create`
 	readyTimeout   = 30 * time.Second       // the server answering /readyz
 	resendShare    = 0.05                   // inbound activities sent again after their ack
+	parkGrace      = 30 * time.Second       // beyond --park-max, for parked deliveries to be dead-lettered
 )
 
 // ErrSetup is returned (wrapped) when the run could not get courier and
@@ -362,7 +363,7 @@ func (r *run) chaos(ctx context.Context) {
 		now := time.Now()
 		if now.After(nextWorker) {
 			r.worker.kill(syscall.SIGKILL, pause(200*time.Millisecond, 2*time.Second))
-			r.logger.Info("worker killed", "signal", "SIGKILL")
+			r.logger.Info("worker killed", "signal", signalName(syscall.SIGKILL))
 			nextWorker = next(r.cfg.WorkerKillEvery)
 		}
 		if now.After(nextServer) {
@@ -371,7 +372,7 @@ func (r *run) chaos(ctx context.Context) {
 				sig = syscall.SIGTERM
 			}
 			r.server.kill(sig, pause(200*time.Millisecond, 2*time.Second))
-			r.logger.Info("server restarted", "signal", sig.String())
+			r.logger.Info("server restarted", "signal", signalName(sig))
 			nextServer = next(r.cfg.ServerRestartEvery)
 		}
 		if r.broker == nil {
@@ -451,6 +452,7 @@ func (r *run) settle(ctx context.Context) (*Report, error) {
 	t := time.NewTicker(settleInterval)
 	defer t.Stop()
 	r.logger.Info("settling", "timeout", r.cfg.SettleTimeout)
+	settleStart := time.Now()
 	var last *Report
 	for {
 		o, err := r.look(sctx, db)
@@ -459,11 +461,16 @@ func (r *run) settle(ctx context.Context) (*Report, error) {
 			last = &o.report
 			quiet := time.Since(r.rec.lastActivity()) >= quietFor
 			if o.outstanding == 0 && quiet && r.sender.pending() == 0 {
-				last.Quiescent = true
-				return last, nil
+				// Parked deliveries of the black-holed host count as
+				// settled, but the run gives them a bounded while to reach
+				// --park-max, so that dead-lettering is shown too.
+				if last.BlackHoleParked == 0 || time.Since(settleStart) > r.cfg.ParkMax+parkGrace {
+					last.Quiescent = true
+					return last, nil
+				}
 			}
-			r.logger.Info("not settled yet", "outstanding", o.outstanding, "lost_so_far", last.PairsLost,
-				"inbound_pending", r.sender.pending(), "quiet", quiet)
+			r.logger.Info("not settled yet", "outstanding", o.outstanding, "undelivered", last.PairsLost,
+				"inbound_pending", r.sender.pending(), "parked", last.BlackHoleParked, "quiet", quiet)
 		case sctx.Err() == nil:
 			r.logger.Warn("read database", "err", err)
 		}
@@ -586,4 +593,14 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
 }

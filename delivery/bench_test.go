@@ -165,6 +165,13 @@ func fanoutRun(b *testing.B, hungShare float64) float64 {
 				return
 			}
 			conns.Store(c, true)
+			// Read the request and never answer; close when the client
+			// gives up.
+			held.Go(func() {
+				_, _ = io.Copy(io.Discard, c)
+				c.Close()
+				conns.Delete(c)
+			})
 		}
 	})
 	defer func() {

@@ -316,7 +316,7 @@ func startCourier(t *testing.T, ctx context.Context, bin, dir string) *courier {
 	}
 	c.exited = process(t, cmd, onLine, onLine)
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || testing.Verbose() {
 			c.log.dump(t)
 		}
 	})
@@ -533,7 +533,7 @@ func startPeer(t *testing.T, ctx context.Context, node, caFile string) *peer {
 	t.Cleanup(func() { _ = stdin.Close() })
 	p.exited = process(t, cmd, p.onStdout, func(line string) { p.log.add("stderr: " + line) })
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || testing.Verbose() {
 			p.log.dump(t)
 		}
 	})

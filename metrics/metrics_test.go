@@ -146,7 +146,7 @@ func TestRecordedValues(t *testing.T) {
 	m.Relay().SetLag(-time.Second)
 
 	want := `
-# HELP courier_outbox_events_enqueued_total Events inserted into the outbox by committed transactions, by event type.
+# HELP courier_outbox_events_enqueued_total Events inserted into the outbox, by event type (counted at insert: conflict-ignored duplicates are not counted, a rolled-back transaction's are).
 # TYPE courier_outbox_events_enqueued_total counter
 courier_outbox_events_enqueued_total{type="note.create"} 3
 # HELP courier_outbox_events_handled_total Handler runs by handler and outcome (success, failure, permanent, deferred, skipped_done, held_elsewhere, ledger_error, interrupted).

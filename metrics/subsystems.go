@@ -51,7 +51,7 @@ func newOutbox(r *registrar) *Outbox {
 	const sub = "outbox"
 	return &Outbox{
 		enqueued: counterVec(r, sub, "events_enqueued_total",
-			"Events inserted into the outbox by committed transactions, by event type.", "type"),
+			"Events inserted into the outbox, by event type (counted at insert: conflict-ignored duplicates are not counted, a rolled-back transaction's are).", "type"),
 		claimed: counter(r, sub, "rows_claimed_total",
 			"Outbox rows claimed by the db worker (reclaimed rows whose lease expired included)."),
 		handled: counterVec(r, sub, "events_handled_total",
@@ -75,8 +75,8 @@ func newOutbox(r *registrar) *Outbox {
 	}
 }
 
-// Enqueued counts n events of eventType inserted into the outbox. Call it
-// after the transaction committed.
+// Enqueued counts n events of eventType inserted into the outbox; it has the
+// shape of the function outbox.WithEnqueueObserver takes.
 func (o *Outbox) Enqueued(eventType string, n int) {
 	if o == nil || n <= 0 {
 		return

@@ -83,6 +83,7 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 	if len(events) == 0 {
 		return nil
 	}
+	observe, _ := ctx.Value(enqueueKey{}).(func(string, int))
 	stmt, err := tx.PrepareContext(ctx, insertEvent)
 	if err != nil {
 		return fmt.Errorf("outbox: prepare enqueue: %w", err)
@@ -117,12 +118,28 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 		if ev.Target != "" {
 			target = ev.Target
 		}
-		if _, err := stmt.ExecContext(ctx, ev.ID, ev.Type, target, string(payload),
-			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli()); err != nil {
+		res, err := stmt.ExecContext(ctx, ev.ID, ev.Type, target, string(payload),
+			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli())
+		if err != nil {
 			return fmt.Errorf("outbox: enqueue %s %s: %w", ev.Type, ev.ID, err)
+		}
+		if observe != nil {
+			if n, err := res.RowsAffected(); err == nil && n > 0 {
+				observe(ev.Type, int(n))
+			}
 		}
 	}
 	return nil
+}
+
+type enqueueKey struct{}
+
+// WithEnqueueObserver returns a context under which Enqueue reports every
+// event it inserts (not those a conflict ignored) to fn, for metrics. The
+// count is taken at insert time: an event whose transaction then rolls back
+// has been counted too. fn must not block.
+func WithEnqueueObserver(ctx context.Context, fn func(eventType string, n int)) context.Context {
+	return context.WithValue(ctx, enqueueKey{}, fn)
 }
 
 // Backoff is the retry delay after the attempt-th failed attempt (1-based):

@@ -104,6 +104,9 @@ type Observer struct {
 	// Claimed is called by the db worker with the number of rows it claimed
 	// in one batch (including reclaimed ones).
 	Claimed func(n int)
+	// Enqueued is called for every event a handler inserts into the outbox
+	// (a fan-out's children, an Accept), through WithEnqueueObserver.
+	Enqueued func(eventType string, n int)
 	// Alive is called by the db worker on every turn of its claim loop,
 	// busy or idle, so a liveness check can tell the loop still turns.
 	Alive func()
@@ -333,6 +336,9 @@ func (r *Runner) execute(ctx, hctx context.Context, d *delivery) (Result, []ledg
 		r.log.DebugContext(ctx, "outbox: no handler for event type", "event_id", ev.ID, "type", ev.Type)
 	}
 	hctx = WithAttempt(hctx, d.attempt)
+	if o := r.obs; o != nil && o.Enqueued != nil {
+		hctx = WithEnqueueObserver(hctx, o.Enqueued)
+	}
 	var (
 		ops                     []ledgerOp
 		failures                []error

@@ -540,3 +540,54 @@ func TestWorkerReportsAliveWhileIdle(t *testing.T) {
 		}
 	}
 }
+
+func TestEnqueueObserverCountsInsertedEventsOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	counts := map[string]int{}
+	ctx := outbox.WithEnqueueObserver(context.Background(), func(typ string, n int) { counts[typ] += n })
+	id := outbox.ChildID("parent", "https://a.example/inbox")
+	for range 3 { // the same deterministic event three times: one insert
+		err := b.db.Tx(ctx, func(tx *sql.Tx) error {
+			return outbox.Enqueue(ctx, tx, outbox.Event{ID: id, Type: "child"}, outbox.Event{Type: "fresh"})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if counts["child"] != 1 || counts["fresh"] != 3 {
+		t.Fatalf("observed %v, want child=1 fresh=3", counts)
+	}
+}
+
+func TestRunnerReportsEventsEnqueuedByHandlers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	counts := map[string]int{}
+	obs := &outbox.Observer{Enqueued: func(typ string, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		counts[typ] += n
+	}}
+	b.reg.Handle("parent", "fanout", func(ctx context.Context, ev outbox.Event) error {
+		return b.db.Tx(ctx, func(tx *sql.Tx) error {
+			return outbox.Enqueue(ctx, tx,
+				outbox.Event{ID: outbox.ChildID(ev.ID, "a"), Type: "child"},
+				outbox.Event{ID: outbox.ChildID(ev.ID, "b"), Type: "child"})
+		})
+	})
+	r, err := outbox.NewRunner(outbox.RunnerConfig{DB: b.db.Write, Registry: b.reg, Now: b.clock.Now, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := outbox.Event{ID: "6b0e7c1e-8f55-4d59-9d3c-2f1a0e1d9a77", Type: "parent"}
+	if res := r.Run(context.Background(), ev, 1); res.Outcome != outbox.Succeeded {
+		t.Fatalf("run = %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if counts["child"] != 2 {
+		t.Fatalf("observed %v, want child=2", counts)
+	}
+}

@@ -165,6 +165,7 @@ func (a *app) buildWorker() error {
 		LedgerClaimed: o.LedgerClaimed,
 		DeadLettered:  o.DeadLettered,
 		Claimed:       o.Claimed,
+		Enqueued:      o.Enqueued,
 		Alive:         a.beat.Beat,
 		Settled:       func(typ string, out outbox.Outcome) { o.Settled(typ, out.String()) },
 	}
@@ -264,6 +265,13 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 		}
 		srv.Register(r)
 	}
+	// Writes made while serving a request count their events.
+	enqueued := a.metrics.Outbox().Enqueued
+	r.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			next.ServeHTTP(w, req.WithContext(outbox.WithEnqueueObserver(req.Context(), enqueued)))
+		})
+	})
 	a.router = r
 	return nil
 }

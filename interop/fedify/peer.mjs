@@ -276,7 +276,7 @@ const controls = {
     const published = Temporal.Now.instant().round({ smallestUnit: "second" });
     const note = new Note({
       id: ctx.getObjectUri(Note, { id: local }),
-      attributedTo: actor,
+      attribution: actor,
       content: req.content,
       to: PUBLIC_COLLECTION,
       ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
