@@ -79,9 +79,9 @@ type Config struct {
 	// Deliveries is the per-inbox delivery record. Nil: the activity
 	// endpoint answers 409 and event details carry no delivery attempts.
 	Deliveries Deliveries
-	// JetStream is the exhausted-message record of the JetStream bus; nil
-	// when the bus is db (EVENT_BUS_BACKEND=db), and the JetStream
-	// endpoints then answer 409 saying so.
+	// JetStream is the exhausted-message record of the JetStream bus
+	// (NewJetStream). Nil when the bus is db or NATS_MODE=core: the
+	// JetStream endpoints then answer 409 saying so.
 	JetStream JetStream
 	// Lease is the outbox claim lease: a row claimed longer ago is stuck.
 	// Default outbox.DefaultLease (600 s); keep it equal to the worker's.

@@ -603,9 +603,9 @@ func TestComponentsNotConfigured(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for _, p := range []struct{ method, path, sub string }{
-		{"GET", "/admin/jetstream/exhausted", "event bus is db"},
-		{"POST", "/admin/jetstream/exhausted/1/replay", "event bus is db"},
-		{"POST", "/admin/events/6f0d9a3c-4f1e-5b8a-9c61-2d7e0b4a8f15/replay", "event bus is db"},
+		{"GET", "/admin/jetstream/exhausted", "JetStream is not in use"},
+		{"POST", "/admin/jetstream/exhausted/1/replay", "JetStream is not in use"},
+		{"POST", "/admin/events/6f0d9a3c-4f1e-5b8a-9c61-2d7e0b4a8f15/replay", "JetStream is not in use"},
 		{"GET", "/admin/hosts", "host health is not available"},
 		{"GET", "/admin/hosts/a.example", "host health is not available"},
 		{"POST", "/admin/hosts/a.example/drain", "host health is not available"},

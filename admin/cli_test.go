@@ -223,7 +223,7 @@ func TestCLIUsageAndErrors(t *testing.T) {
 	}
 	// Components this server does not run.
 	code, _, errOut = b.cli("exhausted")
-	if code != 1 || !strings.Contains(errOut, "event bus is db") || !strings.Contains(errOut, "HTTP 409") {
+	if code != 1 || !strings.Contains(errOut, "JetStream is not in use") || !strings.Contains(errOut, "HTTP 409") {
 		t.Errorf("exhausted on db bus: %d %q", code, errOut)
 	}
 }

@@ -381,3 +381,67 @@ func TestHostControls(t *testing.T) {
 		}
 	}
 }
+
+// Hosts and an activity's inboxes page with cursors.
+func TestHostsAndInboxesPage(t *testing.T) {
+	t.Parallel()
+	d := setupDelivery(t)
+	in := newInbox(t, d.publicKey(), d.clock.Now, http.StatusAccepted)
+	var want []string
+	for _, name := range []string{"dan", "eve", "fay", "gus", "hal"} {
+		inbox := in.srv.URL + "/users/" + name + "/inbox"
+		d.follower("https://remote.example/users/"+name, inbox)
+		want = append(want, inbox)
+	}
+	act := d.note("to five inboxes")
+	waitFor(t, "five deliveries", func() bool {
+		var st admin.ActivityStatus
+		d.call("GET", "/admin/activities/"+act.LocalID()+"?limit=500", http.StatusOK, &st)
+		return st.Summary[admin.StateDelivered] == 5
+	})
+	var got []string
+	cur := ""
+	for page := 0; page < 10; page++ {
+		var st admin.ActivityStatus
+		d.call("GET", "/admin/activities/"+act.LocalID()+"?limit=2&cursor="+url.QueryEscape(cur), http.StatusOK, &st)
+		for _, ib := range st.Inboxes {
+			got = append(got, ib.Inbox)
+		}
+		if st.NextCursor == "" {
+			break
+		}
+		cur = st.NextCursor
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("paged inboxes %v, want %v", got, want)
+	}
+
+	// Pausing a host courier never delivered to records it.
+	var names []string
+	for _, h := range []string{"a.example", "b.example", "c.example"} {
+		d.call("POST", "/admin/hosts/"+h+"/pause", http.StatusOK, nil)
+		names = append(names, h)
+	}
+	loopback := strings.TrimPrefix(in.srv.URL, "http://")
+	names = append([]string{loopback}, names...) // "1" sorts before "a"
+	waitFor(t, "the delivered host recorded", func() bool {
+		status, _ := d.do("GET", "/admin/hosts/"+loopback, token, "")
+		return status == http.StatusOK
+	})
+	var hosts []string
+	cur = ""
+	for page := 0; page < 10; page++ {
+		var l admin.HostList
+		d.call("GET", "/admin/hosts?limit=3&cursor="+url.QueryEscape(cur), http.StatusOK, &l)
+		for _, h := range l.Hosts {
+			hosts = append(hosts, h.Host)
+		}
+		if l.NextCursor == "" {
+			break
+		}
+		cur = l.NextCursor
+	}
+	if strings.Join(hosts, " ") != strings.Join(names, " ") {
+		t.Errorf("paged hosts %v, want %v", hosts, names)
+	}
+}

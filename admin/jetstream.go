@@ -47,7 +47,7 @@ func (j *jetStreamDB) ReplayEvent(ctx context.Context, eventID string) (int64, e
 
 // errNoJetStream answers the JetStream endpoints on a db-bus server.
 var errNoJetStream = errorf(EUNAVAILABLE,
-	"JetStream is not in use: this server's event bus is db (EVENT_BUS_BACKEND=db); dead-lettered events are in /admin/events?status=dead_lettered")
+	"JetStream is not in use on this server (EVENT_BUS_BACKEND=db, or NATS_MODE=core); dead-lettered events are listed by /admin/events?status=dead_lettered")
 
 func exhaustedFilter(eventID, reason string, before int64, limit int) natsbus.ExhaustedFilter {
 	return natsbus.ExhaustedFilter{EventID: eventID, Reason: reason, BeforeID: before, Limit: limit}

@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -168,7 +167,7 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	dup, err := h.rec.store(ctx, record{
 		activityID: act.ID, typ: act.Type, actor: act.Actor, objectID: act.ObjectID, inbox: name,
-		keyID: sig.KeyID, document: compact(body), receivedAt: h.cfg.Now().UTC(),
+		keyID: sig.KeyID, document: body, receivedAt: h.cfg.Now().UTC(),
 	})
 	if err != nil {
 		return "", err
@@ -194,16 +193,6 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 		return nil, fmt.Errorf("%w: reading the body: %v", activitypub.ErrMalformed, err)
 	}
 	return body, nil
-}
-
-// compact returns body without insignificant whitespace (it parsed as
-// JSON, so compacting cannot fail; if it does, body is kept as is).
-func compact(body []byte) []byte {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, body); err != nil {
-		return body
-	}
-	return buf.Bytes()
 }
 
 // checkDomains refuses a sender whose key or actor is on a blocked domain.

@@ -15,7 +15,8 @@ import (
 )
 
 // Importer imports recorded inbound activities: it is the outbox handler
-// HandlerImport of EventReceived events. It is safe for concurrent use.
+// HandlerImport of EventReceived events (Register), and its Run deletes
+// recorded activities past Config.Retention. It is safe for concurrent use.
 type Importer struct {
 	cfg Config
 	log *slog.Logger
@@ -136,7 +137,7 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 	}
 	if outcome != "" {
 		im.log.DebugContext(ctx, "inbox: imported", "event_id", ev.ID, "activity_id", p.ActivityID,
-			"type", act.Type, "outcome", outcome)
+			"outcome", outcome)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -404,5 +405,33 @@ func TestSweep(t *testing.T) {
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM inbox_activities WHERE activity_id = ?`, fresh); n != 1 {
 		t.Fatal("the activity not yet imported was swept")
+	}
+}
+
+// TestImportOddEvents: an event whose payload is not a Received is
+// dead-lettered (permanent); one naming an activity no longer recorded, or
+// a recorded document that no longer parses, is acknowledged.
+func TestImportOddEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorker: true})
+	err := b.importer.Import(b.ctx, outbox.Event{ID: "e1", Type: inbox.EventReceived, Payload: json.RawMessage(`[]`)})
+	var perm *outbox.PermanentError
+	if !errors.As(err, &perm) {
+		t.Fatalf("bad payload: %v, want a permanent error", err)
+	}
+	gone := outbox.Event{ID: "e2", Type: inbox.EventReceived, Payload: json.RawMessage(`{"activity_id":"https://x.example/a/1"}`)}
+	if err := b.importer.Import(b.ctx, gone); err != nil {
+		t.Fatalf("an activity no longer recorded: %v", err)
+	}
+	if _, err := b.db.Write.Exec(`INSERT INTO inbox_activities (activity_id, type, actor, key_id, event_id, document, received_at)
+		VALUES ('https://x.example/a/2', 'Like', 'https://x.example/u', 'k', 'e3', 'not json', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	odd := outbox.Event{ID: "e3", Type: inbox.EventReceived, Payload: json.RawMessage(`{"activity_id":"https://x.example/a/2"}`)}
+	if err := b.importer.Import(b.ctx, odd); err != nil {
+		t.Fatalf("an unparseable document: %v", err)
+	}
+	if got := b.outcome(t, "https://x.example/a/2"); got != "refused: unparseable" {
+		t.Fatalf("outcome %q", got)
 	}
 }

@@ -20,13 +20,18 @@ const publicCollection = "https://www.w3.org/ns/activitystreams#Public"
 //   - the peer looks up a courier actor by its URL and by WebFinger (over
 //     https: courier's origin is a TLS proxy whose certificate the peer
 //     trusts), follows it and gets the Accept, then receives the Create, the
-//     Update and the Delete of a note courier's actor posts, each verified by
-//     Fedify (inbox listeners fire only for verified activities) and checked
-//     once more by the peer's own verifyRequest call;
-//   - the peer's actor posts a Create of a note and a Like of courier's note,
-//     signed by Fedify; courier verifies and imports them: the note is in
-//     courier's database and the like is counted in the note's likes
-//     collection.
+//     Update and the Delete of a note courier's actor posts, the actor's own
+//     Update, a Follow (which it accepts) and a Like, each verified by Fedify
+//     (inbox listeners fire only for verified activities) and checked once
+//     more by the peer's own verifyRequest call;
+//   - the peer's actor posts a Create, an Update and a Delete of a note, and
+//     a Like, an Announce and Undos, signed by Fedify (with its Linked Data
+//     Signature and Object Integrity Proof in the body, and ids in the forms
+//     Fedify applications use); courier verifies and imports them, as seen
+//     in its database and its collections' totalItems.
+//
+// Steps run in order; a step whose prerequisite failed is skipped rather
+// than left to time out.
 func TestFedifyPeer(t *testing.T) {
 	t.Parallel()
 	node := prerequisites(t)
@@ -44,50 +49,50 @@ func TestFedifyPeer(t *testing.T) {
 		c.origin, actor, p.origin, time.Since(built).Round(time.Millisecond), built.Sub(started).Round(time.Millisecond))
 	proxyHost := strings.TrimPrefix(c.origin, "https://")
 
-	var note string // the id of the note courier's actor posts
-	// Every step needs the ones before it: stop at the first that fails.
-	steps := []struct {
-		name string
-		run  func(t *testing.T)
-	}{
-		{"peer looks up the courier actor by its URL", func(t *testing.T) {
+	var (
+		note       string // the note courier's actor posts
+		peerNote   string // the note the peer's actor posts
+		peerFollow string // the peer's Follow of courier's actor
+		peerLike   string // the peer's Like of note
+	)
+	steps := []step{
+		{name: "lookup", title: "peer looks up the courier actor by its URL", run: func(t *testing.T) {
 			var got lookupResult
 			if err := p.control(ctx, "lookup", map[string]string{"target": actor}, &got); err != nil {
 				t.Fatal(err)
 			}
-			checkActor(t, got, actor)
+			checkActor(t, got, actor, c.origin)
 		}},
-		{"peer finds the courier actor by WebFinger over https", func(t *testing.T) {
+		{name: "webfinger", title: "peer finds the courier actor by WebFinger over https", run: func(t *testing.T) {
 			for _, handle := range []string{"@alice@" + proxyHost, "acct:alice@" + proxyHost} {
 				var got lookupResult
 				if err := p.control(ctx, "lookup", map[string]string{"target": handle}, &got); err != nil {
 					t.Fatalf("%s: %v", handle, err)
 				}
-				checkActor(t, got, actor)
+				checkActor(t, got, actor, c.origin)
 			}
 		}},
-		{"peer follows and receives the Accept", func(t *testing.T) {
-			var follow struct {
-				ID string `json:"id"`
-			}
+		{name: "follow", needs: []string{"lookup"}, title: "peer follows and receives the Accept", run: func(t *testing.T) {
+			var follow sentActivity
 			if err := p.control(ctx, "follow", map[string]string{"target": actor}, &follow); err != nil {
 				t.Fatal(err)
 			}
 			accept, err := p.wait(stepTimeout, func(e peerEvent) bool {
-				return e.Event == "received" && e.Type == "Accept"
+				return e.Event == "received" && e.Type == "Accept" && e.Actor == actor
 			})
 			if err != nil {
 				t.Fatalf("Accept of the Follow %s: %v", follow.ID, err)
 			}
-			if accept.Actor != actor || accept.ObjectID != follow.ID {
-				t.Errorf("the Accept is by %s of %s, want by %s of the Follow %s", accept.Actor, accept.ObjectID, actor, follow.ID)
+			if accept.ObjectID != follow.ID {
+				t.Errorf("the Accept is of %s, want of the Follow %s", accept.ObjectID, follow.ID)
 			}
 			checkDelivery(t, p, accept.ID, actor)
-			if err := eventually(ctx, func() error { return followersInclude(ctx, c, p.actor) }); err != nil {
-				t.Error(err)
+			if err := eventually(ctx, func() error { return collectionLists(ctx, c, "/users/alice/followers", p.actor) }); err != nil {
+				t.Fatal(err)
 			}
+			peerFollow = follow.ID
 		}},
-		{"peer receives the Create of a note", func(t *testing.T) {
+		{name: "create", needs: []string{"follow"}, title: "peer receives the Create of a note", run: func(t *testing.T) {
 			content := "Hello from courier to Fedify"
 			act := c2s(t, ctx, c, token, map[string]any{
 				"@context": "https://www.w3.org/ns/activitystreams",
@@ -96,10 +101,10 @@ func TestFedifyPeer(t *testing.T) {
 				"to":       []string{publicCollection},
 				"cc":       []string{actor + "/followers"},
 			})
-			note = act.objectID
 			got := receivedAbout(t, p, "Create", act.id)
-			if got.Object == nil || got.Object.ID != note {
-				t.Fatalf("the Create carries %+v, want the note %s", got.Object, note)
+			checkDelivery(t, p, act.id, actor)
+			if got.Object == nil || got.Object.ID != act.objectID {
+				t.Fatalf("the Create carries %+v, want the note %s", got.Object, act.objectID)
 			}
 			if got.Object.Type != "Note" || !strings.Contains(got.Object.Content, content) || got.Object.AttributedTo != actor {
 				t.Errorf("the peer read the note as %+v, want a Note by %s with %q", *got.Object, actor, content)
@@ -107,31 +112,28 @@ func TestFedifyPeer(t *testing.T) {
 			if !slices.Contains(got.Object.To, publicCollection) {
 				t.Errorf("the peer reads the note's audience as to=%v cc=%v, want it public", got.Object.To, got.Object.Cc)
 			}
-			checkDelivery(t, p, act.id, actor)
+			note = act.objectID
 		}},
-		{"courier counts the peer's Like of the note", func(t *testing.T) {
-			var like struct {
-				Object string `json:"object"`
-			}
+		{name: "like", needs: []string{"create"}, title: "courier counts the peer's Like of the note", run: func(t *testing.T) {
+			var like sentActivity
 			if err := p.control(ctx, "like", map[string]string{"target": actor, "object": note}, &like); err != nil {
 				t.Fatal(err)
 			}
-			err := eventually(ctx, func() error {
-				n, err := likes(ctx, c, note)
-				if err != nil {
-					return err
-				}
-				if n != 1 {
-					return fmt.Errorf("the note's likes totalItems is %d, want 1", n)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Error(err)
-				t.Log(inboxOutcomes(t, ctx, c, p.actor))
+			if err := eventually(ctx, func() error { return reactions(ctx, c, note, "likes", 1) }); err != nil {
+				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+			}
+			peerLike = like.ID
+		}},
+		{name: "announce", needs: []string{"create"}, title: "courier counts the peer's Announce of the note", run: func(t *testing.T) {
+			var announce sentActivity
+			if err := p.control(ctx, "announce", map[string]string{"target": actor, "object": note}, &announce); err != nil {
+				t.Fatal(err)
+			}
+			if err := eventually(ctx, func() error { return reactions(ctx, c, note, "shares", 1) }); err != nil {
+				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
 			}
 		}},
-		{"courier imports the peer's Create of a note", func(t *testing.T) {
+		{name: "peer-create", needs: []string{"lookup"}, title: "courier imports the peer's Create of a note", run: func(t *testing.T) {
 			content := "<p>Hello from Fedify to courier</p>"
 			var sent struct {
 				ID     string `json:"id"`
@@ -140,34 +142,81 @@ func TestFedifyPeer(t *testing.T) {
 			if err := p.control(ctx, "create", map[string]string{"target": actor, "content": content}, &sent); err != nil {
 				t.Fatal(err)
 			}
-			db := c.database(t)
 			err := eventually(ctx, func() error {
-				var gotContent, attributedTo, visibility string
-				var deleted sql.NullInt64
-				err := db.QueryRowContext(ctx,
-					`SELECT content, attributed_to, visibility, deleted_at FROM objects WHERE uri = ?`, sent.Object).
-					Scan(&gotContent, &attributedTo, &visibility, &deleted)
-				if errors.Is(err, sql.ErrNoRows) {
-					return fmt.Errorf("the note %s is not in courier's objects table", sent.Object)
-				}
+				o, err := storedObject(ctx, c.database(t), sent.Object)
 				if err != nil {
 					return err
 				}
-				if gotContent != content || attributedTo != p.actor || deleted.Valid {
-					return fmt.Errorf("courier stored the note as content=%q attributed_to=%s deleted=%v, want %q by %s",
-						gotContent, attributedTo, deleted.Valid, content, p.actor)
-				}
-				if visibility != "public" {
-					return fmt.Errorf("courier stored the note with visibility %q, want public", visibility)
+				if o.content != content || o.attributedTo != p.actor || o.deleted || o.visibility != "public" {
+					return fmt.Errorf("courier stored the note as %+v, want %q by %s, public", o, content, p.actor)
 				}
 				return nil
 			})
 			if err != nil {
-				t.Error(err)
-				t.Log(inboxOutcomes(t, ctx, c, p.actor))
+				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+			}
+			peerNote = sent.Object
+		}},
+		{name: "peer-update", needs: []string{"peer-create"}, title: "courier imports the peer's Update of its note (shared inbox)", run: func(t *testing.T) {
+			content := "<p>Hello from Fedify to courier, edited</p>"
+			var sent sentActivity
+			if err := p.control(ctx, "update", map[string]string{"target": actor, "object": peerNote, "content": content}, &sent); err != nil {
+				t.Fatal(err)
+			}
+			err := eventually(ctx, func() error {
+				o, err := storedObject(ctx, c.database(t), peerNote)
+				if err != nil {
+					return err
+				}
+				if o.content != content || !o.updated {
+					return fmt.Errorf("courier holds the note as %+v, want %q with its update time", o, content)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
 			}
 		}},
-		{"peer receives the Update of the note", func(t *testing.T) {
+		{name: "courier-follow", needs: []string{"lookup"}, title: "courier follows the peer, which accepts", run: func(t *testing.T) {
+			act := c2s(t, ctx, c, token, map[string]any{
+				"@context": "https://www.w3.org/ns/activitystreams",
+				"type":     "Follow",
+				"object":   p.actor,
+			})
+			got := receivedAbout(t, p, "Follow", act.id)
+			checkDelivery(t, p, act.id, actor)
+			if got.Actor != actor || got.ObjectID != p.actor {
+				t.Errorf("the peer received a Follow by %s of %s, want by %s of %s", got.Actor, got.ObjectID, actor, p.actor)
+			}
+			if err := eventually(ctx, func() error { return collectionLists(ctx, c, "/users/alice/following", p.actor) }); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "courier-like", needs: []string{"peer-create"}, title: "peer receives courier's Like of its note", run: func(t *testing.T) {
+			act := c2s(t, ctx, c, token, map[string]any{
+				"@context": "https://www.w3.org/ns/activitystreams",
+				"type":     "Like",
+				"object":   peerNote,
+			})
+			got := receivedAbout(t, p, "Like", act.id)
+			checkDelivery(t, p, act.id, actor)
+			if got.Actor != actor || got.ObjectID != peerNote {
+				t.Errorf("the peer received a Like by %s of %s, want by %s of %s", got.Actor, got.ObjectID, actor, peerNote)
+			}
+		}},
+		{name: "actor-update", needs: []string{"follow"}, title: "peer receives the courier actor's Update of itself", run: func(t *testing.T) {
+			act := c2s(t, ctx, c, token, map[string]any{
+				"@context": "https://www.w3.org/ns/activitystreams",
+				"type":     "Update",
+				"object":   map[string]any{"id": actor, "type": "Person", "name": "Alice of courier"},
+			})
+			got := receivedAbout(t, p, "Update", act.id)
+			checkDelivery(t, p, act.id, actor)
+			if got.Object == nil || got.Object.ID != actor || got.Object.Type != "Person" {
+				t.Errorf("the Update carries %+v, want the Person %s", got.Object, actor)
+			}
+		}},
+		{name: "update", needs: []string{"create"}, title: "peer receives the Update of the note", run: func(t *testing.T) {
 			content := "Hello from courier to Fedify, edited"
 			act := c2s(t, ctx, c, token, map[string]any{
 				"@context": "https://www.w3.org/ns/activitystreams",
@@ -175,22 +224,34 @@ func TestFedifyPeer(t *testing.T) {
 				"object":   map[string]any{"id": note, "type": "Note", "content": content},
 			})
 			got := receivedAbout(t, p, "Update", act.id)
+			checkDelivery(t, p, act.id, actor)
 			if got.Object == nil || got.Object.ID != note || !strings.Contains(got.Object.Content, content) {
 				t.Errorf("the Update carries %+v, want the note %s with %q", got.Object, note, content)
 			}
-			checkDelivery(t, p, act.id, actor)
+			if got.Object != nil && got.Object.Updated == "" {
+				t.Errorf("the updated note has no updated time: %+v", *got.Object)
+			}
 		}},
-		{"peer receives the Delete of the note", func(t *testing.T) {
+		{name: "undo-like", needs: []string{"like"}, title: "courier uncounts the peer's Like on its Undo", run: func(t *testing.T) {
+			var undo sentActivity
+			if err := p.control(ctx, "undo", map[string]string{"target": actor, "id": peerLike}, &undo); err != nil {
+				t.Fatal(err)
+			}
+			if err := eventually(ctx, func() error { return reactions(ctx, c, note, "likes", 0) }); err != nil {
+				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+			}
+		}},
+		{name: "delete", needs: []string{"create"}, title: "peer receives the Delete of the note", run: func(t *testing.T) {
 			act := c2s(t, ctx, c, token, map[string]any{
 				"@context": "https://www.w3.org/ns/activitystreams",
 				"type":     "Delete",
 				"object":   note,
 			})
 			got := receivedAbout(t, p, "Delete", act.id)
+			checkDelivery(t, p, act.id, actor)
 			if got.ObjectID != note {
 				t.Errorf("the Delete is of %s, want the note %s", got.ObjectID, note)
 			}
-			checkDelivery(t, p, act.id, actor)
 			resp, _, err := c.do(ctx, http.MethodGet, note, "", nil)
 			if err != nil {
 				t.Fatal(err)
@@ -199,21 +260,55 @@ func TestFedifyPeer(t *testing.T) {
 				t.Errorf("GET of the deleted note: %s, want 410 Gone", resp.Status)
 			}
 		}},
+		{name: "peer-delete", needs: []string{"peer-create"}, title: "courier tombstones the peer's note on its Delete (shared inbox)", run: func(t *testing.T) {
+			var sent sentActivity
+			if err := p.control(ctx, "delete", map[string]string{"target": actor, "object": peerNote}, &sent); err != nil {
+				t.Fatal(err)
+			}
+			err := eventually(ctx, func() error {
+				o, err := storedObject(ctx, c.database(t), peerNote)
+				if err != nil {
+					return err
+				}
+				if !o.deleted {
+					return fmt.Errorf("courier still holds the deleted note: %+v", o)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+			}
+		}},
+		{name: "unfollow", needs: []string{"follow"}, title: "courier drops the peer from its followers on its Undo of the Follow", run: func(t *testing.T) {
+			var undo sentActivity
+			if err := p.control(ctx, "undo", map[string]string{"target": actor, "id": peerFollow}, &undo); err != nil {
+				t.Fatal(err)
+			}
+			err := eventually(ctx, func() error {
+				n, err := totalItems(ctx, c, "/users/alice/followers")
+				if err != nil {
+					return err
+				}
+				if n != 0 {
+					return fmt.Errorf("courier lists %d followers, want none", n)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+			}
+		}},
 	}
-
-	for _, s := range steps {
-		if !t.Run(s.name, s.run) {
-			t.Logf("stopped after %q failed", s.name)
-			break
-		}
-	}
+	runSteps(t, steps)
 
 	// Across the whole run: every delivery to the peer verified, Fedify
 	// raised no inbox error, courier logged nothing an operator must act on
 	// and, when built with -race, reported no data race.
+	deliveries := 0
 	for _, e := range p.all() {
 		switch e.Event {
 		case "delivery":
+			deliveries++
 			if !e.Verified || e.Status/100 != 2 {
 				t.Errorf("a delivery to the peer was not accepted: %s", e.raw)
 			}
@@ -227,8 +322,42 @@ func TestFedifyPeer(t *testing.T) {
 	if races := c.raceReports(); len(races) > 0 {
 		t.Errorf("courier reported %d data races", len(races))
 	}
-	t.Logf("the interoperability run took %s (after the build: %s)",
-		time.Since(started).Round(time.Millisecond), time.Since(built).Round(time.Millisecond))
+	t.Logf("%d deliveries to the peer; the interoperability run took %s (after the build: %s)",
+		deliveries, time.Since(started).Round(time.Millisecond), time.Since(built).Round(time.Millisecond))
+}
+
+// step is one step of a scenario. needs names the steps it depends on.
+type step struct {
+	name  string
+	title string
+	needs []string
+	run   func(t *testing.T)
+}
+
+// runSteps runs the steps in order as subtests, skipping a step when one it
+// needs did not pass.
+func runSteps(t *testing.T, steps []step) {
+	t.Helper()
+	passed := map[string]bool{}
+	for _, s := range steps {
+		var missing []string
+		for _, n := range s.needs {
+			if !passed[n] {
+				missing = append(missing, n)
+			}
+		}
+		passed[s.name] = t.Run(s.title, func(t *testing.T) {
+			if len(missing) > 0 {
+				t.Skipf("skipped: needs %s, which did not pass", strings.Join(missing, ", "))
+			}
+			s.run(t)
+		}) && len(missing) == 0
+	}
+}
+
+// sentActivity is the peer's answer to a control that sent an activity.
+type sentActivity struct {
+	ID string `json:"id"`
 }
 
 // lookupResult is the peer's view of a looked-up actor.
@@ -245,8 +374,11 @@ type lookupResult struct {
 }
 
 // checkActor checks the peer's view of courier's actor.
-func checkActor(t *testing.T, got lookupResult, actor string) {
+func checkActor(t *testing.T, got lookupResult, actor, origin string) {
 	t.Helper()
+	if got.SharedInbox != origin+"/inbox" {
+		t.Errorf("the peer sees the shared inbox %q, want %s/inbox", got.SharedInbox, origin)
+	}
 	if got.ID != actor || got.Type != "Person" || got.PreferredUsername != "alice" {
 		t.Errorf("the peer sees %s %s (%q), want Person %s (alice)", got.Type, got.ID, got.PreferredUsername, actor)
 	}
@@ -346,51 +478,91 @@ func c2s(t *testing.T, ctx context.Context, c *courier, token string, activity m
 	return w
 }
 
-// followersInclude checks that courier lists follower among alice's
-// followers.
-func followersInclude(ctx context.Context, c *courier, follower string) error {
-	resp, body, err := c.do(ctx, http.MethodGet, "/users/alice/followers?page=1", "", nil)
+// collectionPage is the first page of one of courier's actor collections.
+func collectionPage(ctx context.Context, c *courier, path string) (total int, items []string, err error) {
+	resp, body, err := c.do(ctx, http.MethodGet, path+"?page=1", "", nil)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET followers: %s", resp.Status)
+		return 0, nil, fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	var page struct {
 		TotalItems   int      `json:"totalItems"`
 		OrderedItems []string `json:"orderedItems"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
-		return fmt.Errorf("followers page %q: %w", body, err)
+		return 0, nil, fmt.Errorf("%s page %q: %w", path, body, err)
 	}
-	if page.TotalItems != 1 || !slices.Contains(page.OrderedItems, follower) {
-		return fmt.Errorf("courier lists the followers %v (totalItems %d), want exactly %s", page.OrderedItems, page.TotalItems, follower)
+	return page.TotalItems, page.OrderedItems, nil
+}
+
+// collectionLists checks that the actor collection at path (followers,
+// following) holds exactly id.
+func collectionLists(ctx context.Context, c *courier, path, id string) error {
+	total, items, err := collectionPage(ctx, c, path)
+	if err != nil {
+		return err
+	}
+	if total != 1 || !slices.Contains(items, id) {
+		return fmt.Errorf("courier's %s lists %v (totalItems %d), want exactly %s", path, items, total, id)
 	}
 	return nil
 }
 
-// likes returns the likes totalItems of a courier note, read from its
-// document.
-func likes(ctx context.Context, c *courier, note string) (int, error) {
+// totalItems is the totalItems of courier's actor collection at path.
+func totalItems(ctx context.Context, c *courier, path string) (int, error) {
+	total, _, err := collectionPage(ctx, c, path)
+	return total, err
+}
+
+// reactions checks the totalItems of the likes or shares collection
+// embedded in a courier note's document.
+func reactions(ctx context.Context, c *courier, note, collection string, want int) error {
 	resp, body, err := c.do(ctx, http.MethodGet, note, "", nil)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", note, resp.Status)
+		return fmt.Errorf("GET %s: %s", note, resp.Status)
 	}
-	var doc struct {
-		Likes *struct {
-			TotalItems int `json:"totalItems"`
-		} `json:"likes"`
-	}
+	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return 0, fmt.Errorf("the note's document %q: %w", body, err)
+		return fmt.Errorf("the note's document %q: %w", body, err)
 	}
-	if doc.Likes == nil {
-		return 0, fmt.Errorf("the note's document has no likes collection: %s", body)
+	var coll struct {
+		TotalItems *int `json:"totalItems"`
 	}
-	return doc.Likes.TotalItems, nil
+	if err := json.Unmarshal(doc[collection], &coll); err != nil || coll.TotalItems == nil {
+		return fmt.Errorf("the note's document has no %s collection with totalItems: %s", collection, body)
+	}
+	if *coll.TotalItems != want {
+		return fmt.Errorf("the note's %s totalItems is %d, want %d", collection, *coll.TotalItems, want)
+	}
+	return nil
+}
+
+// object is a remote object as courier stored it.
+type object struct {
+	content, attributedTo, visibility string
+	updated, deleted                  bool
+}
+
+// storedObject reads the object uri from courier's objects table.
+func storedObject(ctx context.Context, db *sql.DB, uri string) (object, error) {
+	var o object
+	var updated, deleted sql.NullInt64
+	err := db.QueryRowContext(ctx,
+		`SELECT content, attributed_to, visibility, updated_at, deleted_at FROM objects WHERE uri = ?`, uri).
+		Scan(&o.content, &o.attributedTo, &o.visibility, &updated, &deleted)
+	if errors.Is(err, sql.ErrNoRows) {
+		return o, fmt.Errorf("the note %s is not in courier's objects table", uri)
+	}
+	if err != nil {
+		return o, fmt.Errorf("read courier's objects table: %w", err)
+	}
+	o.updated, o.deleted = updated.Valid, deleted.Valid
+	return o, nil
 }
 
 // inboxOutcomes describes what courier recorded of the activities from

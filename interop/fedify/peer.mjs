@@ -43,12 +43,14 @@ import {
   Person,
   PUBLIC_COLLECTION,
   Reject,
+  Tombstone,
   Undo,
   Update,
   createFederation,
   generateCryptoKeyPair,
   isActor,
 } from "@fedify/fedify";
+import { autoIdAssigner } from "@fedify/fedify/compat";
 import { verifyRequest } from "@fedify/fedify/sig";
 import { Temporal } from "@js-temporal/polyfill";
 
@@ -146,8 +148,11 @@ federation
   .mapHandle((_ctx, username) => (username === IDENTIFIER ? IDENTIFIER : null))
   .setKeyPairsDispatcher((_ctx, identifier) => (identifier === IDENTIFIER ? keyPairs : []));
 
+// Actors following the peer's actor, by id.
+const followers = new Map();
+
 federation.setFollowersDispatcher("/users/{identifier}/followers", (_ctx, identifier) =>
-  identifier === IDENTIFIER ? { items: [] } : null,
+  identifier === IDENTIFIER ? { items: [...followers.values()] } : null,
 );
 
 federation.setObjectDispatcher(Note, "/notes/{id}", (_ctx, values) => notes.get(values.id) ?? null);
@@ -205,11 +210,30 @@ federation
   .on(Create, received)
   .on(Update, received)
   .on(Delete, received)
-  .on(Follow, received)
+  .on(Follow, async (ctx, follow) => {
+    await received(ctx, follow);
+    await acceptFollow(ctx, follow);
+  })
   .on(Like, received)
   .on(Announce, received)
   .on(Undo, received)
   .onError((_ctx, error) => emit({ event: "inbox_error", error: String(error) }));
+
+// acceptFollow accepts a Follow of the peer's actor at once, as most
+// Fedify applications do, and lists the follower in its followers.
+async function acceptFollow(ctx, follow) {
+  if (follow.objectId?.href !== ctx.getActorUri(IDENTIFIER).href || follow.actorId == null) return;
+  const follower = await follow.getActor();
+  if (!isActor(follower)) return;
+  followers.set(follower.id.href, follower);
+  const accept = withId(ctx, new Accept({
+    actor: ctx.getActorUri(IDENTIFIER),
+    object: follow,
+    to: follower.id,
+  }));
+  await ctx.sendActivity({ identifier: IDENTIFIER }, follower, accept);
+  emit({ event: "sent", type: "Accept", id: accept.id.href, object: follow.id?.href ?? null });
+}
 
 // inboxPaths are the paths whose POSTs are reported as deliveries.
 const personalInbox = `/users/${IDENTIFIER}/inbox`;
@@ -239,6 +263,30 @@ async function lookupActor(ctx, target) {
   return obj;
 }
 
+// sent keeps the activities the peer's actor sent, by id, so that an Undo
+// can embed the activity it undoes.
+const sent = new Map();
+
+// withId gives an activity the id Fedify itself would assign to one sent
+// without an id (its autoIdAssigner), which is what most applications built
+// on Fedify send; the id is needed to report and undo it.
+function withId(ctx, activity) {
+  return autoIdAssigner(activity, ctx);
+}
+
+async function send(ctx, target, activity, options) {
+  await ctx.sendActivity({ identifier: IDENTIFIER }, target, activity, options);
+  sent.set(activity.id.href, activity);
+  return activity;
+}
+
+function ownNote(req) {
+  const local = new URL(req.object).pathname.replace(/^\/notes\//, "");
+  const note = notes.get(local);
+  if (note == null) throw new Error(`${req.object} is not a note of the peer's actor`);
+  return { local, note };
+}
+
 const controls = {
   // lookup {target}: an actor URL or handle, resolved as Fedify does.
   async lookup(ctx, req) {
@@ -248,6 +296,7 @@ const controls = {
     return json(200, {
       ...describe(obj),
       preferredUsername: isActor(obj) ? (obj.preferredUsername?.toString() ?? null) : null,
+      name: isActor(obj) ? (obj.name?.toString() ?? null) : null,
       inbox: isActor(obj) ? (obj.inboxId?.href ?? null) : null,
       sharedInbox: isActor(obj) ? (obj.endpoints?.sharedInbox?.href ?? null) : null,
       publicKey: key == null ? null : { id: key.id?.href ?? null, owner: key.ownerId?.href ?? null },
@@ -264,11 +313,12 @@ const controls = {
       object: target.id,
       to: target.id,
     });
-    await ctx.sendActivity({ identifier: IDENTIFIER }, target, follow);
+    await send(ctx, target, follow);
     return json(200, { id: follow.id.href });
   },
 
-  // create {target, content}: a public note mentioning target, sent to it.
+  // create {target, content}: a public note mentioning target, sent to its
+  // personal inbox.
   async create(ctx, req) {
     const target = await lookupActor(ctx, req.target);
     const actor = ctx.getActorUri(IDENTIFIER);
@@ -292,22 +342,85 @@ const controls = {
       ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
       published,
     });
-    await ctx.sendActivity({ identifier: IDENTIFIER }, target, create);
+    await send(ctx, target, create);
     return json(200, { id: create.id.href, object: note.id.href });
   },
 
+  // update {target, object, content}: an edit of the peer's note object,
+  // sent to target's shared inbox.
+  async update(ctx, req) {
+    const target = await lookupActor(ctx, req.target);
+    const { local, note } = ownNote(req);
+    const updated = note.clone({
+      content: req.content,
+      updated: Temporal.Now.instant().round({ smallestUnit: "millisecond" }),
+    });
+    notes.set(local, updated);
+    const update = withId(ctx, new Update({
+      actor: ctx.getActorUri(IDENTIFIER),
+      object: updated,
+      to: PUBLIC_COLLECTION,
+      ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
+    }));
+    await send(ctx, target, update, { preferSharedInbox: true });
+    return json(200, { id: update.id.href });
+  },
+
+  // delete {target, object}: the deletion of the peer's note object (a
+  // Tombstone), sent to target's shared inbox.
+  async delete(ctx, req) {
+    const target = await lookupActor(ctx, req.target);
+    const { local, note } = ownNote(req);
+    notes.delete(local);
+    const del = withId(ctx, new Delete({
+      actor: ctx.getActorUri(IDENTIFIER),
+      object: new Tombstone({ id: note.id }),
+      to: PUBLIC_COLLECTION,
+      ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
+    }));
+    await send(ctx, target, del, { preferSharedInbox: true });
+    return json(200, { id: del.id.href });
+  },
+
   // like {target, object}: a Like of object, sent to target (its author).
-  // The activity has no id of its own: Fedify assigns one, as it does for
-  // most applications built on it.
   async like(ctx, req) {
     const target = await lookupActor(ctx, req.target);
-    const like = new Like({
+    const like = withId(ctx, new Like({
       actor: ctx.getActorUri(IDENTIFIER),
       object: new URL(req.object),
       to: target.id,
-    });
-    await ctx.sendActivity({ identifier: IDENTIFIER }, target, like);
-    return json(200, { object: req.object });
+    }));
+    await send(ctx, target, like);
+    return json(200, { id: like.id.href });
+  },
+
+  // announce {target, object}: a public boost of object, sent to target.
+  async announce(ctx, req) {
+    const target = await lookupActor(ctx, req.target);
+    const announce = withId(ctx, new Announce({
+      actor: ctx.getActorUri(IDENTIFIER),
+      object: new URL(req.object),
+      to: PUBLIC_COLLECTION,
+      ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
+      published: Temporal.Now.instant().round({ smallestUnit: "second" }),
+    }));
+    await send(ctx, target, announce);
+    return json(200, { id: announce.id.href });
+  },
+
+  // undo {target, id}: an Undo embedding the activity id the peer sent.
+  async undo(ctx, req) {
+    const target = await lookupActor(ctx, req.target);
+    const activity = sent.get(req.id);
+    if (activity == null) throw new Error(`${req.id} is not an activity the peer sent`);
+    const undo = withId(ctx, new Undo({
+      actor: ctx.getActorUri(IDENTIFIER),
+      object: activity,
+      tos: activity.toIds,
+      ccs: activity.ccIds,
+    }));
+    await send(ctx, target, undo);
+    return json(200, { id: undo.id.href });
   },
 };
 
