@@ -250,8 +250,9 @@ func TestSignOfLife(t *testing.T) {
 	for range 3 {
 		b.mustPost(t, b.as(t, "bob"), activity(b.id("like"), "Like", bob, b.base+"/objects/x"))
 	}
-	if seen := b.health.seen(); len(seen) != 1 || seen[0] != "127.0.0.1" {
-		t.Fatalf("signs of life %v, want one for 127.0.0.1", seen)
+	want := strings.TrimPrefix(b.remote.srv.URL, "http://")
+	if seen := b.health.seen(); len(seen) != 1 || seen[0] != want {
+		t.Fatalf("signs of life %v, want one for %s", seen, want)
 	}
 }
 

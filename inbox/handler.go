@@ -150,8 +150,7 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	owner, err := h.authenticate(ctx, r, body, sig.KeyID, act)
 	if errors.Is(err, errDropDelete) {
-		h.signOfLife(ctx, sig.KeyID)
-		return resultDroppedDelete, nil
+		return resultDroppedDelete, nil // unverified: no sign of life either
 	}
 	if err != nil {
 		return "", err
@@ -240,13 +239,14 @@ func (h *Handler) checkBlocked(ctx context.Context, local *store.Actor, act *act
 	return nil
 }
 
-// signOfLife reports the sender's host to Health, at most once per
-// SignOfLifeInterval per host.
+// signOfLife reports the sender's host (with its port, if any: the host
+// of the key id's URL) to Health, at most once per SignOfLifeInterval per
+// host.
 func (h *Handler) signOfLife(ctx context.Context, keyID string) {
 	if h.cfg.Health == nil {
 		return
 	}
-	host := hostOf(keyID)
+	host := authority(keyID)
 	if host == "" || !h.life.due(host) {
 		return
 	}

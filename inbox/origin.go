@@ -34,6 +34,16 @@ func hostOf(raw string) string {
 	return strings.ToLower(u.Hostname())
 }
 
+// authority returns the lower-cased host of a URL with its port, if any,
+// as delivery keys hosts, or "".
+func authority(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Host)
+}
+
 // checkURLs checks that the activity's id and actor are absolute http(s)
 // URLs.
 func checkURLs(a *activitypub.Activity) error {

@@ -74,12 +74,14 @@ const (
 	settleTimeout          = 30 * time.Second
 )
 
-func (c WorkerConfig) withDefaults() WorkerConfig {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
+// def sets a zero duration to its default.
+func def(d *time.Duration, v time.Duration) {
+	if *d == 0 {
+		*d = v
 	}
+}
+
+func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}

@@ -591,3 +591,41 @@ func TestRunnerReportsEventsEnqueuedByHandlers(t *testing.T) {
 		t.Fatalf("observed %v, want child=2", counts)
 	}
 }
+
+func TestSweeperAppliesRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.enqueue(t, outbox.Event{Type: "a"}, outbox.Event{Type: "b"})
+	q := b.queue()
+	ctx := context.Background()
+	rows, err := q.Claim(ctx, 10, time.Minute)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("claim = %d, %v", len(rows), err)
+	}
+	if n, err := q.Complete(ctx, rows[0]); err != nil || n != 1 {
+		t.Fatalf("complete = %d, %v", n, err)
+	}
+	b.clock.Advance(8 * 24 * time.Hour)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- outbox.Sweeper{Queue: q, Now: b.clock.Now, Interval: time.Hour}.Run(sctx)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := q.Get(ctx, rows[0].ID); errors.Is(err, outbox.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("done row older than the retention was not swept")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := b.row(t, ids[1]); r.Status != outbox.StatusProcessing {
+		t.Fatalf("unfinished row = %+v, want it kept", r)
+	}
+}

@@ -329,6 +329,9 @@ func (a *app) Run(ctx context.Context) error {
 		g.Go(func() error { return a.bus.Run(workerCtx) })
 		g.Go(func() error { return a.delivery.Run(workerCtx) })
 		g.Go(func() error { return a.importer.Run(workerCtx) })
+		if a.nats != nil { // the db worker sweeps by itself
+			g.Go(func() error { return outbox.Sweeper{Queue: a.queue, Logger: a.logger}.Run(workerCtx) })
+		}
 	}
 	g.Go(func() error {
 		<-gctx.Done()

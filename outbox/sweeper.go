@@ -1,0 +1,56 @@
+package outbox
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Sweeper applies the retention of the ledger and of done outbox rows on an
+// interval. The db worker sweeps by itself; a process whose events go
+// through another bus (JetStream) runs a Sweeper beside it.
+type Sweeper struct {
+	// Queue is the outbox. Required.
+	Queue *Queue
+	// LedgerRetention (default 30 days) and DoneRetention (default 7 days)
+	// are as in WorkerConfig.
+	LedgerRetention, DoneRetention time.Duration
+	// Interval is the time between sweeps (default 10 min).
+	Interval time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives one line per sweep that deleted something (nil
+	// discards).
+	Logger *slog.Logger
+}
+
+// Run sweeps at once and then every Interval until ctx ends.
+func (s Sweeper) Run(ctx context.Context) error {
+	def(&s.LedgerRetention, DefaultLedgerRetention)
+	def(&s.DoneRetention, DefaultDoneRetention)
+	def(&s.Interval, DefaultSweepInterval)
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	log := s.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := time.NewTicker(s.Interval)
+	defer t.Stop()
+	for {
+		now := s.Now()
+		res, err := s.Queue.Sweep(ctx, now.Add(-s.LedgerRetention), now.Add(-s.DoneRetention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.WarnContext(ctx, "outbox: retention sweep failed", "err", err)
+		case res.Ledger > 0 || res.Done > 0:
+			log.InfoContext(ctx, "outbox: retention sweep", "ledger_rows", res.Ledger, "done_rows", res.Done)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
