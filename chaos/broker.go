@@ -21,8 +21,8 @@ const brokerReadyTimeout = 10 * time.Second
 type broker struct {
 	dir string
 
-	mu    sync.Mutex
-	port  int // -1 until the first start picked one
+	mu   sync.Mutex
+	port int // -1 until the first start picked one
 	srv  *server.Server
 }
 

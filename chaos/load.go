@@ -112,31 +112,34 @@ func (w *writer) write(ctx context.Context, a *localActor, n int) {
 	})
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, w.base+"/users/"+a.name+"/outbox", bytes.NewReader(body))
 	if err != nil {
-		w.count(0, "", "", a, err)
+		w.count(0, "", "", a)
 		return
 	}
 	req.Header.Set("Authorization", "Bearer "+a.token)
 	req.Header.Set("Content-Type", activitypub.ContentType)
 	resp, err := w.client.Do(req)
 	if err != nil {
-		w.count(0, "", "", a, err)
+		w.count(0, "", "", a) // no answer: its fate is read from the database
 		return
 	}
 	defer resp.Body.Close()
 	rb, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	if err != nil || resp.StatusCode != http.StatusCreated {
-		w.count(resp.StatusCode, "", "", a, err)
+		w.count(resp.StatusCode, "", "", a)
 		return
 	}
 	act, err := activitypub.ParseActivity(rb)
 	if err != nil || act.ObjectID == "" {
-		w.count(resp.StatusCode, "", "", a, fmt.Errorf("chaos: 201 without a Create of a note: %v", err))
+		w.logger.Warn("write answered 201 without a Create of a note", "actor", a.name, "err", err)
+		w.count(http.StatusUnprocessableEntity, "", "", a)
 		return
 	}
-	w.count(resp.StatusCode, act.ID, act.ObjectID, a, nil)
+	w.count(resp.StatusCode, act.ID, act.ObjectID, a)
 }
 
-func (w *writer) count(status int, activityID, noteID string, a *localActor, err error) {
+// count records the outcome of one write: acknowledged (with its ids),
+// refused (4xx) or unanswered.
+func (w *writer) count(status int, activityID, noteID string, a *localActor) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -152,7 +155,6 @@ func (w *writer) count(status int, activityID, noteID string, a *localActor, err
 	default:
 		w.failed++
 	}
-	_ = err // an unanswered write is counted; its fate is read from the database
 }
 
 // randomNote returns an acknowledged note, or false when there is none yet.
@@ -205,9 +207,9 @@ type sender struct {
 	client *http.Client
 	logger *slog.Logger
 
-	mu    sync.Mutex
-	rng   *rand.Rand
-	items []*inboundActivity
+	mu      sync.Mutex
+	rng     *rand.Rand
+	items   []*inboundActivity
 	liked   map[[2]string]bool // (remote actor, note) pairs already liked
 	dups    int                // duplicate sends after an ack
 	refusal int                // 4xx answers, of which the first few are logged

@@ -63,6 +63,7 @@ type recorder struct {
 	badSignatures atomic.Int64 // POSTs whose signature or digest did not verify
 	refused       atomic.Int64 // POSTs answered 503 by flapping hosts
 	hung          atomic.Int64 // requests a black hole swallowed
+	abandoned     atomic.Int64 // POSTs to slow hosts whose sender gave up first
 }
 
 func (r *recorder) add(p post) {
@@ -397,6 +398,7 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
+			h.rec.abandoned.Add(1)
 			return // the sender gave up: nothing was accepted
 		case <-h.stopped:
 			t.Stop()

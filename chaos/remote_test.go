@@ -231,7 +231,7 @@ func TestRemoteHostSlow(t *testing.T) {
 	if err == nil {
 		t.Fatal("a 100ms client got an answer from a host that waits 300ms")
 	}
-	time.Sleep(500 * time.Millisecond) // let the abandoned handler finish its wait
+	waitFor(t, 5*time.Second, "the abandoned POST's handler", func() bool { return h.rec.abandoned.Load() == 1 })
 	if n := len(h.rec.snapshot()); n != 1 {
 		t.Errorf("recorded %d posts, want 1 (the abandoned one must not count)", n)
 	}

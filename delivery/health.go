@@ -283,13 +283,21 @@ func (h *Health) admit(ctx context.Context, host string, ev outbox.Event, now ti
 	return admission{}, outbox.Defer(until, "host "+host+" unavailable; parked")
 }
 
-// slotLimit returns how many concurrent POSTs host may have (one while it
-// is failing) and its consecutive failures.
+// slotLimit returns how many concurrent POSTs host may have and its
+// consecutive failures. A failing host gets one, and so does a host that
+// never answered yet (a slow start, so that a host that accepts
+// connections and never answers holds one worker, not PerHostConcurrency).
 func (h *Health) slotLimit(host string) (limit, failures int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if e := h.hosts[host]; e != nil && (e.State != HostHealthy || e.ConsecutiveFailures > 0) {
+	e := h.hosts[host]
+	switch {
+	case e == nil:
+		return 1, 0
+	case e.State != HostHealthy || e.ConsecutiveFailures > 0:
 		return 1, max(e.ConsecutiveFailures, 1)
+	case e.LastSuccessAt.IsZero():
+		return 1, 0
 	}
 	return h.s.cfg.PerHostConcurrency, 0
 }

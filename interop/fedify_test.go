@@ -120,7 +120,7 @@ func TestFedifyPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := eventually(ctx, func() error { return reactions(ctx, c, note, "likes", 1) }); err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
 			peerLike = like.ID
 		}},
@@ -130,7 +130,7 @@ func TestFedifyPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := eventually(ctx, func() error { return reactions(ctx, c, note, "shares", 1) }); err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
 		}},
 		{name: "peer-create", needs: []string{"lookup"}, title: "courier imports the peer's Create of a note", run: func(t *testing.T) {
@@ -143,7 +143,7 @@ func TestFedifyPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := eventually(ctx, func() error {
-				o, err := storedObject(ctx, c.database(t), sent.Object)
+				o, err := storedObject(ctx, c.database(), sent.Object)
 				if err != nil {
 					return err
 				}
@@ -153,7 +153,7 @@ func TestFedifyPeer(t *testing.T) {
 				return nil
 			})
 			if err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
 			peerNote = sent.Object
 		}},
@@ -164,7 +164,7 @@ func TestFedifyPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := eventually(ctx, func() error {
-				o, err := storedObject(ctx, c.database(t), peerNote)
+				o, err := storedObject(ctx, c.database(), peerNote)
 				if err != nil {
 					return err
 				}
@@ -174,7 +174,7 @@ func TestFedifyPeer(t *testing.T) {
 				return nil
 			})
 			if err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
 		}},
 		{name: "courier-follow", needs: []string{"lookup"}, title: "courier follows the peer, which accepts", run: func(t *testing.T) {
@@ -238,7 +238,7 @@ func TestFedifyPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := eventually(ctx, func() error { return reactions(ctx, c, note, "likes", 0) }); err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
 		}},
 		{name: "delete", needs: []string{"create"}, title: "peer receives the Delete of the note", run: func(t *testing.T) {
@@ -266,7 +266,7 @@ func TestFedifyPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := eventually(ctx, func() error {
-				o, err := storedObject(ctx, c.database(t), peerNote)
+				o, err := storedObject(ctx, c.database(), peerNote)
 				if err != nil {
 					return err
 				}
@@ -276,7 +276,7 @@ func TestFedifyPeer(t *testing.T) {
 				return nil
 			})
 			if err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
 		}},
 		{name: "unfollow", needs: []string{"follow"}, title: "courier drops the peer from its followers on its Undo of the Follow", run: func(t *testing.T) {
@@ -295,7 +295,7 @@ func TestFedifyPeer(t *testing.T) {
 				return nil
 			})
 			if err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(t, ctx, c, p.actor))
+				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
 		}},
 	}
@@ -567,8 +567,8 @@ func storedObject(ctx context.Context, db *sql.DB, uri string) (object, error) {
 
 // inboxOutcomes describes what courier recorded of the activities from
 // actor, for a failure report.
-func inboxOutcomes(t *testing.T, ctx context.Context, c *courier, actor string) string {
-	rows, err := c.database(t).QueryContext(ctx,
+func inboxOutcomes(ctx context.Context, c *courier, actor string) string {
+	rows, err := c.database().QueryContext(ctx,
 		`SELECT activity_id, type, COALESCE(outcome, '(not imported)') FROM inbox_activities WHERE actor = ? ORDER BY received_at`, actor)
 	if err != nil {
 		return fmt.Sprintf("courier's inbox record cannot be read: %v", err)

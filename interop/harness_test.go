@@ -244,17 +244,16 @@ func process(t *testing.T, cmd *exec.Cmd, onStdout, onStderr func(string)) <-cha
 // courier is a running courier server behind an https reverse proxy, which
 // is its public origin (its --base-url).
 type courier struct {
-	bin     string
-	db      string
-	origin  string // https://127.0.0.1:port, the proxy
-	proxy   *httptest.Server
-	client  *http.Client // trusts the proxy's certificate
-	caFile  string       // the proxy's certificate, PEM
-	log     *lineLog
-	exited  <-chan struct{}
-	target  atomic.Pointer[url.URL]
-	readers sync.Once
-	ro      *sql.DB
+	bin    string
+	db     string
+	origin string // https://127.0.0.1:port, the proxy
+	proxy  *httptest.Server
+	client *http.Client // trusts the proxy's certificate
+	caFile string       // the proxy's certificate, PEM
+	log    *lineLog
+	exited <-chan struct{}
+	target atomic.Pointer[url.URL]
+	ro     *sql.DB
 }
 
 // startCourier starts the TLS proxy and, behind it, `courier serve` on a
@@ -323,6 +322,7 @@ func startCourier(t *testing.T, ctx context.Context, bin, dir string) *courier {
 	select {
 	case addr := <-listening:
 		c.target.Store(&url.URL{Scheme: "http", Host: addr})
+		c.openDatabase(t) // courier listens once its migrations are applied
 	case <-c.exited:
 		c.log.dump(t)
 		t.Fatal("courier exited before it listened")
@@ -357,23 +357,26 @@ func (c *courier) createActor(t *testing.T, ctx context.Context, name string) (i
 	return res.ID, res.Token
 }
 
-// database opens courier's SQLite file read-only (WAL readers do not block
-// its writer).
-func (c *courier) database(t *testing.T) *sql.DB {
+// openDatabase opens courier's SQLite file read-only, for the test's
+// checks (WAL readers do not block courier's writer).
+func (c *courier) openDatabase(t *testing.T) {
 	t.Helper()
-	c.readers.Do(func() {
-		u := url.URL{Scheme: "file", OmitHost: true, Path: c.db,
-			RawQuery: "mode=ro&_pragma=busy_timeout(5000)&_pragma=query_only(1)"}
-		db, err := sql.Open("sqlite", u.String())
-		if err != nil {
-			t.Fatalf("open courier's database read-only: %v", err)
-		}
-		db.SetMaxOpenConns(1)
-		c.ro = db
-		t.Cleanup(func() { _ = db.Close() })
-	})
-	return c.ro
+	u := url.URL{Scheme: "file", OmitHost: true, Path: c.db,
+		RawQuery: "mode=ro&_pragma=busy_timeout(5000)&_pragma=query_only(1)"}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		t.Fatalf("open courier's database read-only: %v", err)
+	}
+	db.SetMaxOpenConns(1)
+	if err := db.Ping(); err != nil {
+		t.Fatalf("open courier's database read-only: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	c.ro = db
 }
+
+// database is courier's database, read-only.
+func (c *courier) database() *sql.DB { return c.ro }
 
 // raceReports returns the lines where a -race courier reported a data race.
 func (c *courier) raceReports() []string {

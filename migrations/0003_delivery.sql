@@ -36,7 +36,6 @@ CREATE TABLE delivery_attempts (
 );
 
 CREATE INDEX delivery_attempts_event ON delivery_attempts (event_id, id);
-CREATE INDEX delivery_attempts_activity ON delivery_attempts (activity_id);
 CREATE INDEX delivery_attempts_time ON delivery_attempts (attempted_at);
 
 -- Health of each remote host deliveries go to. state: 'healthy',

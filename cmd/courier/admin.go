@@ -5,11 +5,37 @@ import (
 	"io"
 
 	"github.com/gorilla/mux"
+
+	"github.com/courier-ap/courier/admin"
 )
 
-// registerAdmin mounts the admin API when an admin token is set.
-func (a *app) registerAdmin(r *mux.Router) error { return nil }
+// registerAdmin mounts the admin API; without an admin token every /admin/
+// path answers that the API is disabled.
+func (a *app) registerAdmin(r *mux.Router) error {
+	ds := admin.NewDeliveryState(a.delivery, a.queue)
+	cfg := admin.Config{
+		Token:      a.cfg.AdminToken,
+		Queue:      a.queue,
+		Store:      a.store,
+		Hosts:      ds,
+		Deliveries: ds,
+		Logger:     a.logger,
+	}
+	if a.cfg.Bus == "nats" && a.cfg.NATSMode == "jetstream" {
+		cfg.JetStream = admin.NewJetStream(a.db.Read, a.db.Write, nil)
+	}
+	api, err := admin.New(cfg)
+	if err != nil {
+		return err
+	}
+	api.Register(r)
+	return nil
+}
 
+// adminCommand runs `courier admin ...` against a running server's admin API.
 func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	return usageError("admin: not available in this build")
+	if code := admin.Command(ctx, args, stdout, stderr, getenv); code != 0 {
+		return &exitError{code: code, err: errReported}
+	}
+	return nil
 }

@@ -1,0 +1,44 @@
+// Package inbox receives the activities remote servers POST to courier and
+// imports them.
+//
+// Acceptance (Handler, mounted on POST /users/{name}/inbox and POST /inbox):
+// a request must carry an ActivityPub content type and a body of at most
+// MaxBody bytes holding an activity with id, type and actor. Its draft-cavage
+// HTTP Signature must sign (request-target), host, date and digest, its
+// Digest must match the body and its Date lie within DateWindow. The key is
+// resolved from the signature's keyId through the Resolver (a fetch of the
+// actor or key document, signed by the Resolver's Fetcher as the instance
+// actor, store.Instance.Signer: {base}/actor#main-key), kept in a small
+// in-memory cache in front of the Resolver's own, and refetched once when a
+// signature fails against a cached key (key rotation). The algorithm follows
+// from the key, never from the header. The activity's actor must own the
+// key; a Create or Update must carry an object of the actor's host
+// attributed to the actor, a Delete must delete something of the actor's
+// host, and the activity id itself must be on the actor's host; an activity
+// claiming a local actor is refused before any fetch. Senders on
+// blocked domains, and actors blocked by the local actor an activity is for,
+// get 403. What cannot be verified gets 401, never 202, so that peers that
+// try an RFC 9421 signature first fall back to draft-cavage.
+//
+// A verified activity is recorded under its id (inbox_activities) and its
+// inbox.received event enqueued, in one transaction shared with concurrent
+// requests (group commit); the event id is derived from the activity id, so
+// a repeated or racing duplicate records and enqueues nothing. The answer is
+// 202 either way. Every failure is answered with {"error": "..."} and a
+// specific status, and every result is counted (metrics.Inbox).
+//
+// A Delete of an actor whose key can no longer be fetched (410 or 404) is
+// verified against the last key courier cached for that actor; when there is
+// none it is answered 202 and dropped, as Mastodon does, since courier then
+// holds nothing of that actor to delete.
+//
+// Import (Importer, the outbox handler "inbox.import" of inbox.received
+// events) reads the recorded activity and applies it in one transaction with
+// the mark that it was imported, so a replayed event, a redelivery or a
+// crash never imports twice: Follow (follower stored, Accept enqueued unless
+// the local actor approves followers by hand), Undo of Follow, Like,
+// Announce and Block, Accept and Reject of local follows, Create and Update
+// of notes (an older version never overwrites a newer one), Delete of an
+// object or an actor, Like and Announce of local notes, and Block. Other
+// types are recorded and acknowledged.
+package inbox
