@@ -327,12 +327,14 @@ func (a *app) Run(ctx context.Context) error {
 	if a.bus != nil {
 		a.logger.Info("worker started", "bus", a.cfg.Bus, "concurrency", a.cfg.Concurrency)
 		g.Go(func() error { return a.bus.Run(workerCtx) })
-		g.Go(func() error { return a.delivery.Run(workerCtx) })
 		g.Go(func() error { return a.importer.Run(workerCtx) })
 		if a.nats != nil { // the db worker sweeps by itself
 			g.Go(func() error { return outbox.Sweeper{Queue: a.queue, Logger: a.logger}.Run(workerCtx) })
 		}
 	}
+	// Delivery's recorder and sweeper run in every process: the server's
+	// admin API and signs of life write through it too.
+	g.Go(func() error { return a.delivery.Run(workerCtx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
