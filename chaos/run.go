@@ -216,8 +216,13 @@ func (r *run) setup(ctx context.Context) error {
 		common = append(common, "--max-attempts", strconv.Itoa(r.cfg.MaxAttempts))
 	}
 	env := append(append([]string(nil), DefaultChildEnv...), r.cfg.ChildEnv...)
+	// The worker serves /metrics and /healthz on a port of its own.
+	workerPort, err := freePort()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSetup, err)
+	}
 	serverArgs := append([]string{"serve", "--worker=false", "--listen", r.listen}, common...)
-	workerArgs := append([]string{"worker"}, common...)
+	workerArgs := append([]string{"worker", "--listen", "127.0.0.1:" + strconv.Itoa(workerPort)}, common...)
 	if r.server, err = newChild("server", r.cfg.Executable, serverArgs, env, filepath.Join(r.dir, "server.log"), r.logger); err != nil {
 		return fmt.Errorf("%w: %w", ErrSetup, err)
 	}

@@ -252,7 +252,7 @@ func fanoutRun(b *testing.B, hungShare float64) rates {
 	}
 	svc, err := delivery.New(delivery.Config{
 		DB: db, Store: st, Resolver: resolver, BaseURL: baseURL,
-		Client: &http.Client{Transport: tr, Timeout: 5 * time.Second},
+		Client:             &http.Client{Transport: tr, Timeout: 5 * time.Second},
 		PerHostConcurrency: 4, SlotWait: 100 * time.Millisecond, SlotDefer: 2 * time.Second,
 	})
 	if err != nil {

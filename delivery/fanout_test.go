@@ -43,8 +43,7 @@ func TestFanoutToFollowersOnSeveralHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.startWorker(8)
-	waitFor(t, "deliveries", func() bool { return a.count()+c.count()+p.count() >= 4 })
-	waitFor(t, "delivery rows done", func() bool {
+	b.waitTicking("delivery rows done", func() bool {
 		for _, r := range b.deliveryRows() {
 			if r.Status != outbox.StatusDone {
 				return false
@@ -239,7 +238,7 @@ func TestDeterministicActivities(t *testing.T) {
 	// Announce, the profile Updates) or a named remote actor (Follow, Like,
 	// Block, their Undos, Accept, Reject); the Undo of Announce follows the
 	// Announce's audience.
-	waitFor(t, "every delivery settled", func() bool {
+	b.waitTicking("every delivery settled", func() bool {
 		rows := b.rows(delivery.EventPost)
 		for _, r := range rows {
 			if r.Status != outbox.StatusDone && r.Status != outbox.StatusDeadLettered {

@@ -74,8 +74,8 @@ func TestHostDownParksProbesAndRecovers(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *delivery.Config) {
 		c.UnavailableAfter = time.Minute
-		c.ProbeInterval = 30 * time.Second
-		c.ProbeMaxInterval = 2 * time.Minute
+		c.ProbeInterval = 5 * time.Minute
+		c.ProbeMaxInterval = 10 * time.Minute
 		c.ParkRecheck = 10 * time.Minute
 	})
 	alice := b.actor("alice")
@@ -117,14 +117,23 @@ func TestHostDownParksProbesAndRecovers(t *testing.T) {
 	// unavailable.
 	b.clock.Advance(61 * time.Second)
 	st := b.waitHost(down.Host(), delivery.HostUnavailable)
-	if !st.NextProbeAt.Equal(st.UnavailableSince.Add(30 * time.Second)) {
+	if !st.NextProbeAt.Equal(st.UnavailableSince.Add(5 * time.Minute)) {
 		t.Errorf("next probe %s, unavailable since %s", st.NextProbeAt, st.UnavailableSince)
 	}
 	// Whatever was deferred for a slot or backing off wakes up and parks:
 	// no POST, no attempt spent.
-	b.clock.Advance(11 * time.Second)
-	rows = b.settledRows(4)
 	posts := down.count()
+	for range 12 {
+		b.clock.Advance(10 * time.Second)
+		b.settledRows(4)
+		if n, err := b.svc.Health().CountParked(b.ctx); err == nil && n == 3 {
+			break
+		}
+	}
+	if down.count() != posts {
+		t.Fatalf("%d POSTs to an unavailable host before its probe", down.count()-posts)
+	}
+	rows = b.settledRows(4)
 	attempts := map[string]int{}
 	for inbox, r := range rows {
 		if strings.HasPrefix(inbox, down.URL()) {
@@ -140,7 +149,7 @@ func TestHostDownParksProbesAndRecovers(t *testing.T) {
 	})
 
 	// The probe: exactly one delivery is sent per probe time.
-	b.clock.Advance(30 * time.Second)
+	b.clock.Advance(5 * time.Minute)
 	waitFor(t, "a probe", func() bool { return down.count() == posts+1 })
 	rows = b.settledRows(4)
 	if down.count() != posts+1 {
@@ -149,7 +158,7 @@ func TestHostDownParksProbesAndRecovers(t *testing.T) {
 	st = b.waitHost(down.Host(), delivery.HostUnavailable)
 	waitFor(t, "probe interval to grow", func() bool {
 		st, _ = b.svc.Health().Host(b.ctx, down.Host())
-		return st.ProbeInterval == time.Minute
+		return st.ProbeInterval == 10*time.Minute
 	})
 	for inbox, r := range rows {
 		if n, ok := attempts[inbox]; ok && r.Attempts != n {
@@ -173,7 +182,7 @@ func TestHostDownParksProbesAndRecovers(t *testing.T) {
 	// The host comes back: the next probe succeeds and releases the others
 	// at once, without waiting for their park to end.
 	failing.Store(false)
-	b.clock.Advance(time.Minute)
+	b.clock.Advance(10 * time.Minute)
 	waitFor(t, "every delivery done", func() bool {
 		for _, r := range b.deliveryRows() {
 			if r.Status != outbox.StatusDone {
@@ -390,6 +399,14 @@ func TestGoneInboxRemovesFollower(t *testing.T) {
 	rm.follow(b, alice, "here")
 	b.note(alice, "hello")
 	b.startWorker(2)
+	b.waitTicking("both deliveries settled", func() bool {
+		for _, r := range b.deliveryRows() {
+			if r.Status == outbox.StatusPending || r.Status == outbox.StatusProcessing {
+				return false
+			}
+		}
+		return len(b.deliveryRows()) == 2
+	})
 	rows := b.settledRows(2)
 	if r := rows[rm.actorURL("gone")+"/inbox"]; r.Status != outbox.StatusDeadLettered || !strings.Contains(r.LastError, "410") {
 		t.Errorf("delivery to a 410 inbox: %s %q", r.Status, r.LastError)

@@ -258,6 +258,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// waitTicking is waitFor for tests that do not care about exact times:
+// every 100 ms of waiting it advances the test clock by a second, so that
+// deliveries deferred for a moment (a busy host's slot) come due.
+func (b *bundle) waitTicking(what string, cond func() bool) {
+	b.t.Helper()
+	last := time.Now()
+	waitFor(b.t, what, func() bool {
+		if cond() {
+			return true
+		}
+		if time.Since(last) > 100*time.Millisecond {
+			b.clock.Advance(time.Second)
+			last = time.Now()
+		}
+		return false
+	})
+}
+
 // status returns the outbox status of every delivery row, by inbox.
 func (b *bundle) deliveryRows() map[string]outbox.Row {
 	b.t.Helper()

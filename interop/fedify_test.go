@@ -51,6 +51,7 @@ func TestFedifyPeer(t *testing.T) {
 
 	var (
 		note       string // the note courier's actor posts
+		noteCreate string // its Create
 		peerNote   string // the note the peer's actor posts
 		peerFollow string // the peer's Follow of courier's actor
 		peerLike   string // the peer's Like of note
@@ -112,7 +113,23 @@ func TestFedifyPeer(t *testing.T) {
 			if !slices.Contains(got.Object.To, publicCollection) {
 				t.Errorf("the peer reads the note's audience as to=%v cc=%v, want it public", got.Object.To, got.Object.Cc)
 			}
-			note = act.objectID
+			note, noteCreate = act.objectID, act.id
+		}},
+		{name: "lookup-note", needs: []string{"create"}, title: "peer looks up the note and its Create by URL", run: func(t *testing.T) {
+			var got lookupResult
+			if err := p.control(ctx, "lookup", map[string]string{"target": note}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.ID != note || got.Type != "Note" || got.AttributedTo != actor || got.Content == "" {
+				t.Errorf("the peer reads %s as %+v, want a Note by %s", note, got, actor)
+			}
+			var create lookupResult
+			if err := p.control(ctx, "lookup", map[string]string{"target": noteCreate}, &create); err != nil {
+				t.Fatal(err)
+			}
+			if create.ID != noteCreate || create.Type != "Create" || create.Actor != actor || create.Object != note {
+				t.Errorf("the peer reads %s as %+v, want the Create of %s by %s", noteCreate, create, note, actor)
+			}
 		}},
 		{name: "like", needs: []string{"create"}, title: "courier counts the peer's Like of the note", run: func(t *testing.T) {
 			var like sentActivity
@@ -133,13 +150,13 @@ func TestFedifyPeer(t *testing.T) {
 				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
 		}},
-		{name: "peer-create", needs: []string{"lookup"}, title: "courier imports the peer's Create of a note", run: func(t *testing.T) {
+		{name: "peer-create", needs: []string{"create"}, title: "courier imports the peer's reply (personal inbox)", run: func(t *testing.T) {
 			content := "<p>Hello from Fedify to courier</p>"
 			var sent struct {
 				ID     string `json:"id"`
 				Object string `json:"object"`
 			}
-			if err := p.control(ctx, "create", map[string]string{"target": actor, "content": content}, &sent); err != nil {
+			if err := p.control(ctx, "create", map[string]string{"target": actor, "content": content, "inReplyTo": note}, &sent); err != nil {
 				t.Fatal(err)
 			}
 			err := eventually(ctx, func() error {
@@ -147,14 +164,15 @@ func TestFedifyPeer(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if o.content != content || o.attributedTo != p.actor || o.deleted || o.visibility != "public" {
-					return fmt.Errorf("courier stored the note as %+v, want %q by %s, public", o, content, p.actor)
+				if o.content != content || o.attributedTo != p.actor || o.deleted || o.visibility != "public" || o.inReplyTo != note {
+					return fmt.Errorf("courier stored the note as %+v, want %q by %s, public, in reply to %s", o, content, p.actor, note)
 				}
 				return nil
 			})
 			if err != nil {
 				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
+			checkRecorded(t, ctx, c, sent.ID, "alice")
 			peerNote = sent.Object
 		}},
 		{name: "peer-update", needs: []string{"peer-create"}, title: "courier imports the peer's Update of its note (shared inbox)", run: func(t *testing.T) {
@@ -176,6 +194,7 @@ func TestFedifyPeer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
+			checkRecorded(t, ctx, c, sent.ID, "")
 		}},
 		{name: "courier-follow", needs: []string{"lookup"}, title: "courier follows the peer, which accepts", run: func(t *testing.T) {
 			act := c2s(t, ctx, c, token, map[string]any{
@@ -360,10 +379,14 @@ type sentActivity struct {
 	ID string `json:"id"`
 }
 
-// lookupResult is the peer's view of a looked-up actor.
+// lookupResult is the peer's view of a looked-up object.
 type lookupResult struct {
 	ID                string `json:"id"`
 	Type              string `json:"type"`
+	Content           string `json:"content"`
+	AttributedTo      string `json:"attributedTo"`
+	Actor             string `json:"actor"`
+	Object            string `json:"object"`
 	PreferredUsername string `json:"preferredUsername"`
 	Inbox             string `json:"inbox"`
 	SharedInbox       string `json:"sharedInbox"`
@@ -544,25 +567,40 @@ func reactions(ctx context.Context, c *courier, note, collection string, want in
 
 // object is a remote object as courier stored it.
 type object struct {
-	content, attributedTo, visibility string
-	updated, deleted                  bool
+	content, attributedTo, visibility, inReplyTo string
+	updated, deleted                             bool
 }
 
 // storedObject reads the object uri from courier's objects table.
 func storedObject(ctx context.Context, db *sql.DB, uri string) (object, error) {
 	var o object
 	var updated, deleted sql.NullInt64
+	var inReplyTo sql.NullString
 	err := db.QueryRowContext(ctx,
-		`SELECT content, attributed_to, visibility, updated_at, deleted_at FROM objects WHERE uri = ?`, uri).
-		Scan(&o.content, &o.attributedTo, &o.visibility, &updated, &deleted)
+		`SELECT content, attributed_to, visibility, in_reply_to, updated_at, deleted_at FROM objects WHERE uri = ?`, uri).
+		Scan(&o.content, &o.attributedTo, &o.visibility, &inReplyTo, &updated, &deleted)
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, fmt.Errorf("the note %s is not in courier's objects table", uri)
 	}
 	if err != nil {
 		return o, fmt.Errorf("read courier's objects table: %w", err)
 	}
-	o.updated, o.deleted = updated.Valid, deleted.Valid
+	o.inReplyTo, o.updated, o.deleted = inReplyTo.String, updated.Valid, deleted.Valid
 	return o, nil
+}
+
+// checkRecorded checks that courier recorded the activity id as received
+// at the inbox of the local actor inbox ("" for the shared inbox).
+func checkRecorded(t *testing.T, ctx context.Context, c *courier, id, inbox string) {
+	t.Helper()
+	var got string
+	if err := c.database().QueryRowContext(ctx, `SELECT inbox FROM inbox_activities WHERE activity_id = ?`, id).Scan(&got); err != nil {
+		t.Errorf("courier's record of %s: %v", id, err)
+		return
+	}
+	if got != inbox {
+		t.Errorf("courier recorded %s at the inbox %q, want %q (\"\" is the shared inbox)", id, got, inbox)
+	}
 }
 
 // inboxOutcomes describes what courier recorded of the activities from

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -98,23 +99,61 @@ func prerequisites(t *testing.T) string {
 	return node
 }
 
+// recordInputs opens every file under root that the result depends on
+// without the test binary importing it: courier's sources and embedded files
+// (built into the binary under test) and the peer's files. go test caches a
+// passing result keyed by the files the test opened, so that a change to
+// any of them runs the test again instead of reusing a stale pass.
+func recordInputs(t *testing.T, root string) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	})
+	if err != nil {
+		t.Fatalf("recording the test's inputs: %v", err)
+	}
+	// npm rewrites this file on every install.
+	if f, err := os.Open(filepath.Join(peerDir, "node_modules", ".package-lock.json")); err == nil {
+		_ = f.Close()
+	}
+}
+
 // courierBinary returns the courier binary to run: $COURIER_BIN, or one
 // built from this module into a temporary directory (with -race when this
 // test binary has it).
 func courierBinary(t *testing.T) string {
 	t.Helper()
-	if bin := os.Getenv(envBinary); bin != "" {
-		if _, err := os.Stat(bin); err != nil {
-			t.Fatalf("%s: %v", envBinary, err)
-		}
-		return bin
-	}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("module root not found above interop/: %v", err)
+	}
+	recordInputs(t, root)
+	if bin := os.Getenv(envBinary); bin != "" {
+		f, err := os.Open(bin)
+		if err != nil {
+			t.Fatalf("%s: %v", envBinary, err)
+		}
+		_ = f.Close()
+		return bin
 	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {

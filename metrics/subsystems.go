@@ -152,9 +152,17 @@ type Delivery struct {
 	outcomes, states *labelGuard
 }
 
+// Host states under which deliveries are parked (label state of
+// courier_delivery_parked_total); their series exist from the start, so a
+// rate() over them is 0, not absent, before the first parking.
+const (
+	ParkedUnavailable = "unavailable"
+	ParkedPaused      = "paused"
+)
+
 func newDelivery(r *registrar) *Delivery {
 	const sub = "delivery"
-	return &Delivery{
+	d := &Delivery{
 		attempts: counterVec(r, sub, "attempts_total",
 			"Delivery POSTs to remote inboxes by outcome (delivered, retry, permanent, refused) and HTTP status class (2xx..5xx, none when no response arrived).",
 			"outcome", "status_class"),
@@ -165,6 +173,10 @@ func newDelivery(r *registrar) *Delivery {
 		outcomes: r.guard(),
 		states:   r.guard(),
 	}
+	for _, st := range []string{ParkedUnavailable, ParkedPaused} {
+		d.parked.WithLabelValues(d.states.value(st))
+	}
+	return d
 }
 
 // Attempt records one delivery POST: its outcome (DeliveryDelivered,

@@ -163,6 +163,7 @@ function describe(obj) {
   const out = { id: obj.id?.href ?? null, type: typeName(obj) };
   if ("content" in obj && obj.content != null) out.content = String(obj.content);
   if ("attributionId" in obj) out.attributedTo = obj.attributionId?.href ?? null;
+  if ("replyTargetId" in obj && obj.replyTargetId != null) out.inReplyTo = obj.replyTargetId.href;
   if ("toIds" in obj) out.to = obj.toIds.map((u) => u.href);
   if ("ccIds" in obj) out.cc = obj.ccIds.map((u) => u.href);
   if ("actorId" in obj) out.actor = obj.actorId?.href ?? null;
@@ -317,8 +318,8 @@ const controls = {
     return json(200, { id: follow.id.href });
   },
 
-  // create {target, content}: a public note mentioning target, sent to its
-  // personal inbox.
+  // create {target, content, inReplyTo?}: a public note mentioning target
+  // (a reply when inReplyTo is given), sent to its personal inbox.
   async create(ctx, req) {
     const target = await lookupActor(ctx, req.target);
     const actor = ctx.getActorUri(IDENTIFIER);
@@ -331,6 +332,7 @@ const controls = {
       to: PUBLIC_COLLECTION,
       ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
       tags: [new Mention({ href: target.id, name: `@${target.preferredUsername}@${target.id.host}` })],
+      replyTarget: req.inReplyTo ? new URL(req.inReplyTo) : null,
       published,
     });
     notes.set(local, note);

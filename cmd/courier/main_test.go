@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Bad settings and broken databases end the process with a non-zero status
+// and exactly one line on stderr: no panic, no stack trace.
+func TestBadInputExitsWithOneLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	corrupt := filepath.Join(dir, "corrupt.db")
+	if err := os.WriteFile(corrupt, bytes.Repeat([]byte("not a database "), 400), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	readonlyDir := filepath.Join(dir, "ro")
+	if err := os.Mkdir(readonlyDir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.db")
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{"max attempts not a number", []string{"serve"}, map[string]string{"EVENT_QUEUE_MAX_ATTEMPTS": "abc"}, 2, `invalid EVENT_QUEUE_MAX_ATTEMPTS="abc"`},
+		{"max attempts zero", []string{"serve", "--db", good}, map[string]string{"EVENT_QUEUE_MAX_ATTEMPTS": "0"}, 2, "must be at least 1"},
+		{"max attempts flag", []string{"worker", "--max-attempts=-3"}, nil, 2, "must be at least 1"},
+		{"unknown bus", []string{"serve"}, map[string]string{"EVENT_BUS_BACKEND": "kafka"}, 2, `want db or nats`},
+		{"unknown nats mode", []string{"worker", "--bus", "nats", "--nats-mode", "fast"}, nil, 2, "want jetstream or core"},
+		{"bad nats url", []string{"worker", "--bus", "nats", "--nats-url", "http://x"}, nil, 2, "want nats://host:port"},
+		{"bad base url", []string{"serve", "--base-url", "example.org"}, nil, 2, "--base-url"},
+		{"bad listen", []string{"serve", "--listen", "8080"}, nil, 2, "want host:port"},
+		{"bad bool", []string{"serve"}, map[string]string{"COURIER_ALLOW_PRIVATE_ADDRESSES": "maybe"}, 2, "not true or false"},
+		{"unknown flag", []string{"serve", "--colour"}, nil, 2, "flag provided but not defined"},
+		{"unknown command", []string{"fly"}, nil, 2, `unknown command "fly"`},
+		{"missing directory", []string{"migrate", "--db", filepath.Join(dir, "no", "such", "c.db")}, nil, 1, "no such file or directory"},
+		{"unwritable directory", []string{"migrate", "--db", filepath.Join(readonlyDir, "c.db")}, nil, 1, "sqlite:"},
+		{"unwritable file system", []string{"migrate", "--db", "/proc/courier.db"}, nil, 1, "unable to open database file"},
+		{"path is a directory", []string{"migrate", "--db", dir}, nil, 1, "unable to open database file"},
+		{"corrupt database", []string{"migrate", "--db", corrupt}, nil, 1, "not a database"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if c.name == "unwritable directory" && os.Geteuid() == 0 {
+				t.Skip("root writes into a read-only directory")
+			}
+			var stdout, stderr bytes.Buffer
+			getenv := func(k string) string { return c.env[k] }
+			code := run(context.Background(), c.args, &stdout, &stderr, getenv)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, c.code, stderr.String())
+			}
+			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "courier: ") || !strings.Contains(lines[0], c.want) {
+				t.Fatalf("stderr %q: want one line starting courier: and containing %q", stderr.String(), c.want)
+			}
+		})
+	}
+}
+
+// A database migrated by a newer courier is refused with a clear line.
+func TestNewerDatabaseRefused(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "c.db")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"migrate", "--db", db}, &out, &errb, func(string) string { return "" }); code != 0 {
+		t.Fatalf("migrate: %d %s", code, errb.String())
+	}
+	a, err := openDB(context.Background(), Config{DB: db, Synchronous: "FULL"}, newLogger(&errb, "error"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'future', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	errb.Reset()
+	code := run(context.Background(), []string{"migrate", "--db", db}, &out, &errb, func(string) string { return "" })
+	if code != 1 || !strings.Contains(errb.String(), "newer than this binary") || strings.Count(errb.String(), "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
