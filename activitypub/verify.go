@@ -12,9 +12,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-fed/httpsig"
 )
@@ -90,7 +93,9 @@ func ParseSignatureHeader(h string) (*SignatureParams, error) {
 		s = s[10:]
 	}
 	p := &SignatureParams{}
-	seen := map[string]bool{}
+	// Which parameters were seen: the draft's by bit, others by name (rare).
+	var seenKnown uint8
+	var seenOther []string
 	for i := 0; i < len(s); {
 		// Skip separators.
 		for i < len(s) && (s[i] == ',' || s[i] == ' ' || s[i] == '\t') {
@@ -110,27 +115,11 @@ func ParseSignatureHeader(h string) (*SignatureParams, error) {
 		}
 		var val string
 		if i < len(s) && s[i] == '"' {
-			i++
-			var b strings.Builder
-			closed := false
-			for i < len(s) {
-				c := s[i]
-				if c == '\\' && i+1 < len(s) {
-					b.WriteByte(s[i+1])
-					i += 2
-					continue
-				}
-				i++
-				if c == '"' {
-					closed = true
-					break
-				}
-				b.WriteByte(c)
-			}
+			var closed bool
+			val, i, closed = quotedValue(s, i+1)
 			if !closed {
 				return nil, fmt.Errorf("%w: unterminated value of %s", ErrMalformedSignature, name)
 			}
-			val = b.String()
 		} else {
 			end := strings.IndexByte(s[i:], ',')
 			if end < 0 {
@@ -139,12 +128,20 @@ func ParseSignatureHeader(h string) (*SignatureParams, error) {
 			val = strings.TrimSpace(s[i : i+end])
 			i += end
 		}
-		key := strings.ToLower(name)
-		if seen[key] {
+		param := signatureParam(name)
+		if param < 0 {
+			key := strings.ToLower(name)
+			if slices.Contains(seenOther, key) {
+				return nil, fmt.Errorf("%w: duplicate %s", ErrMalformedSignature, name)
+			}
+			seenOther = append(seenOther, key)
+			continue
+		}
+		if seenKnown&(1<<param) != 0 {
 			return nil, fmt.Errorf("%w: duplicate %s", ErrMalformedSignature, name)
 		}
-		seen[key] = true
-		switch key {
+		seenKnown |= 1 << param
+		switch signatureParams[param] {
 		case "keyid":
 			p.KeyID = val
 		case "algorithm":
@@ -154,6 +151,7 @@ func ParseSignatureHeader(h string) (*SignatureParams, error) {
 		case "signature":
 			p.Signature = val
 		case "created", "expires":
+			key := signatureParams[param]
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil || n < 0 {
 				return nil, fmt.Errorf("%w: bad %s", ErrMalformedSignature, key)
@@ -171,13 +169,88 @@ func ParseSignatureHeader(h string) (*SignatureParams, error) {
 	if p.Signature == "" {
 		return nil, fmt.Errorf("%w: no signature", ErrMalformedSignature)
 	}
-	if !seen["headers"] {
+	if seenKnown&(1<<paramHeaders) == 0 {
 		p.Headers = []string{"date"}
 	}
 	if len(p.Headers) == 0 {
 		return nil, fmt.Errorf("%w: empty headers", ErrMalformedSignature)
 	}
 	return p, nil
+}
+
+// signatureParams are the draft-cavage parameters courier reads, lower
+// case; paramHeaders is the index of "headers".
+var signatureParams = [...]string{"keyid", "algorithm", "headers", "signature", "created", "expires"}
+
+const paramHeaders = 2
+
+// signatureParam returns the index in signatureParams of the parameter
+// name, compared as strings.ToLower(name) would be, or -1. ASCII names
+// are compared in place, without allocating.
+func signatureParam(name string) int {
+	for j := 0; j < len(name); j++ {
+		if name[j] >= utf8.RuneSelf {
+			// Unicode case mapping can turn other runes into ASCII
+			// letters (the Kelvin sign into k): ask strings.ToLower.
+			return slices.Index(signatureParams[:], strings.ToLower(name))
+		}
+	}
+	for k, want := range signatureParams {
+		if len(name) != len(want) {
+			continue
+		}
+		match := true
+		for j := 0; j < len(name) && match; j++ {
+			c := name[j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			match = c == want[j]
+		}
+		if match {
+			return k
+		}
+	}
+	return -1
+}
+
+// quotedValue reads the quoted-string value starting at s[i], just past its
+// opening quote, with backslash escapes resolved. It returns the value, the
+// index just past the closing quote, and whether there was one. A value
+// without escapes is a substring of s.
+func quotedValue(s string, i int) (string, int, bool) {
+	start := i
+	for i < len(s) {
+		switch s[i] {
+		case '"':
+			return s[start:i], i + 1, true
+		case '\\':
+			if i+1 < len(s) {
+				return unescapeQuoted(s, start)
+			}
+		}
+		i++
+	}
+	return "", i, false
+}
+
+// unescapeQuoted is quotedValue for a value holding a backslash escape.
+func unescapeQuoted(s string, i int) (string, int, bool) {
+	var b strings.Builder
+	for i < len(s) {
+		c := s[i]
+		if c == '\\' && i+1 < len(s) {
+			b.WriteByte(s[i+1])
+			i += 2
+			continue
+		}
+		i++
+		if c == '"' {
+			return b.String(), i, true
+		}
+		b.WriteByte(c)
+	}
+	return "", i, false
 }
 
 // String renders the parameters as a canonical Signature header value (no
@@ -279,10 +352,21 @@ func (o VerifyOptions) withDefaults() VerifyOptions {
 // from the header; and builds (request-target) from the raw request URI, so
 // percent-encoded paths verify. r is not modified.
 func Verify(r *http.Request, body []byte, pub crypto.PublicKey, opts VerifyOptions) error {
-	opts = opts.withDefaults()
 	p, err := RequestSignature(r)
 	if err != nil {
 		return err
+	}
+	return VerifySignature(r, p, body, pub, opts)
+}
+
+// VerifySignature is Verify for a caller that has already parsed r's
+// signature with RequestSignature (to resolve the key of p.KeyID): it makes
+// every check Verify makes, with p in place of a second parse of r's
+// Signature header. p must be the signature of r; r is not modified.
+func VerifySignature(r *http.Request, p *SignatureParams, body []byte, pub crypto.PublicKey, opts VerifyOptions) error {
+	opts = opts.withDefaults()
+	if p == nil {
+		return ErrNoSignature
 	}
 	for _, v := range []string{p.KeyID, p.Algorithm, p.Signature} {
 		if strings.ContainsAny(v, "\"\\,") {
@@ -321,12 +405,13 @@ func Verify(r *http.Request, body []byte, pub crypto.PublicKey, opts VerifyOptio
 	}
 	now := opts.Now()
 	if p.signed("date") {
-		d, err := http.ParseTime(r.Header.Get("Date"))
+		date := r.Header.Get("Date")
+		d, err := http.ParseTime(date)
 		if err != nil {
 			return fmt.Errorf("%w: unparseable Date", ErrDateOutOfWindow)
 		}
 		if skew := now.Sub(d); skew > opts.Window || skew < -opts.Window {
-			return fmt.Errorf("%w: Date %s is %s from now", ErrDateOutOfWindow, r.Header.Get("Date"), skew.Round(time.Second))
+			return fmt.Errorf("%w: Date %s is %s from now", ErrDateOutOfWindow, date, skew.Round(time.Second))
 		}
 	}
 	if p.Created != 0 {
@@ -338,33 +423,44 @@ func Verify(r *http.Request, body []byte, pub crypto.PublicKey, opts VerifyOptio
 		return fmt.Errorf("%w: signature expired", ErrDateOutOfWindow)
 	}
 
-	// Verify with httpsig on a shallow copy: its (request-target) is
-	// URL.Path + "?" + RawQuery, so give it the raw path; give it a cloned
-	// header map holding the canonical form of the Signature header (its
-	// parser breaks on whitespace after commas) and the Host.
+	// Verify with httpsig on a minimal request of its own: its
+	// (request-target) is URL.Path + "?" + RawQuery, so give it the raw path;
+	// give it a header map holding only what it reads: the canonical form of
+	// the Signature header (its parser breaks on whitespace after commas),
+	// the Host, and the signed headers (their values shared with r, which
+	// httpsig only reads). Authorization is left out, as it may carry the
+	// signature itself and httpsig refuses two signature headers.
 	path, query := rawTarget(r)
-	hdr := r.Header.Clone()
-	if hdr == nil {
-		hdr = http.Header{}
-	}
-	hdr.Del("Authorization")
-	hdr.Set("Signature", p.String())
-	if r.Host != "" {
-		hdr["Host"] = []string{r.Host}
-	}
+	hdr := make(http.Header, len(p.Headers)+2)
 	for _, h := range p.Headers {
 		if strings.HasPrefix(h, "(") {
 			continue
 		}
-		if _, ok := hdr[textproto.CanonicalMIMEHeaderKey(h)]; !ok {
+		name := textproto.CanonicalMIMEHeaderKey(h)
+		v, ok := r.Header[name]
+		switch {
+		case name == "Host" && r.Host != "":
+			v, ok = []string{r.Host}, true
+		case name == "Authorization" || name == "Signature":
+			ok = false
+		}
+		if !ok {
 			return fmt.Errorf("%w: signed header %q absent", ErrBadSignature, h)
 		}
+		hdr[name] = v
 	}
-	cp := r.WithContext(r.Context())
-	u := *r.URL
-	u.Path, u.RawPath, u.RawQuery = path, "", query
-	cp.URL = &u
-	cp.Header = hdr
+	if r.Host != "" {
+		hdr["Host"] = []string{r.Host}
+	} else if v, ok := r.Header["Host"]; ok {
+		hdr["Host"] = v
+	}
+	hdr["Signature"] = []string{p.String()}
+	cp := &http.Request{
+		Method: r.Method,
+		URL:    &url.URL{Path: path, RawQuery: query},
+		Host:   r.Host,
+		Header: hdr,
+	}
 	v, err := httpsig.NewVerifier(cp)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformedSignature, err)

@@ -101,6 +101,10 @@ type Report struct {
 	// than once (a note stored twice, a like counted twice); InboundLost
 	// those acknowledged but never imported.
 	ImportedOnce, ImportedTwice, InboundLost int
+	// LedgerNotDone counts imported activities whose import handler has no
+	// done row in the processed-events ledger (informational: a crash
+	// between the import and the ledger mark leaves the claim to expire).
+	LedgerNotDone int
 
 	// DeadLetters counts dead-lettered events (outbox rows, JetStream
 	// terminations and deliveries given up), Reasons their reasons, and
@@ -123,8 +127,8 @@ func (r *Report) Line() string {
 		r.Written, r.Creates, r.Accepts, r.WritesAcked, r.WritesUnanswered, r.WritesRefused, r.AckedMissing)
 	fmt.Fprintf(&b, " pairs_expected=%d received=%d lost=%d max_ids_per_pair=%d duplicate_posts=%d unexpected_posts=%d bad_signatures=%d",
 		r.PairsExpected, r.PairsReceived, r.PairsLost, r.MaxIDsPerPair, r.DuplicatePOSTs, r.UnexpectedPOSTs, r.BadSignatures)
-	fmt.Fprintf(&b, " inbound_sent=%d imported_once=%d imported_twice=%d inbound_lost=%d inbound_unacked=%d inbound_refused=%d inbound_resent=%d",
-		r.InboundSent, r.ImportedOnce, r.ImportedTwice, r.InboundLost, r.InboundUnacked, r.InboundRefused, r.InboundResent)
+	fmt.Fprintf(&b, " inbound_sent=%d imported_once=%d imported_twice=%d inbound_lost=%d inbound_unacked=%d inbound_refused=%d inbound_resent=%d ledger_not_done=%d",
+		r.InboundSent, r.ImportedOnce, r.ImportedTwice, r.InboundLost, r.InboundUnacked, r.InboundRefused, r.InboundResent, r.LedgerNotDone)
 	fmt.Fprintf(&b, " blackhole_pairs=%d dead=%d parked=%d other=%d dead_letters=%d foreign_dead_letters=%d reasons=%s",
 		r.BlackHolePairs, r.BlackHoleDead, r.BlackHoleParked, r.BlackHoleOther, r.DeadLetters, r.ForeignDeadLetters, formatReasons(r.Reasons))
 	fmt.Fprintf(&b, " worker_sigkills=%d server_sigkills=%d server_sigterms=%d broker_stops=%d self_exits=%d quiescent=%t",
@@ -209,10 +213,11 @@ type snapshot struct {
 	targets    []targetRow
 	dead       map[string]deadRow // by event id
 	inbox      map[string]inboxRow
-	objects    map[string]int // remote note uri -> rows
-	likes      map[string]int // Like activity uri -> rows
-	likesOf    map[string]int // object uri -> Like rows
-	busy       int            // pending/processing rows not of the black-holed host
+	objects    map[string]int    // remote note uri -> rows
+	likes      map[string]int    // Like activity uri -> rows
+	likesOf    map[string]int    // object uri -> Like rows
+	busy       int               // pending/processing rows not of the black-holed host
+	ledger     map[string]string // inbox.received event id -> ledger status of the import handler
 }
 
 type activityRow struct{ uri, typ, actor, object string }
@@ -225,11 +230,16 @@ type targetRow struct {
 type deadRow struct{ eventID, typ, host, reason string }
 
 type inboxRow struct {
+	eventID  string
 	imported bool
 	outcome  string
 }
 
-// errNoTable tells a missing table (a schema that does not have it yet) from
+// importHandler is the ledger name of courier's inbound import handler
+// (inbox.HandlerImport).
+const importHandler = "inbox.import"
+
+// isNoTable tells a missing table (a schema that does not have it yet) from
 // other errors.
 func isNoTable(err error) bool { return err != nil && strings.Contains(err.Error(), "no such table") }
 
@@ -238,6 +248,7 @@ func read(ctx context.Context, db *sql.DB, blackHole string) (*snapshot, error) 
 	s := &snapshot{
 		dead: map[string]deadRow{}, inbox: map[string]inboxRow{},
 		objects: map[string]int{}, likes: map[string]int{}, likesOf: map[string]int{},
+		ledger: map[string]string{},
 	}
 	type query struct {
 		name string
@@ -289,11 +300,11 @@ func read(ctx context.Context, db *sql.DB, blackHole string) (*snapshot, error) 
 				s.addDead(d)
 				return nil
 			}},
-		{"inbox_activities", `SELECT activity_id, imported_at IS NOT NULL, COALESCE(outcome, '') FROM inbox_activities`, nil,
+		{"inbox_activities", `SELECT activity_id, event_id, imported_at IS NOT NULL, COALESCE(outcome, '') FROM inbox_activities`, nil,
 			func(r *sql.Rows) error {
 				var id string
 				var in inboxRow
-				err := r.Scan(&id, &in.imported, &in.outcome)
+				err := r.Scan(&id, &in.eventID, &in.imported, &in.outcome)
 				s.inbox[id] = in
 				return err
 			}},
@@ -311,6 +322,13 @@ func read(ctx context.Context, db *sql.DB, blackHole string) (*snapshot, error) 
 				err := r.Scan(&id, &obj)
 				s.likes[id]++
 				s.likesOf[obj]++
+				return err
+			}},
+		{"processed_events", `SELECT event_id, status FROM processed_events WHERE handler = ?`, []any{importHandler},
+			func(r *sql.Rows) error {
+				var id, status string
+				err := r.Scan(&id, &status)
+				s.ledger[id] = status
 				return err
 			}},
 		{"event_queue busy", `SELECT COUNT(*) FROM event_queue q
@@ -363,29 +381,24 @@ func (s *snapshot) addDead(d deadRow) {
 	s.dead[d.eventID] = prev
 }
 
-// reasonOf reduces an error text to a stable reason: the text up to the
-// first detail that varies (numbers, URLs), at most 60 characters.
+// reasonOf reduces an error text to a stable reason: the text before the
+// first detail that varies (a number, a URL), at most 80 characters.
 func reasonOf(s string) string {
 	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, "0123456789"); i >= 0 {
+		s = s[:i]
+	}
+	if i := strings.Index(s, "http"); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.TrimRight(s, " :(\"'.,;-")
+	if len(s) > 80 {
+		s = s[:80]
+	}
 	if s == "" {
 		return "unknown"
 	}
-	var b strings.Builder
-	for _, r := range s {
-		if r >= '0' && r <= '9' {
-			r = '#'
-		}
-		b.WriteRune(r)
-	}
-	out := b.String()
-	if i := strings.Index(out, "http"); i > 0 {
-		out = out[:i]
-	}
-	out = strings.TrimRight(out, " :(\"'")
-	if len(out) > 60 {
-		out = out[:60]
-	}
-	return out
+	return s
 }
 
 // lastSegment returns the last path segment of an id URL (its UUID for
@@ -556,6 +569,9 @@ func evaluate(w *world, s *snapshot, posts []post, writes writeStats, inbound []
 			n = s.objects[a.objectID]
 		case "Like":
 			n = s.likes[a.id]
+		}
+		if row.imported && s.ledger[row.eventID] != "done" {
+			r.LedgerNotDone++
 		}
 		switch {
 		case n == 1 && row.imported:

@@ -108,6 +108,13 @@ func (c *child) kill(sig syscall.Signal, hold time.Duration) <-chan struct{} {
 	return c.done
 }
 
+// release lifts the hold, so that keep starts the process at once.
+func (c *child) release() {
+	c.mu.Lock()
+	c.holdUntil = time.Time{}
+	c.mu.Unlock()
+}
+
 // stop ends the process for good: SIGTERM, then SIGKILL after grace. It
 // returns once the process has exited.
 func (c *child) stop(grace time.Duration) {

@@ -148,7 +148,7 @@ func (r *run) execute(ctx context.Context) (*Report, error) {
 	}
 
 	// Everything up again, then wait for courier to settle.
-	if err := r.recover(ctx); err != nil {
+	if err := r.restore(ctx); err != nil {
 		return nil, err
 	}
 	rep, err := r.settle(ctx)
@@ -351,6 +351,9 @@ func (r *run) chaos(ctx context.Context) {
 		return time.Now().Add(time.Duration(float64(mean) * (0.5 + r.rng.Float64())))
 	}
 	pause := func(lo, hi time.Duration) time.Duration {
+		if hi <= lo {
+			return lo
+		}
 		return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
 	}
 	nextWorker := next(r.cfg.WorkerKillEvery)
@@ -395,7 +398,7 @@ func (r *run) chaos(ctx context.Context) {
 		if brokerBack.IsZero() && now.After(nextBroker) {
 			r.broker.stop()
 			r.brokerStops++
-			brokerBack = now.Add(pause(2*time.Second, r.cfg.BrokerOutageMax))
+			brokerBack = now.Add(pause(r.cfg.BrokerOutageMax/4, r.cfg.BrokerOutageMax))
 			r.logger.Info("broker stopped", "until", brokerBack.Format(time.TimeOnly))
 		}
 	}
@@ -421,25 +424,26 @@ func (r *run) keep(ctx context.Context) {
 	}
 }
 
-// recover brings everything back after the write phase: the broker up,
+// restore brings everything back after the write phase: the broker up,
 // both processes started without further pause, the server ready.
-func (r *run) recover(ctx context.Context) error {
+func (r *run) restore(ctx context.Context) error {
 	if r.broker != nil && !r.broker.running() {
 		if err := r.broker.start(); err != nil {
-			return err
+			return fmt.Errorf("chaos: restore: %w", err)
 		}
 	}
 	for _, c := range []*child{r.server, r.worker} {
-		c.mu.Lock()
-		c.holdUntil = time.Time{}
-		c.mu.Unlock()
+		c.release()
 		if err := c.keep(time.Now()); err != nil {
-			return err
+			return fmt.Errorf("chaos: restore: %w", err)
 		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	return r.waitReady(rctx)
+	if err := r.waitReady(rctx); err != nil {
+		return fmt.Errorf("chaos: restore: %w", err)
+	}
+	return nil
 }
 
 // settle waits until courier has done everything it can: every expected

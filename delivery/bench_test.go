@@ -261,7 +261,7 @@ func fanoutRun(b *testing.B, hungShare float64) rates {
 	reg := outbox.NewRegistry()
 	svc.Register(reg)
 	w, err := outbox.NewWorker(outbox.WorkerConfig{
-		DB: db.Write, Read: db.Read, Registry: reg, Concurrency: 1024, BatchSize: 500,
+		DB: db.Write, Read: db.Read, Registry: reg, Concurrency: 512, BatchSize: 256,
 		PollInterval: 5 * time.Millisecond, ShutdownGrace: time.Second,
 	})
 	if err != nil {

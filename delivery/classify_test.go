@@ -96,3 +96,20 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// FuzzRetryAfter feeds Classify arbitrary Retry-After values: it must not
+// panic, and the delay stays within [0, the clamp].
+func FuzzRetryAfter(f *testing.F) {
+	for _, s := range []string{"120", "0", "-5", "Wed, 21 Oct 2015 07:28:00 GMT", "soon", "99999999999999999999", ""} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		for _, status := range []int{429, 503} {
+			d := delivery.Classify(status, http.Header{"Retry-After": {v}}, nil, now, time.Hour)
+			if d.RetryAfter < 0 || d.RetryAfter > time.Hour {
+				t.Fatalf("Retry-After %q gave %s", v, d.RetryAfter)
+			}
+		}
+	})
+}

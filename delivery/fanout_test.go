@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -44,12 +45,13 @@ func TestFanoutToFollowersOnSeveralHosts(t *testing.T) {
 	}
 	b.startWorker(8)
 	b.waitTicking("delivery rows done", func() bool {
-		for _, r := range b.deliveryRows() {
+		rows := b.deliveryRows()
+		for _, r := range rows {
 			if r.Status != outbox.StatusDone {
 				return false
 			}
 		}
-		return len(b.deliveryRows()) == 4
+		return len(rows) == 4
 	})
 
 	stored, err := b.st.ActivityByURI(b.ctx, act.URI)
@@ -289,5 +291,81 @@ func TestFanoutRejectsForeignActivityID(t *testing.T) {
 	var perm *outbox.PermanentError
 	if !errors.As(err, &perm) || !errors.Is(err, delivery.ErrNotDeterministic) {
 		t.Fatalf("fan-out of a foreign id: %v, want a permanent ErrNotDeterministic", err)
+	}
+}
+
+func TestNamedRecipients(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	rm := newRemote(t, b.keys, b.clock, true)
+	rm.mu.Lock()
+	rm.getStatus["gone"] = http.StatusGone
+	rm.getStatus["missing"] = http.StatusNotFound
+	rm.getStatus["flaky"] = http.StatusServiceUnavailable
+	rm.mu.Unlock()
+	direct := func(to ...string) outbox.Event {
+		t.Helper()
+		act, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "psst", To: to})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.eventOf(act)
+	}
+	// Named actors are fetched with a signed GET, cached, and reached
+	// through their host's shared inbox; a 410 or 404 actor is skipped; a
+	// local actor is never POSTed; a blocked actor is never a target.
+	if _, _, err := b.st.CreateActor(b.ctx, store.NewActor{Name: "local"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.Block(b.ctx, alice, rm.actorURL("blocked")); err != nil {
+		t.Fatal(err)
+	}
+	ev := direct(rm.actorURL("bob"), rm.actorURL("carol"), rm.actorURL("gone"), rm.actorURL("missing"),
+		rm.actorURL("blocked"), b.st.URIs().Actor("local"))
+	before := b.rows(delivery.EventPost)
+	if err := b.handle(ev); err != nil {
+		t.Fatalf("fan-out: %v", err)
+	}
+	var inboxes []string
+	for _, r := range b.rows(delivery.EventPost)[len(before):] {
+		var p delivery.Post
+		if err := json.Unmarshal(r.Event.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		inboxes = append(inboxes, p.Inbox)
+	}
+	// The Block of "blocked" went to its shared inbox too, before.
+	if strings.Join(inboxes, " ") != rm.URL()+"/inbox" {
+		t.Errorf("direct note goes to %v, want the shared inbox once", inboxes)
+	}
+	rm.mu.Lock()
+	gets := rm.gets
+	rm.mu.Unlock()
+	if err := b.handle(ev); err != nil {
+		t.Fatal(err)
+	}
+	rm.mu.Lock()
+	if rm.gets != gets+2 { // gone and missing are fetched again; bob and carol come from the cache
+		t.Errorf("re-run fetched %d actors, want 2 (the cached ones are not refetched)", rm.gets-gets)
+	}
+	rm.mu.Unlock()
+	// Past the cache's TTL, actors are fetched again.
+	b.clock.Advance(25 * time.Hour)
+	if err := b.handle(ev); err != nil {
+		t.Fatal(err)
+	}
+	rm.mu.Lock()
+	if rm.gets < gets+6 {
+		t.Errorf("after the TTL %d fetches, want bob and carol refetched", rm.gets-gets)
+	}
+	rm.mu.Unlock()
+
+	// An actor that cannot be fetched for now fails the fan-out, which is
+	// retried (not dropped).
+	err := b.handle(direct(rm.actorURL("bob"), rm.actorURL("flaky")))
+	var perm *outbox.PermanentError
+	if err == nil || errors.As(err, &perm) {
+		t.Fatalf("fan-out with an unreachable recipient: %v, want a retryable error", err)
 	}
 }

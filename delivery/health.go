@@ -61,6 +61,13 @@ type Health struct {
 	s     *Service
 	mu    sync.Mutex
 	hosts map[string]*hostState
+	// rerelease holds hosts that recovered, for a second release a moment
+	// later: a delivery parking while the first release ran is settled
+	// after it, and would otherwise sleep until its park recheck.
+	rerelease map[string]time.Time
+
+	prepare sync.Once
+	stmt    *sql.Stmt // sqlReadHost on the read pool
 }
 
 // maxHosts bounds the in-memory host map; when full it is cleared, which
@@ -68,7 +75,7 @@ type Health struct {
 const maxHosts = 100_000
 
 func newHealth(s *Service) *Health {
-	return &Health{s: s, hosts: map[string]*hostState{}}
+	return &Health{s: s, hosts: map[string]*hostState{}, rerelease: map[string]time.Time{}}
 }
 
 // probeGrace is how long after its probe time a designated probe delivery
@@ -175,8 +182,38 @@ type queryRower interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// stmtRower runs a prepared statement where a queryRower is expected (the
+// query text is the statement's own).
+type stmtRower struct{ st *sql.Stmt }
+
+func (s stmtRower) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
+	return s.st.QueryRowContext(ctx, args...)
+}
+
+const sqlReadHost = `SELECT ` + hostColumns + ` FROM delivery_hosts WHERE host = ?`
+
+// readStmt returns the host read prepared once on the read pool (the
+// driver keeps no statement cache, and every first delivery to a host
+// reads its row), or nil when it cannot be prepared.
+func (h *Health) readStmt(ctx context.Context) *sql.Stmt {
+	h.prepare.Do(func() {
+		st, err := h.s.db.Read.PrepareContext(ctx, sqlReadHost)
+		if err != nil {
+			h.s.log.WarnContext(ctx, "delivery: prepare host read", "err", err)
+			return
+		}
+		h.stmt = st
+	})
+	return h.stmt
+}
+
 func (h *Health) read(ctx context.Context, q queryRower, host string) (HostStatus, bool, error) {
-	st, err := scanHost(q.QueryRowContext(ctx, `SELECT `+hostColumns+` FROM delivery_hosts WHERE host = ?`, host))
+	if q == queryRower(h.s.db.Read) {
+		if st := h.readStmt(ctx); st != nil {
+			q = stmtRower{st}
+		}
+	}
+	st, err := scanHost(q.QueryRowContext(ctx, sqlReadHost, host))
 	if errors.Is(err, sql.ErrNoRows) {
 		return HostStatus{}, false, nil
 	}
@@ -283,23 +320,26 @@ func (h *Health) admit(ctx context.Context, host string, ev outbox.Event, now ti
 	return admission{}, outbox.Defer(until, "host "+host+" unavailable; parked")
 }
 
-// slotLimit returns how many concurrent POSTs host may have and its
-// consecutive failures. A failing host gets one, and so does a host that
-// never answered yet (a slow start, so that a host that accepts
-// connections and never answers holds one worker, not PerHostConcurrency).
-func (h *Health) slotLimit(host string) (limit, failures int) {
+// slotPolicy returns how many concurrent POSTs host may have, how long a
+// delivery may wait for a free slot, and the least delay of a delivery that
+// found none. A healthy host that answered before gets PerHostConcurrency
+// and SlotWait. A failing host gets one slot, no waiting and its backoff;
+// a host that never answered yet gets one slot and no waiting (a slow
+// start: a host that accepts connections and never answers then holds one
+// worker, not PerHostConcurrency).
+func (h *Health) slotPolicy(host string) (limit int, wait, backoff time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e := h.hosts[host]
 	switch {
 	case e == nil:
-		return 1, 0
+		return 1, 0, 0
 	case e.State != HostHealthy || e.ConsecutiveFailures > 0:
-		return 1, max(e.ConsecutiveFailures, 1)
+		return 1, 0, outbox.Backoff(e.ConsecutiveFailures)
 	case e.LastSuccessAt.IsZero():
-		return 1, 0
+		return 1, 0, 0
 	}
-	return h.s.cfg.PerHostConcurrency, 0
+	return h.s.cfg.PerHostConcurrency, h.s.cfg.SlotWait, 0
 }
 
 // observe updates host's health after a POST classified as d. It returns
@@ -375,6 +415,11 @@ func (h *Health) alive(ctx context.Context, e *hostState, now time.Time) {
 	host := e.Host
 	h.mu.Unlock()
 	h.s.rec.add(recOp{unpark: host})
+	h.mu.Lock()
+	if len(h.rerelease) < maxHosts {
+		h.rerelease[host] = time.Now().Add(rereleaseAfter)
+	}
+	h.mu.Unlock()
 	n, err := h.s.queue.ReleaseTarget(ctx, host)
 	if err != nil {
 		h.s.log.WarnContext(ctx, "delivery: release deliveries of recovered host", "host", host, "err", err)
@@ -382,6 +427,30 @@ func (h *Health) alive(ctx context.Context, e *hostState, now time.Time) {
 	}
 	h.s.log.InfoContext(ctx, "delivery: host recovered; deliveries released", "host", host,
 		"previous_state", st, "released", n)
+}
+
+// rereleaseAfter is how long after a recovery its second release runs: longer
+// than a handler takes to park a delivery and the outbox to settle it.
+const rereleaseAfter = 2 * time.Second
+
+// releaseAgain runs the second release of hosts that recovered at least
+// rereleaseAfter ago.
+func (h *Health) releaseAgain(ctx context.Context) {
+	now := time.Now()
+	var due []string
+	h.mu.Lock()
+	for host, at := range h.rerelease {
+		if !now.Before(at) {
+			due = append(due, host)
+			delete(h.rerelease, host)
+		}
+	}
+	h.mu.Unlock()
+	for _, host := range due {
+		if _, err := h.s.queue.ReleaseTarget(ctx, host); err != nil && ctx.Err() == nil {
+			h.s.log.WarnContext(ctx, "delivery: release deliveries of recovered host", "host", host, "err", err)
+		}
+	}
 }
 
 // SignOfLife records that host is alive (an inbound request from it
@@ -587,10 +656,15 @@ func (h *Health) Drain(ctx context.Context, host string) (int, error) {
 	return n, nil
 }
 
-// change runs one UPDATE of host's row; no row is ErrUnknownHost.
+// change runs one UPDATE of host's row; no row is ErrUnknownHost. Host
+// state queued for writing is written first, so the change is not
+// overwritten by an older state.
 func (h *Health) change(ctx context.Context, op, host, query string, args ...any) error {
 	if len(args) == 0 {
 		args = []any{host}
+	}
+	if err := h.s.rec.addWait(ctx, recOp{}); err != nil {
+		return fmt.Errorf("delivery: %s %s: %w", op, host, err)
 	}
 	err := h.s.db.Tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, query, args...)

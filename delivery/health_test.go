@@ -400,12 +400,13 @@ func TestGoneInboxRemovesFollower(t *testing.T) {
 	b.note(alice, "hello")
 	b.startWorker(2)
 	b.waitTicking("both deliveries settled", func() bool {
-		for _, r := range b.deliveryRows() {
+		rows := b.deliveryRows()
+		for _, r := range rows {
 			if r.Status == outbox.StatusPending || r.Status == outbox.StatusProcessing {
 				return false
 			}
 		}
-		return len(b.deliveryRows()) == 2
+		return len(rows) == 2
 	})
 	rows := b.settledRows(2)
 	if r := rows[rm.actorURL("gone")+"/inbox"]; r.Status != outbox.StatusDeadLettered || !strings.Contains(r.LastError, "410") {
@@ -503,8 +504,7 @@ func TestSlowHostDefersWithoutSpendingAttempts(t *testing.T) {
 		return false
 	})
 	close(release)
-	b.clock.Advance(6 * time.Second)
-	waitFor(t, "both delivered", func() bool {
+	b.waitTicking("both delivered", func() bool {
 		rows := b.deliveryRows()
 		for _, r := range rows {
 			if r.Status != outbox.StatusDone {
@@ -517,5 +517,68 @@ func TestSlowHostDefersWithoutSpendingAttempts(t *testing.T) {
 		if r.Attempts != 0 {
 			t.Errorf("a deferred delivery spent %d attempts", r.Attempts)
 		}
+	}
+}
+
+func TestRetryNowResetAndHostStats(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *delivery.Config) {
+		c.UnavailableAfter = time.Second
+		c.ProbeInterval = time.Hour
+	})
+	alice := b.actor("alice")
+	rm := newRemote(t, b.keys, b.clock, false)
+	var up atomic.Bool
+	rm.setRespond(func(*http.Request) (int, http.Header) {
+		if up.Load() {
+			return http.StatusAccepted, nil
+		}
+		return http.StatusInternalServerError, nil
+	})
+	rm.follow(b, alice, "bob")
+	b.startWorker(2)
+	h := b.svc.Health()
+	unavailable(t, b, alice, rm)
+	b.clock.Advance(11 * time.Second) // parks, waiting an hour for its probe
+	b.settledRows(1)
+	counts := map[string]int64{}
+	if err := h.CountHosts(b.ctx, func(state string, n int64) { counts[state] += n }); err != nil {
+		t.Fatal(err)
+	}
+	if counts[delivery.HostUnavailable] != 1 {
+		t.Errorf("host counts %v, want one unavailable", counts)
+	}
+
+	// Retry now: the probe is due at once; one delivery probes.
+	up.Store(true)
+	posts := rm.count()
+	n, err := h.RetryNow(b.ctx, rm.Host())
+	if err != nil || n != 1 {
+		t.Fatalf("retry now released %d (%v), want 1", n, err)
+	}
+	b.waitHost(rm.Host(), delivery.HostHealthy)
+	waitFor(t, "delivery after retry now", func() bool {
+		for _, r := range b.deliveryRows() {
+			return r.Status == outbox.StatusDone
+		}
+		return false
+	})
+	if rm.count() != posts+1 {
+		t.Errorf("retry now sent %d POSTs, want 1", rm.count()-posts)
+	}
+
+	// Reset forgets failures.
+	up.Store(false)
+	b.note(alice, "again")
+	b.waitHost(rm.Host(), delivery.HostFailing)
+	if _, err := h.Reset(b.ctx, rm.Host()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.Host(b.ctx, rm.Host())
+	if err != nil || st.State != delivery.HostHealthy || st.ConsecutiveFailures != 0 {
+		t.Errorf("after reset: %+v %v", st, err)
+	}
+	if _, err := h.Reset(b.ctx, "never.example"); !errors.Is(err, delivery.ErrUnknownHost) {
+		t.Errorf("reset of an unknown host: %v", err)
 	}
 }

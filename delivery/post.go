@@ -39,29 +39,21 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 		var perm *outbox.PermanentError
 		if errors.As(err, &perm) {
 			s.record(p, ev.ID, host, now, 0, OutcomeDead, err.Error(), 0)
-			s.log.WarnContext(ctx, "delivery: dead-lettered after parking", "event_id", ev.ID, "inbox", p.Inbox,
-				"host", host, "err", err)
 		}
 		return err
 	}
-	// A failing host gets one POST at a time; the others do not wait for
-	// its slot but come back after about the host's backoff, so a dead host
-	// costs neither workers nor database churn.
-	limit, failures := s.health.slotLimit(host)
-	slotWait := s.cfg.SlotWait
-	if failures > 0 {
-		slotWait = 0
-	}
+	// A delivery never waits long for its host's slot: it comes back a
+	// little later (after the host's backoff when it is failing) without
+	// spending an attempt, so a slow or dead host costs neither workers nor
+	// database churn.
+	limit, slotWait, backoff := s.health.slotPolicy(host)
 	release, ok := s.slots.acquire(ctx, host, limit, slotWait)
 	if !ok {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		delay := s.cfg.SlotDefer/2 + time.Duration(rand.Int64N(int64(s.cfg.SlotDefer)/2+1))
-		if failures > 0 {
-			delay = max(delay, outbox.Backoff(failures))
-		}
-		return outbox.Defer(s.now().Add(delay), "host "+host+" busy: no free delivery slot")
+		return outbox.Defer(s.now().Add(max(delay, backoff)), "host "+host+" busy: no free delivery slot")
 	}
 	defer release()
 
@@ -78,6 +70,9 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	if postErr != nil && ctx.Err() != nil {
 		return fmt.Errorf("delivery: post to %s interrupted: %w", p.Inbox, ctx.Err())
 	}
+	if errors.Is(postErr, activitypub.ErrSign) {
+		return outbox.Permanent(fmt.Errorf("delivery: %s: %w", p.Inbox, postErr))
+	}
 	now = s.now()
 	d := Classify(status, header, postErr, now, s.cfg.RetryAfterMax)
 	wait := s.health.observe(ctx, host, ev.ID, d, adm.probe, now)
@@ -88,8 +83,6 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	case Delivered:
 		return nil
 	case Permanent, Refused:
-		s.log.InfoContext(ctx, "delivery: given up", "event_id", ev.ID, "inbox", p.Inbox, "host", host,
-			"status", status, "err", d.Reason)
 		if d.Gone && p.Recipient != "" {
 			s.removeGone(ctx, p.Recipient)
 		}

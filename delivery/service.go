@@ -251,6 +251,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("delivery: PerHostConcurrency must be at least 1, not %d", c.PerHostConcurrency)
 	case c.MaxResponseBody < 0:
 		return errors.New("delivery: MaxResponseBody must not be negative")
+	case c.Retention < c.ParkMax:
+		return fmt.Errorf("delivery: Retention (%s) must not be shorter than ParkMax (%s)", c.Retention, c.ParkMax)
 	case c.ProbeMaxInterval < c.ProbeInterval:
 		return fmt.Errorf("delivery: ProbeMaxInterval (%s) must not be shorter than ProbeInterval (%s)",
 			c.ProbeMaxInterval, c.ProbeInterval)
@@ -340,13 +342,26 @@ func (s *Service) Health() *Health { return s.health }
 // sweepInterval is how often Run applies Retention.
 const sweepInterval = 10 * time.Minute
 
-// Run writes attempt records and host state in batches and applies
+// Run writes attempt records and host state in batches, releases the
+// deliveries of recovered hosts a second time (see Health), and applies
 // retention until ctx ends, then writes what is left and returns nil once
 // its goroutines have ended. Handlers work without Run, but their records
 // then wait in a bounded buffer and are written one by one when it is full.
 func (s *Service) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.rec.run(ctx) })
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.health.releaseAgain(ctx)
+			}
+		}
+	})
 	wg.Go(func() {
 		t := time.NewTicker(sweepInterval)
 		defer t.Stop()

@@ -60,10 +60,16 @@ const sqlInsertActivity = `INSERT INTO inbox_activities
 // requests share one transaction (one fsync). The first caller becomes the
 // leader and commits what has queued up; when its own record is done it
 // hands the lead to a waiting caller, so no caller works for others
-// indefinitely and no goroutine outlives its caller.
+// indefinitely and no goroutine outlives its caller. There is no batching
+// window: a group is what queued up while the previous one was being
+// written, so a lone request is written at once and, under load, groups
+// grow by themselves to what arrives during one commit.
 type recorder struct {
 	db       *sqlite.DB
 	maxGroup int
+	// insert is sqlInsertActivity, prepared once on the writer; each
+	// group's transaction uses it through Tx.StmtContext.
+	insert *sql.Stmt
 
 	mu      sync.Mutex
 	queue   []*recordOp
@@ -81,6 +87,16 @@ type recordOp struct {
 
 // groupTimeout bounds the database work of one group.
 const groupTimeout = 30 * time.Second
+
+// newRecorder prepares the recorder's statement on db's writer. The
+// statement lives as long as db.
+func newRecorder(db *sqlite.DB, maxGroup int) (*recorder, error) {
+	insert, err := db.Write.PrepareContext(context.Background(), sqlInsertActivity)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: prepare record: %w", err)
+	}
+	return &recorder{db: db, maxGroup: maxGroup, insert: insert}, nil
+}
 
 // store records rec and enqueues its event. It reports whether rec was a
 // duplicate of a recorded activity.
@@ -129,8 +145,14 @@ func (c *recorder) store(ctx context.Context, rec record) (bool, error) {
 
 // commit writes group in one transaction; when that fails, each record is
 // written alone so one bad record does not fail the others.
+//
+// ctx bounds the wait for the writer and the commit. The statements inside
+// the transaction run under ctx without its deadline: they cannot wait for
+// a lock the transaction (BEGIN IMMEDIATE) already holds, and a statement
+// under a context that can end costs the driver a watcher goroutine each.
 func (c *recorder) commit(ctx context.Context, group []*recordOp) {
-	err := c.db.Tx(ctx, func(tx *sql.Tx) error { return insertRecords(ctx, tx, group) })
+	sctx := context.WithoutCancel(ctx)
+	err := c.db.Tx(ctx, func(tx *sql.Tx) error { return c.insertRecords(sctx, tx, group) })
 	if err == nil || len(group) == 1 {
 		for _, o := range group {
 			o.err, o.finished = err, true
@@ -138,18 +160,15 @@ func (c *recorder) commit(ctx context.Context, group []*recordOp) {
 		return
 	}
 	for _, o := range group {
-		o.err = c.db.Tx(ctx, func(tx *sql.Tx) error { return insertRecords(ctx, tx, []*recordOp{o}) })
+		o.err = c.db.Tx(ctx, func(tx *sql.Tx) error { return c.insertRecords(sctx, tx, []*recordOp{o}) })
 		o.finished = true
 	}
 }
 
 // insertRecords inserts the records of ops and the events of the new ones,
 // in tx. A record whose id is already stored is a duplicate: no event.
-func insertRecords(ctx context.Context, tx *sql.Tx, ops []*recordOp) error {
-	stmt, err := tx.PrepareContext(ctx, sqlInsertActivity)
-	if err != nil {
-		return fmt.Errorf("inbox: record: prepare: %w", err)
-	}
+func (c *recorder) insertRecords(ctx context.Context, tx *sql.Tx, ops []*recordOp) error {
+	stmt := tx.StmtContext(ctx, c.insert)
 	defer stmt.Close()
 	events := make([]outbox.Event, 0, len(ops))
 	for _, o := range ops {

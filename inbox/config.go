@@ -59,6 +59,13 @@ type Config struct {
 	// the Resolver is asked again (default 5 min; negative: no memory cache,
 	// every request asks the Resolver).
 	KeyCacheTTL time.Duration
+	// DomainBlockTTL is how long the decision that a sender's host is or is
+	// not on a blocked domain is reused from memory (default 30 s; negative:
+	// no memory, every request asks the database). Any write committed
+	// through DB, which includes every change of domain blocks made by
+	// this process, ends every decision at once; the TTL bounds how long a
+	// change made by another process can go unseen.
+	DomainBlockTTL time.Duration
 	// SignOfLifeInterval is the least time between two signs of life
 	// reported for one host (default 1 min).
 	SignOfLifeInterval time.Duration
@@ -87,6 +94,7 @@ const (
 	DefaultDateWindow         = time.Hour
 	DefaultMaxBody            = 1 << 20
 	DefaultKeyCacheTTL        = 5 * time.Minute
+	DefaultDomainBlockTTL     = 30 * time.Second
 	DefaultSignOfLifeInterval = time.Minute
 	DefaultMaxBatch           = 256
 	DefaultRetention          = 30 * 24 * time.Hour
@@ -105,6 +113,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeyCacheTTL == 0 {
 		c.KeyCacheTTL = DefaultKeyCacheTTL
+	}
+	if c.DomainBlockTTL == 0 {
+		c.DomainBlockTTL = DefaultDomainBlockTTL
 	}
 	if c.SignOfLifeInterval == 0 {
 		c.SignOfLifeInterval = DefaultSignOfLifeInterval

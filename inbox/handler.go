@@ -28,8 +28,9 @@ type Handler struct {
 	keys *keyCache
 	rec  *recorder
 	life *lifeLimiter
-	// domains checks domain blocks with a statement prepared once.
-	domains *store.DomainBlockChecker
+	// domains answers domain-block checks, from memory while no write has
+	// been committed since the database was asked.
+	domains *domainCache
 }
 
 // New returns a Handler for cfg.
@@ -38,10 +39,16 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	domains, err := cfg.Store.NewDomainBlockChecker(context.Background())
+	checker, err := cfg.Store.NewDomainBlockChecker(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
+	rec, err := newRecorder(cfg.DB, cfg.MaxBatch)
+	if err != nil {
+		return nil, err
+	}
+	domains := newDomainCache(checker.IsDomainBlocked, cfg.DomainBlockTTL, cfg.Now)
+	cfg.DB.OnWrite(domains.invalidate)
 	return &Handler{
 		domains: domains,
 		cfg:     cfg,
@@ -49,7 +56,7 @@ func New(cfg Config) (*Handler, error) {
 		st:      cfg.Store,
 		uris:    store.NewURIs(cfg.BaseURL),
 		keys:    newKeyCache(cfg.KeyCacheTTL, cfg.Now),
-		rec:     &recorder{db: cfg.DB, maxGroup: cfg.MaxBatch},
+		rec:     rec,
 		life:    &lifeLimiter{every: cfg.SignOfLifeInterval, now: cfg.Now, last: map[string]time.Time{}},
 	}, nil
 }
@@ -148,7 +155,7 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err := h.checkDomains(ctx, sig.KeyID, act.Actor); err != nil {
 		return "", err
 	}
-	owner, err := h.authenticate(ctx, r, body, sig.KeyID, act)
+	owner, err := h.authenticate(ctx, r, body, sig, act)
 	if errors.Is(err, errDropDelete) {
 		return resultDroppedDelete, nil // unverified: no sign of life either
 	}
@@ -183,7 +190,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	if r.ContentLength > h.cfg.MaxBody {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, r.ContentLength, h.cfg.MaxBody)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody), r.ContentLength)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -194,6 +201,26 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	return body, nil
 }
 
+// readAll reads r to its end like io.ReadAll, into a buffer sized for the
+// announced length (a hint: a body of another length is read all the same).
+func readAll(r io.Reader, length int64) ([]byte, error) {
+	const least, most = 512, 1 << 20
+	b := make([]byte, 0, min(max(length+1, least), most))
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
 // checkDomains refuses a sender whose key or actor is on a blocked domain.
 func (h *Handler) checkDomains(ctx context.Context, keyID, actor string) error {
 	hosts := []string{hostOf(keyID)}
@@ -201,7 +228,7 @@ func (h *Handler) checkDomains(ctx context.Context, keyID, actor string) error {
 		hosts = append(hosts, ah)
 	}
 	for _, host := range hosts {
-		blocked, err := h.domains.IsDomainBlocked(ctx, host)
+		blocked, err := h.domains.blocked(ctx, host)
 		if err != nil {
 			return err
 		}

@@ -83,16 +83,17 @@ func (h *Handler) key(ctx context.Context, keyID string, refresh bool) (cachedKe
 // owner. When the signature fails against a key that may be stale, the key
 // is refetched once (the remote may have rotated it) and the signature
 // checked again.
-func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte, keyID string, act *activitypub.Activity) (string, error) {
+func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte, sig *activitypub.SignatureParams, act *activitypub.Activity) (string, error) {
 	opts := activitypub.VerifyOptions{Window: h.cfg.DateWindow, Now: h.cfg.Now}
+	keyID := sig.KeyID
 	k, err := h.key(ctx, keyID, false)
 	if err != nil {
 		if isActorDelete(act) && (errors.Is(err, activitypub.ErrGone) || errors.Is(err, activitypub.ErrNotFound)) {
-			return h.authenticateGone(ctx, r, body, keyID, act, err)
+			return h.authenticateGone(ctx, r, body, sig, act, err)
 		}
 		return "", err
 	}
-	err = activitypub.Verify(r, body, k.pub, opts)
+	err = activitypub.VerifySignature(r, sig, body, k.pub, opts)
 	if errors.Is(err, activitypub.ErrBadSignature) {
 		fresh, ferr := h.key(ctx, keyID, true)
 		if ferr != nil {
@@ -100,7 +101,7 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte
 			return "", err
 		}
 		if fresh.pub != nil && !samePublicKey(fresh.pub, k.pub) {
-			k, err = fresh, activitypub.Verify(r, body, fresh.pub, opts)
+			k, err = fresh, activitypub.VerifySignature(r, sig, body, fresh.pub, opts)
 		}
 	}
 	if err != nil {
@@ -113,7 +114,8 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte
 // answered 410 or 404) against the key courier cached for that actor. With
 // no cached key it returns errDropDelete: the request is answered 202 and
 // dropped, since courier holds nothing of an actor it never resolved.
-func (h *Handler) authenticateGone(ctx context.Context, r *http.Request, body []byte, keyID string, act *activitypub.Activity, fetchErr error) (string, error) {
+func (h *Handler) authenticateGone(ctx context.Context, r *http.Request, body []byte, sig *activitypub.SignatureParams, act *activitypub.Activity, fetchErr error) (string, error) {
+	keyID := sig.KeyID
 	a, _, err := h.cfg.Store.GetRemoteActor(ctx, act.Actor)
 	if err != nil || a == nil {
 		return "", errDropDelete
@@ -126,7 +128,7 @@ func (h *Handler) authenticateGone(ctx context.Context, r *http.Request, body []
 	if err != nil {
 		return "", errDropDelete
 	}
-	if err := activitypub.Verify(r, body, pub, activitypub.VerifyOptions{Window: h.cfg.DateWindow, Now: h.cfg.Now}); err != nil {
+	if err := activitypub.VerifySignature(r, sig, body, pub, activitypub.VerifyOptions{Window: h.cfg.DateWindow, Now: h.cfg.Now}); err != nil {
 		return "", err
 	}
 	h.log.DebugContext(ctx, "inbox: Delete of a gone actor verified with its cached key", "actor", a.ID,

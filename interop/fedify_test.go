@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,16 +22,21 @@ const publicCollection = "https://www.w3.org/ns/activitystreams#Public"
 //
 //   - the peer looks up a courier actor by its URL and by WebFinger (over
 //     https: courier's origin is a TLS proxy whose certificate the peer
-//     trusts), follows it and gets the Accept, then receives the Create, the
+//     trusts), reads courier's NodeInfo, note, activity and collections,
+//     follows the actor and gets the Accept, then receives the Create, the
 //     Update and the Delete of a note courier's actor posts, the actor's own
 //     Update, a Follow (which it accepts) and a Like, each verified by Fedify
 //     (inbox listeners fire only for verified activities) and checked once
 //     more by the peer's own verifyRequest call;
-//   - the peer's actor posts a Create, an Update and a Delete of a note, and
-//     a Like, an Announce and Undos, signed by Fedify (with its Linked Data
-//     Signature and Object Integrity Proof in the body, and ids in the forms
-//     Fedify applications use); courier verifies and imports them, as seen
-//     in its database and its collections' totalItems.
+//   - the peer's actor posts a Create (public, followers-only through
+//     Fedify's fan-out, direct), an Update and a Delete of a note, a Like, an
+//     Announce and Undos, signed by Fedify (with its Linked Data Signature
+//     and Object Integrity Proof in the body, ids in the forms Fedify
+//     applications use, to the personal or the shared inbox), also after it
+//     rotates its key; courier verifies and imports them, as seen in its
+//     database and its collections' totalItems;
+//   - the peer goes down while courier delivers to it, and gets the activity
+//     once it is back, once.
 //
 // Steps run in order; a step whose prerequisite failed is skipped rather
 // than left to time out.
@@ -44,10 +52,12 @@ func TestFedifyPeer(t *testing.T) {
 	dir := t.TempDir()
 	c := startCourier(t, ctx, bin, dir)
 	actor, token := c.createActor(t, ctx, "alice")
-	p := startPeer(t, ctx, node, c.caFile)
-	t.Logf("courier %s (actor %s) and the Fedify peer %s are up in %s (courier built in %s)",
-		c.origin, actor, p.origin, time.Since(built).Round(time.Millisecond), built.Sub(started).Round(time.Millisecond))
+	peerOpts := peerOptions{caFile: c.caFile, keysFile: filepath.Join(dir, "peer-keys.json"), name: "fedify peer"}
+	p := startPeer(t, t, ctx, node, peerOpts)
+	t.Logf("courier %s (actor %s) and the peer %s (%s) are up in %s (courier built in %s)",
+		c.origin, actor, p.origin, p.software, time.Since(built).Round(time.Millisecond), built.Sub(started).Round(time.Millisecond))
 	proxyHost := strings.TrimPrefix(c.origin, "https://")
+	owner := t // the processes belong to the test, not to the step that restarts the peer
 
 	var (
 		note       string // the note courier's actor posts
@@ -55,6 +65,8 @@ func TestFedifyPeer(t *testing.T) {
 		peerNote   string // the note the peer's actor posts
 		peerFollow string // the peer's Follow of courier's actor
 		peerLike   string // the peer's Like of note
+
+		peers = []*peer{p} // every peer process started, the current one last
 	)
 	steps := []step{
 		{name: "lookup", title: "peer looks up the courier actor by its URL", run: func(t *testing.T) {
@@ -71,6 +83,29 @@ func TestFedifyPeer(t *testing.T) {
 					t.Fatalf("%s: %v", handle, err)
 				}
 				checkActor(t, got, actor, c.origin)
+			}
+		}},
+		{name: "nodeinfo", title: "peer reads courier's NodeInfo, parsed strictly", run: func(t *testing.T) {
+			var got struct {
+				Software struct {
+					Name    string `json:"name"`
+					Version string `json:"version"`
+				} `json:"software"`
+				Protocols []string `json:"protocols"`
+				Usage     struct {
+					Users struct {
+						Total *int `json:"total"`
+					} `json:"users"`
+				} `json:"usage"`
+			}
+			if err := p.control(ctx, "nodeinfo", map[string]string{"target": c.origin}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Software.Name != "courier" || got.Software.Version == "" || !slices.Contains(got.Protocols, "activitypub") {
+				t.Errorf("the peer reads courier's NodeInfo as %+v, want software courier speaking activitypub", got)
+			}
+			if got.Usage.Users.Total == nil || *got.Usage.Users.Total != 1 {
+				t.Errorf("the peer reads courier's user count as %v, want 1", got.Usage.Users.Total)
 			}
 		}},
 		{name: "follow", needs: []string{"lookup"}, title: "peer follows and receives the Accept", run: func(t *testing.T) {
@@ -115,13 +150,15 @@ func TestFedifyPeer(t *testing.T) {
 			}
 			note, noteCreate = act.objectID, act.id
 		}},
-		{name: "lookup-note", needs: []string{"create"}, title: "peer looks up the note and its Create by URL", run: func(t *testing.T) {
-			var got lookupResult
-			if err := p.control(ctx, "lookup", map[string]string{"target": note}, &got); err != nil {
-				t.Fatal(err)
-			}
-			if got.ID != note || got.Type != "Note" || got.AttributedTo != actor || got.Content == "" {
-				t.Errorf("the peer reads %s as %+v, want a Note by %s", note, got, actor)
+		{name: "lookup-note", needs: []string{"create"}, title: "peer looks up the note (unsigned and signed GET) and its Create", run: func(t *testing.T) {
+			for _, signed := range []bool{false, true} {
+				var got lookupResult
+				if err := p.control(ctx, "lookup", map[string]any{"target": note, "signed": signed}, &got); err != nil {
+					t.Fatalf("signed=%v: %v", signed, err)
+				}
+				if got.ID != note || got.Type != "Note" || got.AttributedTo != actor || got.Content == "" {
+					t.Errorf("the peer reads %s (signed=%v) as %+v, want a Note by %s", note, signed, got, actor)
+				}
 			}
 			var create lookupResult
 			if err := p.control(ctx, "lookup", map[string]string{"target": noteCreate}, &create); err != nil {
@@ -129,6 +166,25 @@ func TestFedifyPeer(t *testing.T) {
 			}
 			if create.ID != noteCreate || create.Type != "Create" || create.Actor != actor || create.Object != note {
 				t.Errorf("the peer reads %s as %+v, want the Create of %s by %s", noteCreate, create, note, actor)
+			}
+		}},
+		{name: "collections", needs: []string{"create"}, title: "peer traverses courier's outbox and followers collections", run: func(t *testing.T) {
+			for _, tc := range []struct{ path, item string }{
+				{"/outbox", noteCreate},
+				{"/followers", p.actor},
+			} {
+				var got struct {
+					Type       string   `json:"type"`
+					TotalItems *int     `json:"totalItems"`
+					Items      []string `json:"items"`
+				}
+				if err := p.control(ctx, "collection", map[string]string{"target": actor + tc.path}, &got); err != nil {
+					t.Errorf("%s: %v", tc.path, err)
+					continue
+				}
+				if !slices.Contains(got.Items, tc.item) || got.TotalItems == nil || *got.TotalItems != len(got.Items) {
+					t.Errorf("the peer reads %s%s as %+v, want it to hold %s and count its items", actor, tc.path, got, tc.item)
+				}
 			}
 		}},
 		{name: "like", needs: []string{"create"}, title: "courier counts the peer's Like of the note", run: func(t *testing.T) {
@@ -172,7 +228,15 @@ func TestFedifyPeer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
-			checkRecorded(t, ctx, c, sent.ID, "alice")
+			// Fedify signs the body too (a Linked Data Signature with the
+			// RSA key, an Object Integrity Proof with the Ed25519 key):
+			// courier must take such documents as they are.
+			doc := checkRecorded(t, ctx, c, sent.ID, "alice")
+			for _, prop := range []string{"signature", "proof", "@context"} {
+				if _, ok := doc[prop]; !ok {
+					t.Errorf("the Create courier recorded has no %q; the test expects Fedify to send one", prop)
+				}
+			}
 			peerNote = sent.Object
 		}},
 		{name: "peer-update", needs: []string{"peer-create"}, title: "courier imports the peer's Update of its note (shared inbox)", run: func(t *testing.T) {
@@ -209,6 +273,49 @@ func TestFedifyPeer(t *testing.T) {
 			}
 			if err := eventually(ctx, func() error { return collectionLists(ctx, c, "/users/alice/following", p.actor) }); err != nil {
 				t.Fatal(err)
+			}
+		}},
+		{name: "peer-followers-only", needs: []string{"courier-follow"}, title: "courier imports the peer's followers-only note (Fedify fan-out)", run: func(t *testing.T) {
+			checkPeerPost(t, ctx, c, p, map[string]string{"audience": "followers", "content": "<p>For my followers</p>"}, "followers", "")
+		}},
+		{name: "peer-direct", needs: []string{"lookup"}, title: "courier imports the peer's direct note", run: func(t *testing.T) {
+			checkPeerPost(t, ctx, c, p, map[string]string{"audience": "direct", "target": actor, "content": "<p>Just for alice</p>"}, "direct", "alice")
+		}},
+		{name: "rotation", needs: []string{"peer-direct"}, title: "courier follows the peer's key rotation", run: func(t *testing.T) {
+			// courier holds the peer's key since its first activity; the
+			// next one is signed with a new key under the same key id.
+			var keys struct {
+				Before string `json:"before"`
+				After  string `json:"after"`
+			}
+			if err := p.control(ctx, "rotate", map[string]string{}, &keys); err != nil {
+				t.Fatal(err)
+			}
+			if keys.Before == "" || keys.Before == keys.After {
+				t.Fatalf("the peer's key did not change: %+v", keys)
+			}
+			checkPeerPost(t, ctx, c, p, map[string]string{"audience": "direct", "target": actor, "content": "<p>Signed with my new key</p>"}, "direct", "alice")
+		}},
+		{name: "rename", needs: []string{"follow"}, title: "courier refreshes the peer's actor on its Update", run: func(t *testing.T) {
+			name := "Fedify peer, renamed"
+			var sent sentActivity
+			if err := p.control(ctx, "rename", map[string]string{"target": actor, "name": name}, &sent); err != nil {
+				t.Fatal(err)
+			}
+			err := eventually(ctx, func() error {
+				var got sql.NullString
+				err := c.database().QueryRowContext(ctx,
+					`SELECT json_extract(document, '$.name') FROM remote_actors WHERE uri = ?`, p.actor).Scan(&got)
+				if err != nil {
+					return fmt.Errorf("courier's copy of the peer's actor: %w", err)
+				}
+				if got.String != name {
+					return fmt.Errorf("courier holds the peer's actor named %q, want %q", got.String, name)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
 		}},
 		{name: "courier-like", needs: []string{"peer-create"}, title: "peer receives courier's Like of its note", run: func(t *testing.T) {
@@ -298,9 +405,69 @@ func TestFedifyPeer(t *testing.T) {
 				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
 			}
 		}},
+		{name: "redelivery", needs: []string{"follow"}, title: "courier redelivers to the peer once it is back", run: func(t *testing.T) {
+			u, err := url.Parse(p.origin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			port, err := strconv.Atoi(u.Port())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.stop(); err != nil {
+				t.Fatal(err)
+			}
+			act := c2s(t, ctx, c, token, map[string]any{
+				"@context": "https://www.w3.org/ns/activitystreams",
+				"type":     "Note",
+				"content":  "Posted while the peer was down",
+				"to":       []string{publicCollection},
+				"cc":       []string{actor + "/followers"},
+			})
+			// courier's first attempt finds nobody listening: it must keep the
+			// delivery for a retry, not drop it.
+			err = eventually(ctx, func() error {
+				outcomes, err := attempts(ctx, c.database(), act.id)
+				if err != nil {
+					return err
+				}
+				if !slices.Contains(outcomes, "retry") {
+					return fmt.Errorf("courier's delivery attempts of %s: %v, want a retry", act.id, outcomes)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := peerOpts
+			opts.port, opts.name = port, "fedify peer (restarted)"
+			p = startPeer(t, owner, ctx, node, opts)
+			peers = append(peers, p)
+			got := receivedAbout(t, p, "Create", act.id)
+			checkDelivery(t, p, act.id, actor)
+			if got.Object == nil || got.Object.ID != act.objectID {
+				t.Errorf("the redelivered Create carries %+v, want the note %s", got.Object, act.objectID)
+			}
+			// courier records the retry and then one success.
+			err = eventually(ctx, func() error {
+				outcomes, err := attempts(ctx, c.database(), act.id)
+				if err != nil {
+					return err
+				}
+				if len(outcomes) < 2 || outcomes[0] != "retry" || outcomes[len(outcomes)-1] != "delivered" ||
+					slices.Index(outcomes, "delivered") != len(outcomes)-1 {
+					return fmt.Errorf("courier's delivery attempts of %s: %v, want retries, then one delivered", act.id, outcomes)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}},
 		{name: "unfollow", needs: []string{"follow"}, title: "courier drops the peer from its followers on its Undo of the Follow", run: func(t *testing.T) {
 			var undo sentActivity
-			if err := p.control(ctx, "undo", map[string]string{"target": actor, "id": peerFollow}, &undo); err != nil {
+			req := map[string]string{"target": actor, "id": peerFollow, "type": "Follow", "object": actor}
+			if err := p.control(ctx, "undo", req, &undo); err != nil {
 				t.Fatal(err)
 			}
 			err := eventually(ctx, func() error {
@@ -323,16 +490,30 @@ func TestFedifyPeer(t *testing.T) {
 	// Across the whole run: every delivery to the peer verified, Fedify
 	// raised no inbox error, courier logged nothing an operator must act on
 	// and, when built with -race, reported no data race.
+	// The peer took each activity once: a redelivery after a success would
+	// show here, since a restarted peer has forgotten what it processed.
 	deliveries := 0
-	for _, e := range p.all() {
+	took := map[string]int{}
+	var events []peerEvent
+	for _, q := range peers {
+		events = append(events, q.all()...)
+	}
+	for _, e := range events {
 		switch e.Event {
 		case "delivery":
 			deliveries++
 			if !e.Verified || e.Status/100 != 2 {
 				t.Errorf("a delivery to the peer was not accepted: %s", e.raw)
 			}
+		case "received":
+			took[e.ID]++
 		case "inbox_error":
 			t.Errorf("the peer's inbox failed: %s", e.Error)
+		}
+	}
+	for id, n := range took {
+		if n > 1 {
+			t.Errorf("the peer took %s %d times", id, n)
 		}
 	}
 	if errs := c.errorLogs(); len(errs) > 0 {
@@ -343,6 +524,33 @@ func TestFedifyPeer(t *testing.T) {
 	}
 	t.Logf("%d deliveries to the peer; the interoperability run took %s (after the build: %s)",
 		deliveries, time.Since(started).Round(time.Millisecond), time.Since(built).Round(time.Millisecond))
+}
+
+// checkPeerPost has the peer post a note that is not public and checks
+// that courier stores it with visibility, received at inbox.
+func checkPeerPost(t *testing.T, ctx context.Context, c *courier, p *peer, req map[string]string, visibility, inbox string) {
+	t.Helper()
+	var sent struct {
+		ID     string `json:"id"`
+		Object string `json:"object"`
+	}
+	if err := p.control(ctx, "post", req, &sent); err != nil {
+		t.Fatal(err)
+	}
+	err := eventually(ctx, func() error {
+		o, err := storedObject(ctx, c.database(), sent.Object)
+		if err != nil {
+			return err
+		}
+		if o.content != req["content"] || o.attributedTo != p.actor || o.visibility != visibility {
+			return fmt.Errorf("courier stored the note as %+v, want %q by %s, %s", o, req["content"], p.actor, visibility)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
+	}
+	checkRecorded(t, ctx, c, sent.ID, inbox)
 }
 
 // step is one step of a scenario. needs names the steps it depends on.
@@ -589,18 +797,45 @@ func storedObject(ctx context.Context, db *sql.DB, uri string) (object, error) {
 	return o, nil
 }
 
+// attempts returns the outcomes of courier's delivery attempts of the
+// activity id, oldest first.
+func attempts(ctx context.Context, db *sql.DB, id string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT outcome FROM delivery_attempts WHERE activity_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("read courier's delivery attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
 // checkRecorded checks that courier recorded the activity id as received
 // at the inbox of the local actor inbox ("" for the shared inbox).
-func checkRecorded(t *testing.T, ctx context.Context, c *courier, id, inbox string) {
+// It returns the recorded document's top-level properties.
+func checkRecorded(t *testing.T, ctx context.Context, c *courier, id, inbox string) map[string]json.RawMessage {
 	t.Helper()
-	var got string
-	if err := c.database().QueryRowContext(ctx, `SELECT inbox FROM inbox_activities WHERE activity_id = ?`, id).Scan(&got); err != nil {
+	var got, doc string
+	err := c.database().QueryRowContext(ctx, `SELECT inbox, document FROM inbox_activities WHERE activity_id = ?`, id).
+		Scan(&got, &doc)
+	if err != nil {
 		t.Errorf("courier's record of %s: %v", id, err)
-		return
+		return nil
 	}
 	if got != inbox {
 		t.Errorf("courier recorded %s at the inbox %q, want %q (\"\" is the shared inbox)", id, got, inbox)
 	}
+	var props map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(doc), &props); err != nil {
+		t.Errorf("courier's record of %s is not a JSON object: %v", id, err)
+	}
+	return props
 }
 
 // inboxOutcomes describes what courier recorded of the activities from

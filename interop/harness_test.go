@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,9 @@ import (
 const (
 	// peerDir holds the Fedify peer and its package files.
 	peerDir = "fedify"
+	// envPeerDir names another directory holding peer.mjs and its
+	// node_modules, to run the same test against another Fedify release.
+	envPeerDir = "COURIER_INTEROP_PEER_DIR"
 	// envRequire makes a missing prerequisite a failure instead of a skip.
 	envRequire = "COURIER_INTEROP"
 	// envBinary names a prebuilt courier binary to use instead of building one.
@@ -70,13 +74,23 @@ func required() bool {
 	return true
 }
 
+// peerDirectory is the directory of the peer to run: $COURIER_INTEROP_PEER_DIR,
+// else interop/fedify.
+func peerDirectory() string {
+	if d := os.Getenv(envPeerDir); d != "" {
+		return d
+	}
+	return peerDir
+}
+
 // prerequisites skips the test when the peer is not installed and running
 // it is not required, and fails it when something it needs is missing and
 // it is required. It returns the node executable.
 func prerequisites(t *testing.T) string {
 	t.Helper()
-	must := required()
-	_, err := os.Stat(filepath.Join(peerDir, "node_modules"))
+	must := required() || os.Getenv(envPeerDir) != ""
+	dir := peerDirectory()
+	_, err := os.Stat(filepath.Join(dir, "node_modules"))
 	installed := err == nil
 	if !must && !installed {
 		t.Skipf("skipped: the Fedify peer is not installed; run (cd interop/%s && npm ci --no-audit --no-fund), or set %s=1 to require it",
@@ -90,8 +104,11 @@ func prerequisites(t *testing.T) string {
 	if err != nil {
 		missing = append(missing, "node is not on PATH")
 	}
-	if _, err := os.Stat(filepath.Join(peerDir, "node_modules", "@fedify", "fedify", "package.json")); err != nil {
-		missing = append(missing, fmt.Sprintf("@fedify/fedify is not installed: run (cd interop/%s && npm ci --no-audit --no-fund)", peerDir))
+	if _, err := os.Stat(filepath.Join(dir, "peer.mjs")); err != nil {
+		missing = append(missing, fmt.Sprintf("%s has no peer.mjs", dir))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@fedify", "fedify", "package.json")); err != nil {
+		missing = append(missing, fmt.Sprintf("@fedify/fedify is not installed in %s: run npm ci --no-audit --no-fund there", dir))
 	}
 	if len(missing) > 0 {
 		t.Fatalf("the interoperability test cannot run: %s", strings.Join(missing, "; "))
@@ -107,6 +124,9 @@ func prerequisites(t *testing.T) string {
 func recordInputs(t *testing.T, root string) {
 	t.Helper()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed while the walk ran
+		}
 		if err != nil {
 			return err
 		}
@@ -120,6 +140,9 @@ func recordInputs(t *testing.T, root string) {
 			return nil
 		}
 		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -128,9 +151,12 @@ func recordInputs(t *testing.T, root string) {
 	if err != nil {
 		t.Fatalf("recording the test's inputs: %v", err)
 	}
-	// npm rewrites this file on every install.
-	if f, err := os.Open(filepath.Join(peerDir, "node_modules", ".package-lock.json")); err == nil {
-		_ = f.Close()
+	// The peer run (when it is not under root), and npm's record of what it
+	// installed, which it rewrites on every install.
+	for _, name := range []string{"peer.mjs", "package.json", filepath.Join("node_modules", ".package-lock.json")} {
+		if f, err := os.Open(filepath.Join(peerDirectory(), name)); err == nil {
+			_ = f.Close()
+		}
 	}
 }
 
@@ -261,23 +287,45 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 }
 
 // process starts cmd with stdout and stderr going to onStdout and onStderr
-// line by line, and stops it when the test ends: SIGTERM, then SIGKILL
-// after stopGrace. The returned channel is closed when it has exited.
-func process(t *testing.T, cmd *exec.Cmd, onStdout, onStderr func(string)) <-chan struct{} {
-	t.Helper()
+// line by line. When owner ends, the process is sent SIGTERM and awaited,
+// and killed if it has not exited within stopGrace; an exit status other
+// than 0 fails owner. The returned channel is closed when it has exited.
+func process(owner *testing.T, cmd *exec.Cmd, onStdout, onStderr func(string)) (<-chan struct{}, error) {
+	name := filepath.Base(cmd.Path)
 	cmd.Stdout = &lineWriter{fn: onStdout}
 	cmd.Stderr = &lineWriter{fn: onStderr}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = stopGrace
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", filepath.Base(cmd.Path), err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	exited := make(chan struct{})
+	var waitErr error
 	go func() {
-		_ = cmd.Wait() // the exit status is judged by the test through exited
+		waitErr = cmd.Wait()
 		close(exited)
 	}()
-	return exited
+	owner.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM) // fails only if it has exited
+		select {
+		case <-exited:
+			// A process stopped by SIGTERM (or by the end of its stdin)
+			// exits cleanly.
+			if waitErr != nil {
+				owner.Errorf("%s exited with %v", name, waitErr)
+			}
+			return
+		case <-time.After(stopGrace):
+		}
+		_ = cmd.Process.Kill()
+		select {
+		case <-exited:
+			owner.Errorf("%s did not stop within %s of SIGTERM and was killed", name, stopGrace)
+		case <-time.After(stopGrace):
+			owner.Errorf("%s did not exit after SIGKILL", name)
+		}
+	})
+	return exited, nil
 }
 
 // courier is a running courier server behind an https reverse proxy, which
@@ -352,12 +400,16 @@ func startCourier(t *testing.T, ctx context.Context, bin, dir string) *courier {
 			}
 		}
 	}
-	c.exited = process(t, cmd, onLine, onLine)
-	t.Cleanup(func() {
+	t.Cleanup(func() { // runs after the process has stopped
 		if t.Failed() || testing.Verbose() {
 			c.log.dump(t)
 		}
 	})
+	exited, err := process(t, cmd, onLine, onLine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.exited = exited
 	select {
 	case addr := <-listening:
 		c.target.Store(&url.URL{Scheme: "http", Host: addr})
@@ -483,6 +535,10 @@ type peerEvent struct {
 	Origin string `json:"origin"`
 	Actor  string `json:"actor"`
 
+	// "ready": what the peer runs on.
+	Software string `json:"software"`
+	Node     string `json:"node"`
+
 	// "received": an activity an inbox listener took (verified by Fedify).
 	Recipient   *string     `json:"recipient"`
 	Type        string      `json:"type"`
@@ -537,34 +593,52 @@ func (e peerEvent) deliveredActivity() (id, typ string) {
 
 // peer is the running Fedify peer.
 type peer struct {
-	origin string
-	actor  string
-	token  string
-	client *http.Client
-	log    *lineLog
-	exited <-chan struct{}
+	origin   string
+	actor    string
+	software string // "@fedify/fedify VERSION on node VERSION"
+	token    string
+	client   *http.Client
+	log      *lineLog
+	stdin    io.Closer
+	exited   <-chan struct{}
 
 	mu      sync.Mutex
 	events  []peerEvent
 	changed chan struct{} // closed and replaced on each new event
 }
 
-// startPeer runs `node peer.mjs` and waits for its ready line. The peer
-// trusts caFile for https.
-func startPeer(t *testing.T, ctx context.Context, node, caFile string) *peer {
+// peerOptions configure a peer process.
+type peerOptions struct {
+	// caFile is a certificate the peer trusts for https.
+	caFile string
+	// keysFile keeps the actor's keys, so that a restarted peer has them.
+	keysFile string
+	// port is the port to listen on; 0 lets the kernel pick one.
+	port int
+	// name tells this process's log from another's.
+	name string
+}
+
+// startPeer runs `node peer.mjs` and waits for its ready line. Failures
+// are reported to t; the process belongs to owner (t itself, or the test
+// that outlives t's subtest), which stops it and reports its log when it
+// ends.
+func startPeer(t, owner *testing.T, ctx context.Context, node string, opts peerOptions) *peer {
 	t.Helper()
 	p := &peer{
 		token:   randomToken(t),
 		client:  &http.Client{Timeout: stepTimeout},
-		log:     &lineLog{name: "fedify peer"},
+		log:     &lineLog{name: opts.name},
 		changed: make(chan struct{}),
 	}
 	cmd := exec.CommandContext(ctx, node, "peer.mjs")
-	cmd.Dir = peerDir
+	cmd.Dir = peerDirectory()
 	cmd.Env = cleanEnv(
 		"PEER_CONTROL_TOKEN="+p.token,
 		"PEER_LOG_LEVEL=info",
-		"NODE_EXTRA_CA_CERTS="+caFile,
+		"PEER_PORT="+strconv.Itoa(opts.port),
+		"PEER_KEYS_FILE="+opts.keysFile,
+		"NODE_EXTRA_CA_CERTS="+opts.caFile,
 	)
 	// The peer exits when its stdin closes, so it cannot outlive this test
 	// even if the test binary is killed.
@@ -572,20 +646,37 @@ func startPeer(t *testing.T, ctx context.Context, node, caFile string) *peer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = stdin.Close() })
-	p.exited = process(t, cmd, p.onStdout, func(line string) { p.log.add("stderr: " + line) })
-	t.Cleanup(func() {
-		if t.Failed() || testing.Verbose() {
-			p.log.dump(t)
+	p.stdin = stdin
+	owner.Cleanup(func() { // runs after the process has stopped
+		_ = stdin.Close()
+		if owner.Failed() || testing.Verbose() {
+			p.log.dump(owner)
 		}
 	})
+	exited, err := process(owner, cmd, p.onStdout, func(line string) { p.log.add("stderr: " + line) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.exited = exited
 	ready, err := p.wait(startTimeout, func(e peerEvent) bool { return e.Event == "ready" })
 	if err != nil {
 		p.log.dump(t)
-		t.Fatalf("fedify peer: %v", err)
+		t.Fatalf("%s: %v", opts.name, err)
 	}
 	p.origin, p.actor = ready.Origin, ready.Actor
+	p.software = ready.Software + " on node " + ready.Node
 	return p
+}
+
+// stop ends the peer (it exits when its stdin closes) and waits for it.
+func (p *peer) stop() error {
+	_ = p.stdin.Close()
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(stopGrace):
+		return fmt.Errorf("the peer did not exit within %s of its stdin closing", stopGrace)
+	}
 }
 
 func (p *peer) onStdout(line string) {

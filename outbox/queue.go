@@ -78,15 +78,21 @@ func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
 const rowColumns = `id, event_id, type, target, payload, status, attempts, next_attempt_at, claimed_at,
 	last_error, occurred_at, created_at, updated_at`
 
+// claimColumns is what a claim returns: rowColumns without the three values
+// the claim itself writes (status, claimed_at, updated_at), which the caller
+// already knows.
+const claimColumns = `id, event_id, type, target, payload, attempts, next_attempt_at, last_error,
+	occurred_at, created_at`
+
 const (
 	sqlClaimStale = `UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
 		WHERE id IN (SELECT id FROM event_queue WHERE status = 'processing' AND claimed_at <= ?
 			ORDER BY claimed_at LIMIT ?)
-		RETURNING ` + rowColumns
+		RETURNING ` + claimColumns
 	sqlClaimDue = `UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
 		WHERE id IN (SELECT id FROM event_queue WHERE status = 'pending' AND next_attempt_at <= ?
 			ORDER BY next_attempt_at, id LIMIT ?)
-		RETURNING ` + rowColumns
+		RETURNING ` + claimColumns
 	sqlRowDone = `UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
 		WHERE id = ? AND status = 'processing' AND claimed_at = ?`
 	sqlRowFail = `UPDATE event_queue SET status = 'pending', attempts = attempts + 1, next_attempt_at = ?,
@@ -98,6 +104,27 @@ const (
 		claimed_at = NULL, updated_at = ?
 		WHERE id = ? AND status = 'processing' AND claimed_at = ?`
 )
+
+// maxDoneIDs bounds the ids one completion statement lists (well below
+// SQLite's and PostgreSQL's limits on bound parameters).
+const maxDoneIDs = 512
+
+// sqlRowsDone is the completion statement of n rows of one claim: a batch
+// shares its claim's owner token, so one statement completes it.
+func sqlRowsDone(n int) string {
+	var b strings.Builder
+	b.Grow(128 + 2*n)
+	b.WriteString(`UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
+		WHERE status = 'processing' AND claimed_at = ? AND id IN (`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('?')
+	}
+	b.WriteByte(')')
+	return b.String()
+}
 
 // Claim claims up to limit rows in one write transaction: first rows whose
 // claim is older than lease (a claimer that died), then due pending rows,
@@ -122,32 +149,46 @@ func claimRows(s *stmts, token int64, now time.Time, limit int, lease time.Durat
 		return nil, nil
 	}
 	nowMs := now.UnixMilli()
-	rows, err := scanClaim(s, sqlClaimStale, token, nowMs, nowMs-lease.Milliseconds(), limit)
+	rows, err := scanClaim(s, nil, sqlClaimStale, token, nowMs, nowMs-lease.Milliseconds(), limit)
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) < limit {
-		due, err := scanClaim(s, sqlClaimDue, token, nowMs, nowMs, limit-len(rows))
-		if err != nil {
+		if rows, err = scanClaim(s, rows, sqlClaimDue, token, nowMs, nowMs, limit-len(rows)); err != nil {
 			return nil, err
 		}
-		rows = append(rows, due...)
 	}
 	return rows, nil
 }
 
-func scanClaim(s *stmts, query string, args ...any) ([]Row, error) {
-	rs, err := s.query(query, args...)
+// scanClaim runs a claim statement (args: token, now, bound, limit) and
+// appends the rows it returns to out.
+func scanClaim(s *stmts, out []Row, query string, token, nowMs, bound int64, limit int) ([]Row, error) {
+	rs, err := s.query(query, token, nowMs, bound, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rs.Close()
-	var out []Row
+	if out == nil {
+		out = make([]Row, 0, limit)
+	}
+	claimedAt, updatedAt := time.UnixMilli(token), time.UnixMilli(nowMs)
 	for rs.Next() {
-		r, err := scanRow(rs)
-		if err != nil {
+		var (
+			r                    Row
+			eventID, target, msg sql.NullString
+			payload              []byte
+			next, occ, cr        int64
+		)
+		if err := rs.Scan(&r.ID, &eventID, &r.Event.Type, &target, &payload, &r.Attempts, &next,
+			&msg, &occ, &cr); err != nil {
 			return nil, err
 		}
+		r.Event.Payload = payload
+		r.Event.ID, r.Event.Target, r.LastError = eventID.String, target.String, msg.String
+		r.Event.OccurredAt = time.UnixMilli(occ)
+		r.Status, r.NextAttemptAt, r.ClaimedAt = StatusProcessing, time.UnixMilli(next), claimedAt
+		r.CreatedAt, r.UpdatedAt = time.UnixMilli(cr), updatedAt
 		out = append(out, r)
 	}
 	return out, rs.Err()
@@ -192,23 +233,97 @@ type Settlement struct {
 // Settle applies settlements to their rows in one write transaction. A row
 // whose claim is no longer the one settled (its lease expired and another
 // claimer took it) is left alone. It returns how many rows were changed.
+// Each row should appear at most once.
 func (q *Queue) Settle(ctx context.Context, settlements ...Settlement) (int, error) {
 	var n int
 	err := inTx(ctx, q.write, func(s *stmts) error {
-		n = 0
-		for _, st := range settlements {
-			ok, err := settleRow(s, q.now(), st)
+		var err error
+		n, err = settleRows(s, q.now(), settlements)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: settle: %w", err)
+	}
+	return n, nil
+}
+
+// SettleAndClaim applies settlements, then claims up to limit rows as Claim
+// does, in one write transaction: a relay that completes the batch it
+// published and claims the next one pays for one commit instead of two. The
+// settlements follow the rules of Settle; limit 0 only settles. It returns
+// the claimed rows and how many settled rows were changed. When it fails,
+// nothing was settled or claimed.
+func (q *Queue) SettleAndClaim(ctx context.Context, limit int, lease time.Duration, settlements ...Settlement) ([]Row, int, error) {
+	var (
+		rows []Row
+		n    int
+	)
+	err := inTx(ctx, q.write, func(s *stmts) error {
+		now := q.now()
+		var err error
+		if n, err = settleRows(s, now, settlements); err != nil {
+			return err
+		}
+		if limit > 0 {
+			rows, err = claimRows(s, q.tok.next(now), now, limit, lease)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("outbox: settle and claim: %w", err)
+	}
+	return rows, n, nil
+}
+
+// settleRows applies settlements in order and returns how many rows changed.
+// Consecutive successes of one claim are completed by one statement (up to
+// maxDoneIDs rows each); every other outcome is applied row by row.
+func settleRows(s *stmts, now time.Time, settlements []Settlement) (int, error) {
+	var (
+		n     int
+		token int64
+		ids   []any // updated_at, token, then the ids of the pending completion
+	)
+	flush := func() error {
+		if len(ids) <= 2 {
+			return nil
+		}
+		k, err := s.exec(sqlRowsDone(len(ids)-2), ids...)
+		if err != nil {
+			return fmt.Errorf("complete %d rows: %w", len(ids)-2, err)
+		}
+		n += int(k)
+		ids = ids[:0]
+		return nil
+	}
+	for _, st := range settlements {
+		if st.Result.Outcome != Succeeded || st.Row.ClaimedAt.IsZero() {
+			if err := flush(); err != nil {
+				return 0, err
+			}
+			ok, err := settleRow(s, now, st)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if ok {
 				n++
 			}
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("outbox: settle: %w", err)
+		if t := st.Row.ClaimedAt.UnixMilli(); len(ids) == 0 || t != token || len(ids)-2 == maxDoneIDs {
+			if err := flush(); err != nil {
+				return 0, err
+			}
+			token = t
+			if ids == nil {
+				ids = make([]any, 0, 2+min(len(settlements), maxDoneIDs))
+			}
+			ids = append(ids, now.UnixMilli(), token)
+		}
+		ids = append(ids, st.Row.ID)
+	}
+	if err := flush(); err != nil {
+		return 0, err
 	}
 	return n, nil
 }

@@ -225,9 +225,7 @@ func TestRunnerPanicIsAFailure(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.reg.Handle("note", "h", func(ctx context.Context, ev outbox.Event) error {
-		var m map[string]int
-		m["boom"]++
-		return nil
+		panic("handler bug")
 	})
 	r := newRunner(t, b, b.reg, b.clock, nil)
 	res := r.Run(context.Background(), outbox.Event{ID: "8e2f3a4b-5c6d-4e7f-9081-92a3b4c5d6e7", Type: "note"}, 10)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/courier-ap/courier/chaos"
 )
@@ -63,6 +62,9 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if fs.NArg() > 0 {
 		return usageError("chaos: unexpected argument %q", fs.Arg(0))
 	}
+	if cfg.Bus != "db" && cfg.Bus != "nats" {
+		return usageError("chaos: invalid --bus %q: want db or nats", cfg.Bus)
+	}
 	if *seed != "" {
 		n, err := strconv.ParseUint(*seed, 10, 64)
 		if err != nil || n == 0 {
@@ -75,13 +77,12 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		level = slog.LevelError
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	start := time.Now()
 	rep, err := chaos.Run(ctx, cfg)
 	if rep != nil {
 		fmt.Fprintln(stdout, rep.Line())
 	}
 	if err != nil {
-		return &exitError{code: 1, err: fmt.Errorf("chaos: after %s: %w", time.Since(start).Round(time.Second), err)}
+		return &exitError{code: 1, err: err} // chaos errors name their phase
 	}
 	if err := rep.Failure(); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("chaos: %w", err)}

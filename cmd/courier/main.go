@@ -9,6 +9,7 @@
 //	courier migrate [flags]   apply database migrations and exit
 //	courier actor create NAME [--display-name ...] [--summary ...] [--json]
 //	courier admin ...         operate a running server through its admin API
+//	courier chaos [--bus db|nats] [--duration 60s]   fault-injection run on loopback
 //	courier version
 //
 // Every flag has an environment variable; `courier serve -h` lists them.
@@ -57,6 +58,7 @@ commands:
   migrate   apply database migrations and exit
   actor     create NAME: create a local actor and print its id and outbox token
   admin     operate a running server through its admin API
+  chaos     run courier under faults on loopback and count what was lost
   version   print the version
 
 "courier <command> -h" lists the flags; each has an environment variable.`
@@ -123,6 +125,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return actorCommand(ctx, rest, stdout, stderr, getenv)
 	case "admin":
 		return adminCommand(ctx, rest, stdout, stderr, getenv)
+	case "chaos":
+		return chaosCommand(ctx, rest, stdout, stderr, getenv)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "courier %s\n", version)
 		return nil
@@ -130,7 +134,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintln(stdout, usage)
 		return nil
 	default:
-		return usageError("unknown command %q (want serve, worker, migrate, actor, admin or version)", cmd)
+		return usageError("unknown command %q (want serve, worker, migrate, actor, admin, chaos or version)", cmd)
 	}
 }
 

@@ -1,43 +1,57 @@
 // An independent ActivityPub peer built on Fedify, for courier's
-// interoperability test (interop/interop_test.go).
+// interoperability test (interop/fedify_test.go).
 //
 // It serves one actor, "peer", on http://127.0.0.1:<port> (port 0 by default:
 // the kernel picks one). Everything it receives goes through Fedify: inbox
 // listeners fire only for activities whose signatures Fedify verified. On top
 // of that, every inbound inbox POST is checked once more with Fedify's own
-// verifyRequest, to report which key signed it.
+// verifyRequest, to report which key signed it. Like most Fedify
+// applications, it accepts every Follow of its actor at once.
 //
 // The driving test talks to it in two ways:
 //
 //   - stdout carries one JSON object per line: {"event":"ready","origin":...}
 //     once listening, {"event":"delivery",...} for each inbox POST (the
 //     signature's key id, whether it verified, Fedify's answer) and
-//     {"event":"received",...} for each activity an inbox listener took.
-//   - POST /_control/{lookup,follow,create,like} with
-//     "Authorization: Bearer $PEER_CONTROL_TOKEN" makes the peer look up an
-//     object or send a signed activity; the answer is JSON ({"error":...} on
-//     failure, with Fedify's message, which includes the remote status).
+//     {"event":"received",...} for each activity an inbox listener took, and
+//     {"event":"sent",...} for each Accept it sent on its own.
+//   - POST /_control/{lookup,collection,nodeinfo,rotate,rename,follow,create,
+//     post,update,delete,like,announce,undo}
+//     with "Authorization: Bearer $PEER_CONTROL_TOKEN" and a JSON body makes
+//     the peer look up an object or send a signed activity (see controls
+//     below); the answer is JSON ({"error":...} on failure, with Fedify's
+//     message, which includes the remote status and body).
 //
 // Fedify's own log goes to stderr. The process exits when stdin closes (its
 // parent ended) or on SIGTERM/SIGINT.
 //
 // Environment: PEER_CONTROL_TOKEN (required), PEER_PORT (default 0),
+// PEER_KEYS_FILE (where the actor's keys are kept; default: not kept),
 // PEER_LOG_LEVEL (Fedify's log level, default "warning"), and
 // NODE_EXTRA_CA_CERTS to trust a test CA for https lookups.
 
 import { AsyncLocalStorage } from "node:async_hooks";
 import { createServer } from "node:http";
 import { randomUUID, timingSafeEqual } from "node:crypto";
+import { readFile, writeFile } from "node:fs/promises";
 import { configure } from "@logtape/logtape";
+import {
+  createFederation,
+  exportJwk,
+  generateCryptoKeyPair,
+  importJwk,
+  MemoryKvStore,
+} from "@fedify/fedify";
 import {
   Accept,
   Announce,
+  Collection,
   Create,
   Delete,
   Endpoints,
   Follow,
+  isActor,
   Like,
-  MemoryKvStore,
   Mention,
   Note,
   Person,
@@ -46,13 +60,15 @@ import {
   Tombstone,
   Undo,
   Update,
-  createFederation,
-  generateCryptoKeyPair,
-  isActor,
-} from "@fedify/fedify";
+} from "@fedify/fedify/vocab";
 import { autoIdAssigner } from "@fedify/fedify/compat";
+import { parseNodeInfo } from "@fedify/fedify/nodeinfo";
 import { verifyRequest } from "@fedify/fedify/sig";
 import { Temporal } from "@js-temporal/polyfill";
+
+// Node 21 and later define navigator, which Fedify 2 reads; Node 20 does
+// not. Give it the same value, so that the peer runs on either release.
+globalThis.navigator ??= { userAgent: `Node.js/${process.versions.node.split(".")[0]}` };
 
 const IDENTIFIER = "peer";
 const MAX_BODY = 1 << 20; // bytes accepted in one request
@@ -106,10 +122,49 @@ function render(v) {
 
 // The actor's keys: RSA for HTTP Signatures (and Linked Data Signatures),
 // Ed25519 for Object Integrity Proofs, as Fedify's own tutorial sets up.
-const keyPairs = [
-  await generateCryptoKeyPair("RSASSA-PKCS1-v1_5"),
-  await generateCryptoKeyPair("Ed25519"),
-];
+// The rotate control replaces them, as a server that rotates its keys does.
+// With PEER_KEYS_FILE they are kept in that file (JWK), so that a restarted
+// peer is the same actor with the same keys.
+const keysFile = process.env.PEER_KEYS_FILE ?? "";
+
+async function generateKeyPairs() {
+  const pairs = [await generateCryptoKeyPair("RSASSA-PKCS1-v1_5"), await generateCryptoKeyPair("Ed25519")];
+  if (keysFile !== "") {
+    const jwks = [];
+    for (const pair of pairs) {
+      jwks.push({ privateKey: await exportJwk(pair.privateKey), publicKey: await exportJwk(pair.publicKey) });
+    }
+    await writeFile(keysFile, JSON.stringify(jwks), { mode: 0o600 });
+  }
+  return pairs;
+}
+
+async function loadKeyPairs() {
+  if (keysFile === "") return await generateKeyPairs();
+  let jwks;
+  try {
+    jwks = JSON.parse(await readFile(keysFile, "utf8"));
+  } catch (e) {
+    if (e.code === "ENOENT") return await generateKeyPairs();
+    throw e;
+  }
+  const pairs = [];
+  for (const jwk of jwks) {
+    pairs.push({
+      privateKey: await importJwk(jwk.privateKey, "private"),
+      publicKey: await importJwk(jwk.publicKey, "public"),
+    });
+  }
+  return pairs;
+}
+
+let keyPairs = await loadKeyPairs();
+
+// fingerprint is the SHA-256 of the RSA public key's SPKI form, hex.
+async function fingerprint(pairs) {
+  const spki = await crypto.subtle.exportKey("spki", pairs[0].publicKey);
+  return Buffer.from(await crypto.subtle.digest("SHA-256", spki)).toString("hex");
+}
 
 // Notes the peer's actor wrote, by their local id, served at /notes/{id}.
 const notes = new Map();
@@ -128,23 +183,30 @@ const federation = createFederation({
   allowPrivateAddress: true,
 });
 
+// The actor's display name; the rename control changes it.
+let displayName = "Fedify peer";
+
+// actorDocument is the peer's actor as it serves it.
+async function actorDocument(ctx) {
+  const keys = await ctx.getActorKeyPairs(IDENTIFIER);
+  return new Person({
+    id: ctx.getActorUri(IDENTIFIER),
+    preferredUsername: IDENTIFIER,
+    name: displayName,
+    summary: "An independent ActivityPub implementation courier is tested against.",
+    url: ctx.getActorUri(IDENTIFIER),
+    inbox: ctx.getInboxUri(IDENTIFIER),
+    endpoints: new Endpoints({ sharedInbox: ctx.getInboxUri() }),
+    followers: ctx.getFollowersUri(IDENTIFIER),
+    publicKey: keys[0].cryptographicKey,
+    assertionMethods: keys.map((k) => k.multikey),
+  });
+}
+
 federation
-  .setActorDispatcher("/users/{identifier}", async (ctx, identifier) => {
-    if (identifier !== IDENTIFIER) return null;
-    const keys = await ctx.getActorKeyPairs(identifier);
-    return new Person({
-      id: ctx.getActorUri(identifier),
-      preferredUsername: identifier,
-      name: "Fedify peer",
-      summary: "An independent ActivityPub implementation courier is tested against.",
-      url: ctx.getActorUri(identifier),
-      inbox: ctx.getInboxUri(identifier),
-      endpoints: new Endpoints({ sharedInbox: ctx.getInboxUri() }),
-      followers: ctx.getFollowersUri(identifier),
-      publicKey: keys[0].cryptographicKey,
-      assertionMethods: keys.map((k) => k.multikey),
-    });
-  })
+  .setActorDispatcher("/users/{identifier}", (ctx, identifier) =>
+    identifier === IDENTIFIER ? actorDocument(ctx) : null
+  )
   .mapHandle((_ctx, username) => (username === IDENTIFIER ? IDENTIFIER : null))
   .setKeyPairsDispatcher((_ctx, identifier) => (identifier === IDENTIFIER ? keyPairs : []));
 
@@ -156,6 +218,13 @@ federation.setFollowersDispatcher("/users/{identifier}/followers", (_ctx, identi
 );
 
 federation.setObjectDispatcher(Note, "/notes/{id}", (_ctx, values) => notes.get(values.id) ?? null);
+
+// Follows the peer's actor sent, by their local id, served at /follows/{id}:
+// a server that answers an Accept embedding one from another origin (Fedify
+// 2 does not trust such an embedded object) fetches it from there.
+const follows = new Map();
+
+federation.setObjectDispatcher(Follow, "/follows/{id}", (_ctx, values) => follows.get(values.id) ?? null);
 
 // describe reduces an object to what the test checks.
 function describe(obj) {
@@ -236,8 +305,10 @@ async function acceptFollow(ctx, follow) {
   emit({ event: "sent", type: "Accept", id: accept.id.href, object: follow.id?.href ?? null });
 }
 
-// inboxPaths are the paths whose POSTs are reported as deliveries.
 const personalInbox = `/users/${IDENTIFIER}/inbox`;
+
+// isInbox reports whether path is an inbox, whose POSTs are reported as
+// deliveries.
 function isInbox(path) {
   return path === "/inbox" || path === personalInbox;
 }
@@ -257,11 +328,27 @@ function authorized(request) {
   return got.length === want.length && timingSafeEqual(got, want);
 }
 
+// fetchJson GETs url as JSON, with a bounded wait.
+async function fetchJson(url) {
+  const response = await fetch(url, {
+    headers: { Accept: "application/json" },
+    signal: AbortSignal.timeout(10_000),
+  });
+  if (!response.ok) throw new Error(`GET ${url}: ${response.status}`);
+  return await response.json();
+}
+
 async function lookupActor(ctx, target) {
   const obj = await ctx.lookupObject(target);
   if (obj == null) throw new Error(`lookup of ${target} found nothing`);
   if (!isActor(obj)) throw new Error(`${target} is a ${typeName(obj)}, not an actor`);
   return obj;
+}
+
+// now is the current time truncated to unit (never rounded up: an edit's
+// "updated" must not precede the "published" of the note it edits).
+function now(unit = "second") {
+  return Temporal.Now.instant().round({ smallestUnit: unit, roundingMode: "trunc" });
 }
 
 // sent keeps the activities the peer's actor sent, by id, so that an Undo
@@ -288,10 +375,18 @@ function ownNote(req) {
   return { local, note };
 }
 
+// undoable are the activity types an Undo may rebuild.
+const undoable = { Follow, Like, Announce };
+
 const controls = {
-  // lookup {target}: an actor URL or handle, resolved as Fedify does.
+  // lookup {target, signed?}: an object URL or an actor handle, resolved as
+  // Fedify does; signed makes the fetches signed GETs (as servers in
+  // authorized-fetch mode make them).
   async lookup(ctx, req) {
-    const obj = await ctx.lookupObject(req.target);
+    const options = req.signed
+      ? { documentLoader: await ctx.getDocumentLoader({ identifier: IDENTIFIER }) }
+      : {};
+    const obj = await ctx.lookupObject(req.target, options);
     if (obj == null) return json(404, { error: `lookup of ${req.target} found nothing` });
     const key = isActor(obj) ? await obj.getPublicKey() : null;
     return json(200, {
@@ -304,16 +399,76 @@ const controls = {
     });
   },
 
+  // collection {target}: a collection looked up and traversed page by page
+  // as Fedify does (at most 100 items).
+  async collection(ctx, req) {
+    const obj = await ctx.lookupObject(req.target);
+    if (obj == null) return json(404, { error: `lookup of ${req.target} found nothing` });
+    if (!(obj instanceof Collection)) {
+      return json(422, { error: `${req.target} is a ${typeName(obj)}, not a collection` });
+    }
+    const items = [];
+    for await (const item of ctx.traverseCollection(obj)) {
+      items.push(item.id?.href ?? item.href?.href ?? null);
+      if (items.length >= 100) break;
+    }
+    return json(200, { id: obj.id?.href ?? null, type: typeName(obj), totalItems: obj.totalItems ?? null, items });
+  },
+
+  // nodeinfo {target}: the NodeInfo of the server at target, found through
+  // its /.well-known/nodeinfo links and parsed strictly by Fedify. (Fedify
+  // 2's getNodeInfo, which does both, refuses loopback addresses.)
+  async nodeinfo(_ctx, req) {
+    const links = await fetchJson(new URL("/.well-known/nodeinfo", req.target));
+    const link = (links?.links ?? []).find((l) =>
+      /^http:\/\/nodeinfo\.diaspora\.software\/ns\/schema\/2\.[01]$/.test(l?.rel ?? "")
+    );
+    if (link?.href == null) return json(404, { error: `no NodeInfo 2.0 or 2.1 link at ${req.target}` });
+    const info = parseNodeInfo(await fetchJson(new URL(link.href, req.target)), { parse: "strict" });
+    if (info == null) return json(422, { error: `the NodeInfo at ${link.href} is not valid` });
+    return json(200, {
+      software: { name: info.software.name, version: info.software.version.toString() },
+      protocols: info.protocols,
+      openRegistrations: info.openRegistrations,
+      usage: { users: info.usage.users, localPosts: info.usage.localPosts },
+    });
+  },
+
+  // rotate {}: new key pairs under the same key ids; the actor document
+  // serves the new public keys from now on.
+  async rotate() {
+    const before = await fingerprint(keyPairs);
+    keyPairs = await generateKeyPairs();
+    return json(200, { before, after: await fingerprint(keyPairs) });
+  },
+
+  // rename {target, name}: a new display name, announced with an Update of
+  // the actor (embedded), sent to target's shared inbox.
+  async rename(ctx, req) {
+    const target = await lookupActor(ctx, req.target);
+    displayName = req.name;
+    const update = withId(ctx, new Update({
+      actor: ctx.getActorUri(IDENTIFIER),
+      object: await actorDocument(ctx),
+      to: PUBLIC_COLLECTION,
+      ccs: [ctx.getFollowersUri(IDENTIFIER)],
+    }));
+    await send(ctx, target, update, { preferSharedInbox: true });
+    return json(200, { id: update.id.href });
+  },
+
   // follow {target}: the peer's actor follows the actor target.
   async follow(ctx, req) {
     const target = await lookupActor(ctx, req.target);
     const actor = ctx.getActorUri(IDENTIFIER);
+    const local = randomUUID();
     const follow = new Follow({
-      id: new URL(`#follows/${randomUUID()}`, actor),
+      id: ctx.getObjectUri(Follow, { id: local }),
       actor,
       object: target.id,
       to: target.id,
     });
+    follows.set(local, follow);
     await send(ctx, target, follow);
     return json(200, { id: follow.id.href });
   },
@@ -324,7 +479,7 @@ const controls = {
     const target = await lookupActor(ctx, req.target);
     const actor = ctx.getActorUri(IDENTIFIER);
     const local = randomUUID();
-    const published = Temporal.Now.instant().round({ smallestUnit: "second" });
+    const published = now();
     const note = new Note({
       id: ctx.getObjectUri(Note, { id: local }),
       attribution: actor,
@@ -348,6 +503,51 @@ const controls = {
     return json(200, { id: create.id.href, object: note.id.href });
   },
 
+  // post {audience, target, content}: a note that is not public, sent as
+  // its audience says: "followers" (to the followers collection only,
+  // delivered to every follower through Fedify's fan-out, shared inboxes
+  // preferred) or "direct" (to target only, with a mention).
+  async post(ctx, req) {
+    const actor = ctx.getActorUri(IDENTIFIER);
+    const local = randomUUID();
+    const published = now();
+    let addressing;
+    let target = null;
+    if (req.audience === "followers") {
+      addressing = { to: ctx.getFollowersUri(IDENTIFIER) };
+    } else if (req.audience === "direct") {
+      target = await lookupActor(ctx, req.target);
+      addressing = {
+        to: target.id,
+        tags: [new Mention({ href: target.id, name: `@${target.preferredUsername}@${target.id.host}` })],
+      };
+    } else {
+      return json(400, { error: `audience must be followers or direct, not ${req.audience}` });
+    }
+    const note = new Note({
+      id: ctx.getObjectUri(Note, { id: local }),
+      attribution: actor,
+      content: req.content,
+      published,
+      ...addressing,
+    });
+    notes.set(local, note);
+    const create = new Create({
+      id: new URL("#activity", note.id),
+      actor,
+      object: note,
+      published,
+      to: addressing.to,
+    });
+    if (target == null) {
+      await ctx.sendActivity({ identifier: IDENTIFIER }, "followers", create, { preferSharedInbox: true });
+    } else {
+      await ctx.sendActivity({ identifier: IDENTIFIER }, target, create);
+    }
+    sent.set(create.id.href, create);
+    return json(200, { id: create.id.href, object: note.id.href });
+  },
+
   // update {target, object, content}: an edit of the peer's note object,
   // sent to target's shared inbox.
   async update(ctx, req) {
@@ -355,7 +555,7 @@ const controls = {
     const { local, note } = ownNote(req);
     const updated = note.clone({
       content: req.content,
-      updated: Temporal.Now.instant().round({ smallestUnit: "millisecond" }),
+      updated: now("millisecond"),
     });
     notes.set(local, updated);
     const update = withId(ctx, new Update({
@@ -404,16 +604,26 @@ const controls = {
       object: new URL(req.object),
       to: PUBLIC_COLLECTION,
       ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
-      published: Temporal.Now.instant().round({ smallestUnit: "second" }),
+      published: now(),
     }));
     await send(ctx, target, announce);
     return json(200, { id: announce.id.href });
   },
 
-  // undo {target, id}: an Undo embedding the activity id the peer sent.
+  // undo {target, id, type?, object?}: an Undo embedding the activity id
+  // the peer sent; a peer restarted since rebuilds it from type and object,
+  // as an application that keeps its follows and likes in a database does.
   async undo(ctx, req) {
     const target = await lookupActor(ctx, req.target);
-    const activity = sent.get(req.id);
+    let activity = sent.get(req.id);
+    if (activity == null && Object.hasOwn(undoable, req.type ?? "") && req.object) {
+      activity = new undoable[req.type]({
+        id: new URL(req.id),
+        actor: ctx.getActorUri(IDENTIFIER),
+        object: new URL(req.object),
+        to: target.id,
+      });
+    }
     if (activity == null) throw new Error(`${req.id} is not an activity the peer sent`);
     const undo = withId(ctx, new Undo({
       actor: ctx.getActorUri(IDENTIFIER),
@@ -548,4 +758,15 @@ process.stdin.on("end", shutdown);
 process.stdin.on("error", shutdown);
 process.stdin.resume();
 
-emit({ event: "ready", origin, actor: new URL(`/users/${IDENTIFIER}`, origin).href });
+// The version of Fedify this peer runs, for the test's report.
+const fedifyVersion = JSON.parse(
+  await readFile(new URL("./node_modules/@fedify/fedify/package.json", import.meta.url), "utf8"),
+).version;
+
+emit({
+  event: "ready",
+  origin,
+  actor: new URL(`/users/${IDENTIFIER}`, origin).href,
+  software: `@fedify/fedify ${fedifyVersion}`,
+  node: process.version,
+});

@@ -26,15 +26,31 @@ type Queue interface {
 	Settle(ctx context.Context, settlements ...outbox.Settlement) (int, error)
 }
 
+// settleClaimer is a Queue that can settle rows and claim the next ones in
+// one write transaction (*outbox.Queue can). The relay uses it when its
+// Queue has it, so completing the batch it published and claiming the next
+// one cost a single commit; otherwise it settles and claims separately.
+type settleClaimer interface {
+	SettleAndClaim(ctx context.Context, limit int, lease time.Duration, settlements ...outbox.Settlement) ([]outbox.Row, int, error)
+}
+
 // relayPipeline is how many published batches may wait for their acks while
-// the next batch is claimed and published.
+// the next batch is claimed and published: the relay keeps up to
+// relayPipeline+1 batches claimed and unsettled.
 const relayPipeline = 2
 
-// settleTimeout bounds the database work of settling a batch, including at
-// shutdown when the run context has already ended.
+// settleTimeout bounds the database work of one relay write (settling
+// batches and claiming the next), including at shutdown when the run
+// context has already ended.
 const settleTimeout = 30 * time.Second
 
-// batch is a claimed set of rows on its way to the broker.
+// maxWriteTries is how many writes in a row may fail before the relay gives
+// up on the settlements it holds; their rows stay claimed and come back when
+// the lease expires (and the broker drops the repeated publishes).
+const maxWriteTries = 3
+
+// batch is a claimed set of rows on its way to the broker. The claiming
+// loop fills the first part; the ack waiter fills the outcome.
 type batch struct {
 	rows []outbox.Row
 	// futs[i] is the pending ack of rows[i] (JetStream mode), nil when its
@@ -44,37 +60,64 @@ type batch struct {
 	// flushErr is the core-mode outcome of the whole batch.
 	flushErr error
 	sent     time.Time
+
+	// The outcome: rows the broker holds, rows it can never take, rows to
+	// publish again later and the last error that made them so.
+	done    []outbox.Row
+	dead    []outbox.Settlement
+	retry   []outbox.Row
+	lastErr error
 }
 
-// relayState is the relay's pause after broker failures, shared by the
-// claiming loop and the settling goroutine.
+// relayState is the relay's pause after broker failures. Only the claiming
+// loop touches it.
 type relayState struct {
-	mu         sync.Mutex
 	pause      time.Duration // current pause; zero while the broker answers
 	pauseUntil time.Time
 	failures   int
 	noStream   bool // the last failure said no stream captures the subjects
 }
 
+// relayRun is one run of the relay. A single loop owns the database side:
+// each write settles the batches whose acks are in and claims the next batch
+// in one transaction, while an ack waiter collects the acks of the batches
+// in flight, so the broker's work and the database's overlap.
+type relayRun struct {
+	b  *Bus
+	nc *nats.Conn
+	js jetstream.JetStream
+	st relayState
+
+	acks     chan *batch // published, acks to wait for
+	resolved chan *batch // acks in (or timed out), to settle
+	inflight int         // batches claimed and not yet settled
+
+	pending  []outbox.Settlement // outcomes of resolved batches, to write
+	done     int                 // rows of pending that were published
+	deferred int                 // rows of pending deferred for a broker failure
+	failed   int                 // writes that failed in a row
+}
+
 // relay runs the relay until ctx ends: claim, publish, and settle once the
 // acks are in. On shutdown it settles what it published and releases the
 // rest, so nothing stays claimed.
 func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
-	relaySt := &relayState{}
-	settled := make(chan *batch, relayPipeline-1)
+	window := relayPipeline + 1
+	r := &relayRun{b: b, nc: nc, js: js,
+		acks: make(chan *batch, window), resolved: make(chan *batch, window)}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for bt := range settled {
-			b.settleBatch(ctx, relaySt, bt)
+		for bt := range r.acks {
+			b.awaitAcks(ctx, bt)
+			r.resolved <- bt // never blocks: at most window batches are in flight
 		}
 	})
 	defer func() {
-		close(settled)
+		close(r.acks)
+		r.drain(ctx)
 		wg.Wait()
 	}()
 
-	poll := time.NewTimer(0)
-	defer poll.Stop()
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -82,52 +125,228 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 		if b.cfg.Beat != nil {
 			b.cfg.Beat()
 		}
-		if d := relaySt.remaining(); d > 0 {
-			if !b.sleep(ctx, d) {
-				return nil
-			}
-			if js != nil && relaySt.takeNoStream() {
-				// The stream was deleted under us: set it up again.
-				if err := b.reconcile(ctx, js); err != nil {
-					b.log.WarnContext(ctx, "relay could not set up the stream again", "stream", b.cfg.Stream, "err", err)
+		r.collect(ctx)
+		limit := 0
+		if r.inflight < window && r.canClaim(ctx) {
+			limit = b.cfg.BatchSize
+		}
+		if r.failed > 0 && len(r.pending) > 0 {
+			limit = 0 // after a failed write, settle alone first
+		}
+		wrote := false
+		var rows []outbox.Row
+		if limit > 0 || len(r.pending) > 0 {
+			var err error
+			if rows, err = r.write(ctx, limit); err != nil {
+				if ctx.Err() != nil {
+					return nil
 				}
+				r.wait(ctx, b.cfg.PollInterval, false)
+				continue
 			}
-			continue
+			wrote = true
 		}
-		if st := nc.Status(); st != nats.CONNECTED {
-			// Publishing now would only fill the reconnect buffer.
-			b.pauseRelay(ctx, relaySt, 0, fmt.Errorf("connection is %s", st))
-			continue
-		}
-		rows, err := b.queue.Claim(ctx, b.cfg.BatchSize, b.cfg.Lease)
-		if err != nil {
+		switch {
+		case len(rows) > 0:
 			if ctx.Err() != nil {
+				// Claimed as the run ended: put them back, due now.
+				r.pending = append(r.pending, settleAll(rows, outbox.Result{Outcome: outbox.Released, Next: b.cfg.Now()})...)
 				return nil
 			}
-			b.log.WarnContext(ctx, "relay claim failed", "err", err)
-			if !b.sleep(ctx, b.cfg.PollInterval) {
-				return nil
+			var bt *batch
+			if js != nil {
+				bt = b.publishJetStream(js, rows)
+			} else {
+				bt = b.publishCore(nc, rows)
 			}
-			continue
-		}
-		if len(rows) == 0 {
-			poll.Reset(b.cfg.PollInterval)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-b.wake:
-			case <-poll.C:
+			r.inflight++
+			r.acks <- bt // never blocks: at most window batches are in flight
+		case wrote && limit == 0:
+			// Only settled: look again at once.
+		case limit > 0:
+			// Nothing was due: wait for new rows.
+			r.wait(ctx, b.cfg.PollInterval, true)
+		default:
+			// Pausing, or every batch in flight: wait for one to resolve.
+			d := r.st.remaining()
+			if d <= 0 {
+				d = b.cfg.PauseMax
 			}
-			continue
+			r.wait(ctx, d, false)
 		}
-		var bt *batch
-		if js != nil {
-			bt = b.publishJetStream(js, rows)
-		} else {
-			bt = b.publishCore(nc, rows)
-		}
-		settled <- bt // blocks while relayPipeline batches wait for acks
 	}
+}
+
+// canClaim reports whether the relay may claim now: it is not pausing after
+// broker failures and the connection is up. After a pause caused by a
+// missing stream it sets the stream up again first.
+func (r *relayRun) canClaim(ctx context.Context) bool {
+	if r.st.remaining() > 0 {
+		return false
+	}
+	if r.js != nil && r.st.noStream {
+		r.st.noStream = false
+		// The stream was deleted under us: set it up again.
+		if err := r.b.reconcile(ctx, r.js); err != nil {
+			r.b.log.WarnContext(ctx, "relay could not set up the stream again", "stream", r.b.cfg.Stream, "err", err)
+		}
+	}
+	if st := r.nc.Status(); st != nats.CONNECTED {
+		// Publishing now would only fill the reconnect buffer.
+		r.b.pauseRelay(ctx, &r.st, 0, fmt.Errorf("connection is %s", st))
+		return false
+	}
+	return true
+}
+
+// wait blocks until a batch resolves, d passes, the connection comes back,
+// or (when idle) Notify is called, or ctx ends. Every wait is bounded by
+// PauseMax so the loop beats.
+func (r *relayRun) wait(ctx context.Context, d time.Duration, idle bool) {
+	var resolved <-chan *batch
+	if r.inflight > 0 {
+		resolved = r.resolved
+	}
+	var wake <-chan struct{}
+	if idle {
+		wake = r.b.wake
+	}
+	t := time.NewTimer(min(d, r.b.cfg.PauseMax))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case bt := <-resolved:
+		r.absorb(ctx, bt)
+	case <-wake:
+	case <-r.b.backCh():
+	case <-t.C:
+	}
+}
+
+// collect takes every resolved batch without waiting.
+func (r *relayRun) collect(ctx context.Context) {
+	for r.inflight > 0 {
+		select {
+		case bt := <-r.resolved:
+			r.absorb(ctx, bt)
+		default:
+			return
+		}
+	}
+}
+
+// absorb turns a resolved batch into settlements to write: done for the
+// acknowledged rows, dead for those the broker can never take, and for the
+// rest a deferral with the relay's growing pause (a release, due now, when
+// the run is ending).
+func (r *relayRun) absorb(ctx context.Context, bt *batch) {
+	r.inflight--
+	r.pending = append(r.pending, settleAll(bt.done, outbox.Result{Outcome: outbox.Succeeded})...)
+	r.done += len(bt.done)
+	r.pending = append(r.pending, bt.dead...)
+	if len(bt.retry) == 0 {
+		r.b.resumeRelay(ctx, &r.st)
+		return
+	}
+	if ctx.Err() != nil {
+		r.pending = append(r.pending, settleAll(bt.retry, outbox.Result{Outcome: outbox.Released, Next: r.b.cfg.Now()})...)
+		return
+	}
+	if errors.Is(bt.lastErr, jetstream.ErrNoStreamResponse) || errors.Is(bt.lastErr, jetstream.ErrStreamNotFound) {
+		r.st.noStream = true
+	}
+	pause := r.b.pauseRelay(ctx, &r.st, len(bt.retry), bt.lastErr)
+	r.pending = append(r.pending, settleAll(bt.retry, outbox.Result{Outcome: outbox.Deferred, Next: r.b.cfg.Now().Add(pause)})...)
+	r.deferred += len(bt.retry)
+}
+
+// write settles the pending outcomes and claims up to limit rows, in one
+// transaction when the queue can. After maxWriteTries failures in a row it
+// drops the pending outcomes: their rows stay claimed until the lease
+// expires.
+func (r *relayRun) write(ctx context.Context, limit int) ([]outbox.Row, error) {
+	wctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	rows, err := r.settleAndClaim(wctx, limit)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err // shutting down: drain writes what is pending
+		}
+		r.failed++
+		if r.failed < maxWriteTries || len(r.pending) == 0 {
+			r.b.log.WarnContext(ctx, "relay could not settle and claim rows; retrying", "rows", len(r.pending),
+				"failures", r.failed, "err", err)
+			return nil, err
+		}
+		r.b.log.WarnContext(ctx, "relay could not settle rows; their lease will expire", "rows", len(r.pending),
+			"failures", r.failed, "err", err)
+		r.reset()
+		return nil, err
+	}
+	r.failed = 0
+	return rows, nil
+}
+
+// settleAndClaim is one relay write: the pending outcomes, then the claim.
+// It clears the pending outcomes once they are written.
+func (r *relayRun) settleAndClaim(ctx context.Context, limit int) ([]outbox.Row, error) {
+	q := r.b.queue
+	if sc, ok := q.(settleClaimer); ok {
+		rows, _, err := sc.SettleAndClaim(ctx, limit, r.b.cfg.Lease, r.pending...)
+		if err != nil {
+			return nil, err
+		}
+		r.settled()
+		return rows, nil
+	}
+	if len(r.pending) > 0 {
+		if _, err := q.Settle(ctx, r.pending...); err != nil {
+			return nil, err
+		}
+		r.settled()
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	return q.Claim(ctx, limit, r.b.cfg.Lease)
+}
+
+// settled counts the written outcomes and clears them.
+func (r *relayRun) settled() {
+	r.b.metrics.published(r.done)
+	r.b.metrics.deferred(r.deferred)
+	r.reset()
+}
+
+func (r *relayRun) reset() {
+	clear(r.pending) // drop the rows' payloads
+	r.pending, r.done, r.deferred = r.pending[:0], 0, 0
+}
+
+// drain ends a run: it waits for the batches in flight (each bounded by its
+// ack deadline), and settles them and whatever else is pending, with its own
+// deadline since ctx has ended.
+func (r *relayRun) drain(ctx context.Context) {
+	for r.inflight > 0 {
+		r.absorb(ctx, <-r.resolved)
+	}
+	if len(r.pending) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if _, err := r.settleAndClaim(dctx, 0); err != nil {
+		r.b.log.WarnContext(ctx, "relay could not settle rows at shutdown; their lease will expire",
+			"rows", len(r.pending), "err", err)
+	}
+}
+
+func settleAll(rows []outbox.Row, res outbox.Result) []outbox.Settlement {
+	out := make([]outbox.Settlement, len(rows))
+	for i, row := range rows {
+		out[i] = outbox.Settlement{Row: row, Result: res}
+	}
+	return out
 }
 
 // publishJetStream publishes rows asynchronously, each with its Nats-Msg-Id.
@@ -157,17 +376,15 @@ func (b *Bus) publishCore(nc *nats.Conn, rows []outbox.Row) *batch {
 	return bt
 }
 
-// settleBatch waits for the batch's acks (bounded by PublishTimeout), marks
-// the acknowledged rows done, dead-letters rows the broker can never take,
-// and defers the rest with the relay's growing pause.
-func (b *Bus) settleBatch(ctx context.Context, st *relayState, bt *batch) {
-	var done, retry []outbox.Row
-	var dead []outbox.Settlement
-	var lastErr error
+// awaitAcks waits for the batch's acks (bounded by PublishTimeout) and sorts
+// its rows: acknowledged, unpublishable (logged here, as the decision is
+// taken), and to be published again.
+func (b *Bus) awaitAcks(ctx context.Context, bt *batch) {
 	// One deadline for the whole batch; once it passed, acks not yet in
 	// are unknown outcomes.
 	wctx, wcancel := context.WithDeadline(context.Background(), bt.sent.Add(b.cfg.PublishTimeout+time.Second))
 	defer wcancel()
+	bt.done = make([]outbox.Row, 0, len(bt.rows))
 	for i, r := range bt.rows {
 		err := bt.errs[i]
 		if err == nil && bt.futs != nil {
@@ -178,56 +395,18 @@ func (b *Bus) settleBatch(ctx context.Context, st *relayState, bt *batch) {
 		}
 		switch {
 		case err == nil:
-			done = append(done, r)
+			bt.done = append(bt.done, r)
 		case unpublishable(err):
-			dead = append(dead, outbox.Settlement{Row: r, Result: outbox.Result{
+			bt.dead = append(bt.dead, outbox.Settlement{Row: r, Result: outbox.Result{
 				Outcome: outbox.Dead, Err: fmt.Errorf("natsbus: publish: %w", err)}})
 			b.log.ErrorContext(ctx, "event can never be published; dead-lettered", "event_id", r.Event.ID,
 				"type", r.Event.Type, "err", err)
 		default:
-			retry = append(retry, r)
-			lastErr = err
+			bt.retry = append(bt.retry, r)
+			bt.lastErr = err
 		}
 	}
-
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	if len(done) > 0 {
-		if _, err := b.queue.Complete(dctx, done...); err != nil {
-			// The rows stay claimed; once the lease expires they are
-			// republished with the same ids and the broker drops them.
-			b.log.WarnContext(ctx, "relay could not mark published rows done", "rows", len(done), "err", err)
-		} else {
-			b.metrics.published(len(done))
-		}
-	}
-	if len(dead) > 0 {
-		if _, err := b.queue.Settle(dctx, dead...); err != nil {
-			b.log.WarnContext(ctx, "relay could not dead-letter rows", "rows", len(dead), "err", err)
-		}
-	}
-	if len(retry) == 0 {
-		b.resumeRelay(ctx, st)
-		return
-	}
-	if ctx.Err() != nil {
-		// Shutting down: put the rows back for the next relay, due now.
-		if _, err := b.queue.Release(dctx, retry...); err != nil {
-			b.log.WarnContext(ctx, "relay could not release rows at shutdown; their lease will expire",
-				"rows", len(retry), "err", err)
-		}
-		return
-	}
-	if errors.Is(lastErr, jetstream.ErrNoStreamResponse) || errors.Is(lastErr, jetstream.ErrStreamNotFound) {
-		st.mu.Lock()
-		st.noStream = true
-		st.mu.Unlock()
-	}
-	until := b.pauseRelay(ctx, st, len(retry), lastErr)
-	if _, err := b.queue.Defer(dctx, b.cfg.Now().Add(until), retry...); err != nil {
-		b.log.WarnContext(ctx, "relay could not defer rows; their lease will expire", "rows", len(retry), "err", err)
-	}
-	b.metrics.deferred(len(retry))
+	bt.rows, bt.futs, bt.errs = nil, nil, nil
 }
 
 // waitAck waits for one publish ack. A duplicate ack counts as acknowledged:
@@ -262,28 +441,15 @@ func unpublishable(err error) bool {
 
 // remaining is how long the relay must still pause.
 func (s *relayState) remaining() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.pause == 0 {
 		return 0
 	}
 	return time.Until(s.pauseUntil)
 }
 
-// takeNoStream reports and clears the missing-stream flag.
-func (s *relayState) takeNoStream() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.noStream
-	s.noStream = false
-	return v
-}
-
 // pauseRelay grows the relay's pause after a broker failure and returns it.
 // rows is how many rows were deferred (for the log).
 func (b *Bus) pauseRelay(ctx context.Context, s *relayState, rows int, err error) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.pause == 0 {
 		s.pause = b.cfg.PauseMin
 	} else {
@@ -302,8 +468,6 @@ func (b *Bus) pauseRelay(ctx context.Context, s *relayState, rows int, err error
 
 // resumeRelay ends a pause after a batch went through.
 func (b *Bus) resumeRelay(ctx context.Context, s *relayState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.failures > 0 {
 		b.log.InfoContext(ctx, "nats reachable again; relay resumed", "failures", s.failures)
 	}

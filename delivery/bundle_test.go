@@ -400,18 +400,19 @@ type remote struct {
 	keys  *keyring
 	clock *testClock
 
-	mu       sync.Mutex
-	got      []received
-	bad      []string
-	respond  func(r *http.Request) (int, http.Header)
-	shared   bool
-	gets     int
-	notified chan struct{}
-	requests atomic.Int64 // every request, verified or not
+	mu        sync.Mutex
+	got       []received
+	bad       []string
+	respond   func(r *http.Request) (int, http.Header)
+	shared    bool
+	gets      int
+	getStatus map[string]int // scripted status of GET /users/{name}
+	requests  atomic.Int64   // every request, verified or not
 }
 
 func newRemote(t *testing.T, keys *keyring, clock *testClock, shared bool) *remote {
-	rm := &remote{t: t, keys: keys, clock: clock, shared: shared, notified: make(chan struct{}, 1)}
+	rm := &remote{t: t, keys: keys, clock: clock, shared: shared,
+		getStatus: map[string]int{}}
 	rm.srv = httptest.NewServer(http.HandlerFunc(rm.serve))
 	t.Cleanup(rm.srv.Close)
 	t.Cleanup(func() {
@@ -466,48 +467,30 @@ func (rm *remote) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	keyID, verr := verifyCavage(r, body, rm.keys, rm.clock.Now())
-	rm.mu.Lock()
-	defer rm.mu.Unlock()
 	if verr != nil {
+		rm.mu.Lock()
 		rm.bad = append(rm.bad, fmt.Sprintf("%s %s: %v", r.Method, r.URL.Path, verr))
+		rm.mu.Unlock()
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
 	if r.Method == http.MethodGet {
-		rm.gets++
-		name, ok := strings.CutPrefix(r.URL.Path, "/users/")
-		if !ok || strings.Contains(name, "/") {
-			http.NotFound(w, r)
-			return
-		}
-		doc := map[string]any{
-			"@context": []string{activitypub.ActivityStreams, activitypub.SecurityContext},
-			"id":       rm.actorURL(name), "type": "Person", "preferredUsername": name,
-			"inbox": rm.actorURL(name) + "/inbox",
-		}
-		if rm.shared {
-			doc["endpoints"] = map[string]string{"sharedInbox": rm.srv.URL + "/inbox"}
-		}
-		w.Header().Set("Content-Type", activitypub.ContentType)
-		_ = json.NewEncoder(w).Encode(doc)
+		rm.serveActor(w, r)
 		return
 	}
 	var a struct {
 		ID   string `json:"id"`
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(body, &a); err != nil {
-		rm.bad = append(rm.bad, fmt.Sprintf("POST %s: body is not JSON: %v", r.URL.Path, err))
+	jerr := json.Unmarshal(body, &a)
+	rm.mu.Lock()
+	if jerr != nil {
+		rm.bad = append(rm.bad, fmt.Sprintf("POST %s: body is not JSON: %v", r.URL.Path, jerr))
 	}
 	rm.got = append(rm.got, received{Path: r.URL.Path, Host: r.Host, ActivityID: a.ID, Type: a.Type,
 		Body: bytes.Clone(body), UserAgent: r.Header.Get("User-Agent"), KeyID: keyID})
-	select {
-	case rm.notified <- struct{}{}:
-	default:
-	}
 	respond := rm.respond
 	rm.mu.Unlock()
-	defer rm.mu.Lock() // the deferred Unlock above
 	status, h := http.StatusAccepted, http.Header(nil)
 	if respond != nil {
 		status, h = respond(r)
@@ -516,4 +499,31 @@ func (rm *remote) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(status)
+}
+
+// serveActor answers a verified GET of /users/{name} with an actor
+// document (or the scripted status).
+func (rm *remote) serveActor(w http.ResponseWriter, r *http.Request) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	rm.gets++
+	name, ok := strings.CutPrefix(r.URL.Path, "/users/")
+	if !ok || strings.Contains(name, "/") {
+		http.NotFound(w, r)
+		return
+	}
+	if code := rm.getStatus[name]; code != 0 {
+		w.WriteHeader(code)
+		return
+	}
+	doc := map[string]any{
+		"@context": []string{activitypub.ActivityStreams, activitypub.SecurityContext},
+		"id":       rm.actorURL(name), "type": "Person", "preferredUsername": name,
+		"inbox": rm.actorURL(name) + "/inbox",
+	}
+	if rm.shared {
+		doc["endpoints"] = map[string]string{"sharedInbox": rm.srv.URL + "/inbox"}
+	}
+	w.Header().Set("Content-Type", activitypub.ContentType)
+	_ = json.NewEncoder(w).Encode(doc)
 }

@@ -1,0 +1,78 @@
+package inbox
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxCachedDomains bounds the domain-block cache; when full it is cleared,
+// which costs one query per host.
+const maxCachedDomains = 10000
+
+// domainCache remembers, per host, whether the host is on a blocked domain,
+// so that the inbox asks the database about a host once rather than on
+// every request.
+//
+// A decision is reused for at most ttl, and never after a write committed
+// through the database the cache watches (sqlite.DB.OnWrite calls
+// invalidate after each commit): domain blocks are added and removed by
+// such writes (store.Store.AddDomainBlock, RemoveDomainBlock), so a block
+// takes effect at the next request, as it did when every request asked.
+// Only a change made by another process can go unseen, for at most ttl.
+type domainCache struct {
+	check func(ctx context.Context, host string) (bool, error)
+	ttl   time.Duration
+	now   func() time.Time
+
+	// gen counts the writes committed since the cache was made. A decision
+	// carries the gen read before its query: a write committed during or
+	// after the query has moved gen on, and the decision is not reused.
+	gen atomic.Uint64
+
+	mu sync.Mutex
+	m  map[string]domainDecision
+}
+
+type domainDecision struct {
+	blocked bool
+	gen     uint64
+	at      time.Time
+}
+
+// newDomainCache returns a cache in front of check; ttl <= 0 turns it off
+// (every call asks check).
+func newDomainCache(check func(context.Context, string) (bool, error), ttl time.Duration, now func() time.Time) *domainCache {
+	return &domainCache{check: check, ttl: ttl, now: now, m: map[string]domainDecision{}}
+}
+
+// invalidate forgets every decision. It is cheap enough to run after every
+// commit.
+func (c *domainCache) invalidate() { c.gen.Add(1) }
+
+// blocked reports whether host is on a blocked domain.
+func (c *domainCache) blocked(ctx context.Context, host string) (bool, error) {
+	if c.ttl <= 0 {
+		return c.check(ctx, host)
+	}
+	gen := c.gen.Load()
+	now := c.now()
+	c.mu.Lock()
+	d, ok := c.m[host]
+	c.mu.Unlock()
+	if ok && d.gen == gen && !now.Before(d.at) && now.Sub(d.at) < c.ttl {
+		return d.blocked, nil
+	}
+	blocked, err := c.check(ctx, host)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxCachedDomains {
+		clear(c.m)
+	}
+	c.m[host] = domainDecision{blocked: blocked, gen: gen, at: now}
+	c.mu.Unlock()
+	return blocked, nil
+}
