@@ -90,7 +90,7 @@ func setupDelivery(t *testing.T) *deliverySetup {
 		}
 		d.svc, err = delivery.New(delivery.Config{
 			DB: b.db, Store: b.st, Resolver: resolver, BaseURL: "https://courier.example", AllowPrivate: true,
-			Timeout: 5 * time.Second, Now: b.clock.Now, SlotWait: 200 * time.Millisecond,
+			Timeout: 5 * time.Second, Now: b.clock.Now, SlotWait: 200 * time.Millisecond, SlotDefer: 100 * time.Millisecond,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -395,6 +395,10 @@ func TestHostsAndInboxesPage(t *testing.T) {
 	}
 	act := d.note("to five inboxes")
 	waitFor(t, "five deliveries", func() bool {
+		// A host that has not answered yet gets one POST at a time; the
+		// others defer themselves on the injected clock, which only moves
+		// when told.
+		d.clock.Advance(2 * time.Second)
 		var st admin.ActivityStatus
 		d.call("GET", "/admin/activities/"+act.LocalID()+"?limit=500", http.StatusOK, &st)
 		return st.Summary[admin.StateDelivered] == 5

@@ -260,7 +260,7 @@ func (b *bundle) startWorker(reg *outbox.Registry, maxAttempts int) (stop func()
 // waitFor polls cond every 5 ms for up to 20 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -527,9 +527,16 @@ func evaluate(w *world, s *snapshot, posts []post, writes writeStats, inbound []
 		r.Reasons[reasonOf(d.reason)]++
 		if h != w.blackHole {
 			r.ForeignDeadLetters++
-			continue
 		}
 		deadPairs[pairKey{activityOfEvent[id], h}] = true
+	}
+	// Expected pairs whose delivery was dead-lettered will never arrive:
+	// they are lost, and nothing is left to wait for.
+	deadLost := 0
+	for k := range expected {
+		if got[k] == 0 && deadPairs[k] {
+			deadLost++
+		}
 	}
 	r.BlackHolePairs = len(blackHole)
 	for k := range blackHole {
@@ -598,6 +605,6 @@ func evaluate(w *world, s *snapshot, posts []post, writes writeStats, inbound []
 	}
 	r.InboundResent = resent
 
-	o.outstanding = r.PairsLost + r.AckedMissing + r.InboundLost + r.InboundUnacked + r.BlackHoleOther + s.busy
+	o.outstanding = r.PairsLost - deadLost + r.InboundLost + r.InboundUnacked + r.BlackHoleOther + s.busy
 	return o
 }

@@ -141,6 +141,8 @@ func TestEvaluate(t *testing.T) {
 		{"inbound resent", r.InboundResent, 3},
 		{"ledger not done", r.LedgerNotDone, 1},
 		{"busy rows", s.busy, 1},
+		// a2 to h2, l2 not imported, c2 not acknowledged, the busy row
+		{"outstanding", o.outstanding, 4},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -161,6 +163,21 @@ func TestEvaluate(t *testing.T) {
 	}
 	if line := r.Line(); strings.Contains(line, "\n") || !strings.Contains(line, "lost=1") {
 		t.Errorf("Line() = %q", line)
+	}
+
+	// Once a2's delivery to h2 is dead-lettered it stays lost, but there is
+	// nothing left to wait for.
+	mustExec(t, db, `INSERT INTO delivery_targets (event_id, parent_event_id, activity_id, inbox, host, created_at)
+		VALUES ('e5', 'p2', ?, ?, ?, 0)`, act("a2"), "http://"+h2+"/inbox", h2)
+	mustExec(t, db, `INSERT INTO delivery_attempts (event_id, activity_id, inbox, host, attempted_at, outcome, error)
+		VALUES ('e5', ?, ?, ?, 0, 'dead', 'exhausted')`, act("a2"), "http://"+h2+"/inbox", h2)
+	if s, err = read(context.Background(), ro, bh); err != nil {
+		t.Fatal(err)
+	}
+	o = evaluate(w, s, posts, writes, inbound, 3)
+	if o.report.PairsLost != 1 || o.report.ForeignDeadLetters != 2 || o.outstanding != 3 {
+		t.Errorf("after the dead letter: lost %d, foreign dead letters %d, outstanding %d; want 1, 2, 3",
+			o.report.PairsLost, o.report.ForeignDeadLetters, o.outstanding)
 	}
 }
 

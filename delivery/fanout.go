@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -19,6 +18,9 @@ import (
 )
 
 // Post is the payload of an EventPost event: one activity for one inbox.
+// The activity's bytes are not copied into every delivery: the POST's body
+// is the activity exactly as the fan-out stored it (activities.document),
+// read once per process and activity.
 type Post struct {
 	// Actor is the local actor whose key signs the POST.
 	Actor string `json:"actor"`
@@ -29,20 +31,6 @@ type Post struct {
 	// Recipient is the one remote actor behind a personal inbox (empty for
 	// a shared inbox): a 410 from the inbox removes it as a follower.
 	Recipient string `json:"recipient,omitempty"`
-	// Activity is the activity exactly as stored, the POST's body.
-	Activity json.RawMessage `json:"activity"`
-}
-
-// encodePost marshals p without touching the activity's bytes (no HTML
-// re-escaping), so the body POSTed is the stored activity byte for byte.
-func encodePost(p Post) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(p); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // target is one inbox of an activity's audience.
@@ -85,13 +73,13 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 	}
 	events := make([]outbox.Event, 0, len(targets))
 	for _, t := range targets {
-		p := Post{Actor: out.Actor, ActivityID: act.ID, Inbox: t.inbox, Activity: out.Activity}
+		p := Post{Actor: out.Actor, ActivityID: act.ID, Inbox: t.inbox}
 		if !t.shared && len(t.recipients) == 1 {
 			for r := range t.recipients {
 				p.Recipient = r
 			}
 		}
-		payload, err := encodePost(p)
+		payload, err := json.Marshal(p)
 		if err != nil {
 			return outbox.Permanent(fmt.Errorf("delivery: fan-out %s: encode: %w", ev.ID, err))
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/store"
 )
 
 // deliver handles an EventPost event: it passes the host's health gate and
@@ -22,7 +23,7 @@ import (
 // attempt and updates the host's health.
 func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	var p Post
-	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.Inbox == "" || p.Actor == "" || len(p.Activity) == 0 {
+	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.Inbox == "" || p.Actor == "" || p.ActivityID == "" {
 		return outbox.Permanent(fmt.Errorf("%w: delivery %s: %v", ErrPayload, ev.ID, err))
 	}
 	host := ev.Target
@@ -64,8 +65,12 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 		}
 		return err
 	}
+	body, err := s.activity(ctx, p.ActivityID)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	status, header, postErr := s.post(ctx, p, sig)
+	status, header, postErr := s.post(ctx, p.Inbox, body, sig)
 	took := time.Since(start)
 	if postErr != nil && ctx.Err() != nil {
 		return fmt.Errorf("delivery: post to %s interrupted: %w", p.Inbox, ctx.Err())
@@ -98,6 +103,34 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	return outbox.RetryAfter(&TransientError{Status: status, Reason: d.Reason}, d.RetryAfter)
 }
 
+// maxCachedActivities bounds the activity cache; when full it is cleared.
+const maxCachedActivities = 256
+
+// activity returns the stored bytes of the activity id, the body of its
+// deliveries, from a small cache in front of the activities table.
+func (s *Service) activity(ctx context.Context, id string) ([]byte, error) {
+	s.docsMu.Lock()
+	doc, ok := s.docs[id]
+	s.docsMu.Unlock()
+	if ok {
+		return doc, nil
+	}
+	a, err := s.store.ActivityByURI(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, outbox.Permanent(fmt.Errorf("%w: activity %s is not stored", ErrPayload, id))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("delivery: load activity %s: %w", id, err)
+	}
+	s.docsMu.Lock()
+	if len(s.docs) >= maxCachedActivities {
+		clear(s.docs)
+	}
+	s.docs[id] = a.Document
+	s.docsMu.Unlock()
+	return a.Document, nil
+}
+
 // removeGone removes an actor whose inbox answered 410 from every local
 // actor's followers.
 func (s *Service) removeGone(ctx context.Context, actor string) {
@@ -112,14 +145,14 @@ func (s *Service) removeGone(ctx context.Context, actor string) {
 // post signs and sends one POST. It returns the status and headers, or the
 // transport error. The response body is read up to MaxResponseBody and
 // discarded; it is never logged.
-func (s *Service) post(ctx context.Context, p Post, sig activitypub.Signer) (int, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.Inbox, bytes.NewReader(p.Activity))
+func (s *Service) post(ctx context.Context, inbox string, body []byte, sig activitypub.Signer) (int, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, inbox, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %v", activitypub.ErrBadURL, err)
 	}
 	req.Header.Set("Content-Type", activitypub.ContentType)
 	req.Header.Set("User-Agent", s.cfg.UserAgent)
-	if err := sig.Sign(req, p.Activity, s.now()); err != nil {
+	if err := sig.Sign(req, body, s.now()); err != nil {
 		return 0, nil, err
 	}
 	resp, err := s.client.Do(req)

@@ -286,6 +286,9 @@ type Service struct {
 	rec    *recorder
 	keys   *keyCache
 	slots  *slotSet
+
+	docsMu sync.Mutex
+	docs   map[string][]byte // activity id -> stored bytes
 }
 
 // New returns a Service. It does not touch the network or the database.
@@ -321,6 +324,7 @@ func New(cfg Config) (*Service, error) {
 		queue:  outbox.NewQueue(cfg.DB.Write, outbox.QueueOptions{Read: cfg.DB.Read, Now: cfg.Now}),
 		keys:   &keyCache{ttl: cfg.KeyCacheTTL, m: map[string]keyEntry{}},
 		slots:  newSlotSet(),
+		docs:   map[string][]byte{},
 	}
 	s.rec = newRecorder(cfg.DB, cfg.Logger)
 	s.health = newHealth(s)

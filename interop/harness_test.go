@@ -294,6 +294,7 @@ func process(owner *testing.T, cmd *exec.Cmd, onStdout, onStderr func(string)) (
 	name := filepath.Base(cmd.Path)
 	cmd.Stdout = &lineWriter{fn: onStdout}
 	cmd.Stderr = &lineWriter{fn: onStderr}
+	cmd.SysProcAttr = childAttr()
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = stopGrace
 	if err := cmd.Start(); err != nil {

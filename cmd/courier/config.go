@@ -70,7 +70,7 @@ func defaultConfig() Config {
 		NATSURL:     "nats://127.0.0.1:4222",
 		NATSMode:    "jetstream",
 		Worker:      true,
-		Concurrency: 16,
+		Concurrency: 128,
 		LogLevel:    "info",
 		ParkMax:     7 * 24 * time.Hour,
 		DateWindow:  time.Hour,

@@ -78,19 +78,21 @@ type relayState struct {
 	noStream   bool // the last failure said no stream captures the subjects
 }
 
-// relayRun is one run of the relay. A single loop owns the database side:
-// each write settles the batches whose acks are in and claims the next batch
-// in one transaction, while an ack waiter collects the acks of the batches
-// in flight, so the broker's work and the database's overlap.
+// relayRun is one run of the relay. Three goroutines form a pipeline, so
+// the database's work and the broker's overlap: the claiming loop owns the
+// database side (each write settles the batches whose acks are in and
+// claims the next batch, in one transaction), a publisher publishes claimed
+// batches, and an ack waiter collects their acks and hands them back to the
+// loop.
 type relayRun struct {
 	b  *Bus
 	nc *nats.Conn
 	js jetstream.JetStream
 	st relayState
 
-	acks     chan *batch // published, acks to wait for
-	resolved chan *batch // acks in (or timed out), to settle
-	inflight int         // batches claimed and not yet settled
+	claimed  chan []outbox.Row // claimed, to publish
+	resolved chan *batch       // acks in (or timed out), to settle
+	inflight int               // batches claimed and not yet settled
 
 	pending  []outbox.Settlement // outcomes of resolved batches, to write
 	done     int                 // rows of pending that were published
@@ -104,16 +106,30 @@ type relayRun struct {
 func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
 	window := relayPipeline + 1
 	r := &relayRun{b: b, nc: nc, js: js,
-		acks: make(chan *batch, window), resolved: make(chan *batch, window)}
+		claimed: make(chan []outbox.Row, window), resolved: make(chan *batch, window)}
+	// The channels hold window batches each, and at most window batches
+	// are in flight, so neither the publisher nor the waiter ever blocks
+	// on a send.
+	published := make(chan *batch, window)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for bt := range r.acks {
+		defer close(published)
+		for rows := range r.claimed {
+			if js != nil {
+				published <- b.publishJetStream(js, rows)
+			} else {
+				published <- b.publishCore(nc, rows)
+			}
+		}
+	})
+	wg.Go(func() {
+		for bt := range published {
 			b.awaitAcks(ctx, bt)
-			r.resolved <- bt // never blocks: at most window batches are in flight
+			r.resolved <- bt
 		}
 	})
 	defer func() {
-		close(r.acks)
+		close(r.claimed)
 		r.drain(ctx)
 		wg.Wait()
 	}()
@@ -153,14 +169,8 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 				r.pending = append(r.pending, settleAll(rows, outbox.Result{Outcome: outbox.Released, Next: b.cfg.Now()})...)
 				return nil
 			}
-			var bt *batch
-			if js != nil {
-				bt = b.publishJetStream(js, rows)
-			} else {
-				bt = b.publishCore(nc, rows)
-			}
 			r.inflight++
-			r.acks <- bt // never blocks: at most window batches are in flight
+			r.claimed <- rows
 		case wrote && limit == 0:
 			// Only settled: look again at once.
 		case limit > 0:
