@@ -193,6 +193,7 @@ func (r *run) setup(ctx context.Context) error {
 			return fmt.Errorf("%w: %w", ErrSetup, err)
 		}
 		r.hosts = append(r.hosts, h)
+		r.logger.Info("remote host", "host", h.hostport, "behaviour", string(k.b), "actors", len(h.actors))
 		if k.b == BlackHole {
 			r.bh = h
 		}

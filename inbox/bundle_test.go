@@ -198,6 +198,8 @@ type options struct {
 	// loopbackOnly makes key fetches dial only the remote server, whatever
 	// host a key id names (the fuzz target names arbitrary hosts).
 	loopbackOnly bool
+	domainTTL    time.Duration    // inbox domain-block cache TTL (default the package's)
+	now          func() time.Time // inbox clock (default time.Now)
 }
 
 func openDB(t testing.TB, path, syncMode string) *sqlite.DB {
@@ -262,6 +264,7 @@ func setup(t testing.TB, opts ...options) *testBundle {
 	}
 	cfg := inbox.Config{
 		DB: b.db, Store: b.st, Resolver: b.resolver, Metrics: m.Inbox(), Health: b.health, KeyCacheTTL: o.keyTTL,
+		DomainBlockTTL: o.domainTTL, Now: o.now,
 	}
 	if b.handler, err = inbox.New(cfg); err != nil {
 		t.Fatal(err)

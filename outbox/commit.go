@@ -8,27 +8,86 @@ import (
 )
 
 // stmts prepares each statement once per transaction, so a batch of rows
-// parses its SQL once instead of once per row.
+// parses its SQL once instead of once per row; a statement in its cache is
+// not parsed at all.
 type stmts struct {
-	ctx context.Context
-	tx  *sql.Tx
-	m   map[string]*sql.Stmt
+	ctx   context.Context
+	tx    *sql.Tx
+	cache *stmtCache
+	m     map[string]*sql.Stmt
 }
 
-func newStmts(ctx context.Context, tx *sql.Tx) *stmts {
-	return &stmts{ctx: ctx, tx: tx, m: make(map[string]*sql.Stmt, 8)}
+func newStmts(ctx context.Context, tx *sql.Tx, cache *stmtCache) *stmts {
+	return &stmts{ctx: ctx, tx: tx, cache: cache, m: make(map[string]*sql.Stmt, 8)}
 }
 
 func (s *stmts) stmt(query string) (*sql.Stmt, error) {
 	if st, ok := s.m[query]; ok {
 		return st, nil
 	}
-	st, err := s.tx.PrepareContext(s.ctx, query)
-	if err != nil {
-		return nil, fmt.Errorf("prepare: %w", err)
+	var st *sql.Stmt
+	if ps := s.cache.get(query); ps != nil {
+		// Reuses the statement prepared on the transaction's connection.
+		st = s.tx.StmtContext(s.ctx, ps)
+	} else {
+		var err error
+		if st, err = s.tx.PrepareContext(s.ctx, query); err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
 	}
 	s.m[query] = st
 	return st, nil
+}
+
+// stmtCache keeps statements prepared on a pool across transactions. A
+// transaction uses one through Tx.StmtContext, which reuses what is already
+// prepared on its connection (preparing again only on a new connection).
+// The nil *stmtCache is an empty cache.
+type stmtCache struct {
+	db *sql.DB
+	mu sync.Mutex // guards m; never held across a call to the database
+	m  map[string]*sql.Stmt
+}
+
+func newStmtCache(db *sql.DB) *stmtCache {
+	return &stmtCache{db: db, m: make(map[string]*sql.Stmt)}
+}
+
+func (c *stmtCache) get(query string) *sql.Stmt {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[query]
+}
+
+// prepare prepares the queries not yet in the cache. It must not be called
+// inside a transaction on the same pool: the writer pool has one
+// connection, which that transaction holds. A query that fails to prepare
+// stays out of the cache; the transaction then prepares it itself and
+// reports the error in context. It reports whether every query is in the
+// cache.
+func (c *stmtCache) prepare(ctx context.Context, queries ...string) bool {
+	all := true
+	for _, q := range queries {
+		if c.get(q) != nil {
+			continue
+		}
+		st, err := c.db.PrepareContext(ctx, q)
+		if err != nil {
+			all = false
+			continue
+		}
+		c.mu.Lock()
+		if _, ok := c.m[q]; ok {
+			_ = st.Close() // prepared meanwhile by another caller
+		} else {
+			c.m[q] = st
+		}
+		c.mu.Unlock()
+	}
+	return all
 }
 
 func (s *stmts) exec(query string, args ...any) (int64, error) {
@@ -59,11 +118,17 @@ func (s *stmts) close() {
 
 // inTx runs fn in one write transaction on db.
 func inTx(ctx context.Context, db *sql.DB, fn func(*stmts) error) error {
+	return inCachedTx(ctx, db, nil, fn)
+}
+
+// inCachedTx runs fn in one write transaction on db, with the statements
+// of cache (prepared on db) at hand.
+func inCachedTx(ctx context.Context, db *sql.DB, cache *stmtCache, fn func(*stmts) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	s := newStmts(ctx, tx)
+	s := newStmts(ctx, tx, cache)
 	if err := fn(s); err != nil {
 		s.close()
 		_ = tx.Rollback()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -60,12 +61,15 @@ type Queue struct {
 	read  *sql.DB
 	now   func() time.Time
 	tok   *tokenClock
+	cache *stmtCache // the claim and settle statements, prepared once
+	// prepared is set once every hot statement is in cache.
+	prepared atomic.Bool
 }
 
 // NewQueue returns a Queue over the writer db (its transactions must begin
 // with a write lock, as sqlite.DB.Write's do).
 func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
-	q := &Queue{write: db, read: opts.Read, now: opts.Now, tok: &tokenClock{}}
+	q := &Queue{write: db, read: opts.Read, now: opts.Now, tok: &tokenClock{}, cache: newStmtCache(db)}
 	if q.read == nil {
 		q.read = db
 	}
@@ -109,6 +113,17 @@ const (
 // SQLite's and PostgreSQL's limits on bound parameters).
 const maxDoneIDs = 512
 
+// doneWidth is the number of ids the completion statement for n ids lists:
+// the next power of two, so a handful of statements serve every batch and
+// stay prepared; the extra places repeat the last id.
+func doneWidth(n int) int {
+	w := 1
+	for w < n {
+		w *= 2
+	}
+	return min(w, maxDoneIDs)
+}
+
 // sqlRowsDone is the completion statement of n rows of one claim: a batch
 // shares its claim's owner token, so one statement completes it.
 func sqlRowsDone(n int) string {
@@ -126,13 +141,41 @@ func sqlRowsDone(n int) string {
 	return b.String()
 }
 
+// sqlRowsDoneOf holds the completion statements of every width.
+var sqlRowsDoneOf = func() map[int]string {
+	m := make(map[int]string)
+	for w := 1; w <= maxDoneIDs; w *= 2 {
+		m[w] = sqlRowsDone(w)
+	}
+	return m
+}()
+
+// hotQueries are the statements of claiming and settling, which the queue
+// keeps prepared.
+var hotQueries = func() []string {
+	qs := []string{sqlClaimStale, sqlClaimDue, sqlRowDefer, sqlRowDead}
+	for w := 1; w <= maxDoneIDs; w *= 2 {
+		qs = append(qs, sqlRowsDoneOf[w])
+	}
+	return qs
+}()
+
+// prepare readies the hot statements; it must run outside a transaction.
+// Once they are all prepared it costs a lookup.
+func (q *Queue) prepare(ctx context.Context) {
+	if !q.prepared.Load() {
+		q.prepared.Store(q.cache.prepare(ctx, hotQueries...))
+	}
+}
+
 // Claim claims up to limit rows in one write transaction: first rows whose
 // claim is older than lease (a claimer that died), then due pending rows,
 // oldest first. Claimed rows are 'processing' with ClaimedAt set to the
 // claim's owner token. Settle them with Settle (or Complete, Defer, Release).
 func (q *Queue) Claim(ctx context.Context, limit int, lease time.Duration) ([]Row, error) {
+	q.prepare(ctx)
 	var rows []Row
-	err := inTx(ctx, q.write, func(s *stmts) error {
+	err := inCachedTx(ctx, q.write, q.cache, func(s *stmts) error {
 		var err error
 		rows, err = claimRows(s, q.tok.next(q.now()), q.now(), limit, lease)
 		return err
@@ -235,8 +278,9 @@ type Settlement struct {
 // claimer took it) is left alone. It returns how many rows were changed.
 // Each row should appear at most once.
 func (q *Queue) Settle(ctx context.Context, settlements ...Settlement) (int, error) {
+	q.prepare(ctx)
 	var n int
-	err := inTx(ctx, q.write, func(s *stmts) error {
+	err := inCachedTx(ctx, q.write, q.cache, func(s *stmts) error {
 		var err error
 		n, err = settleRows(s, q.now(), settlements)
 		return err
@@ -258,7 +302,8 @@ func (q *Queue) SettleAndClaim(ctx context.Context, limit int, lease time.Durati
 		rows []Row
 		n    int
 	)
-	err := inTx(ctx, q.write, func(s *stmts) error {
+	q.prepare(ctx)
+	err := inCachedTx(ctx, q.write, q.cache, func(s *stmts) error {
 		now := q.now()
 		var err error
 		if n, err = settleRows(s, now, settlements); err != nil {
@@ -285,12 +330,16 @@ func settleRows(s *stmts, now time.Time, settlements []Settlement) (int, error) 
 		ids   []any // updated_at, token, then the ids of the pending completion
 	)
 	flush := func() error {
-		if len(ids) <= 2 {
+		n0 := len(ids) - 2
+		if n0 <= 0 {
 			return nil
 		}
-		k, err := s.exec(sqlRowsDone(len(ids)-2), ids...)
+		for w, last := doneWidth(n0), ids[len(ids)-1]; len(ids)-2 < w; {
+			ids = append(ids, last) // a repeated id changes nothing
+		}
+		k, err := s.exec(sqlRowsDoneOf[doneWidth(n0)], ids...)
 		if err != nil {
-			return fmt.Errorf("complete %d rows: %w", len(ids)-2, err)
+			return fmt.Errorf("complete %d rows: %w", n0, err)
 		}
 		n += int(k)
 		ids = ids[:0]
