@@ -216,38 +216,41 @@ func (a *API) pauseHost(w http.ResponseWriter, r *http.Request) error {
 		Message: "deliveries to the host wait, spending no attempts, until it is resumed"})
 }
 
-func (a *API) resumeHost(w http.ResponseWriter, r *http.Request) error {
-	if a.cfg.Hosts == nil {
-		return errNoHosts
-	}
-	host, err := hostParam(r)
-	if err != nil {
-		return err
-	}
-	n, err := a.cfg.Hosts.Resume(r.Context(), host)
-	if err != nil {
-		return hostError(err, host)
-	}
-	a.log.InfoContext(r.Context(), "admin: host resumed", "host", host, "count", n)
-	return writeJSON(w, http.StatusOK, ActionResult{Action: "resume", Host: host, Count: &n,
-		Message: "pause lifted; waiting deliveries are due now"})
+
+
+// releasingAction is a per-host operation that makes waiting deliveries due
+// and says how many it released.
+type releasingAction struct {
+	action, logMsg, message string
+	do                      func(Hosts) func(ctx context.Context, host string) (int64, error)
 }
 
-func (a *API) retryHost(w http.ResponseWriter, r *http.Request) error {
-	if a.cfg.Hosts == nil {
-		return errNoHosts
+var (
+	resumeAction = releasingAction{"resume", "admin: host resumed",
+		"pause lifted; waiting deliveries are due now", func(h Hosts) func(context.Context, string) (int64, error) { return h.Resume }}
+	retryAction = releasingAction{"retry", "admin: host deliveries released",
+		"waiting deliveries are due now", func(h Hosts) func(context.Context, string) (int64, error) { return h.RetryNow }}
+	resetAction = releasingAction{"reset", "admin: host reset",
+		"failure history forgotten; waiting deliveries are due now", func(h Hosts) func(context.Context, string) (int64, error) { return h.Reset }}
+)
+
+// hostAction serves one releasingAction.
+func (a *API) hostAction(act releasingAction) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if a.cfg.Hosts == nil {
+			return errNoHosts
+		}
+		host, err := hostParam(r)
+		if err != nil {
+			return err
+		}
+		n, err := act.do(a.cfg.Hosts)(r.Context(), host)
+		if err != nil {
+			return hostError(err, host)
+		}
+		a.log.InfoContext(r.Context(), act.logMsg, "host", host, "count", n)
+		return writeJSON(w, http.StatusOK, ActionResult{Action: act.action, Host: host, Count: &n, Message: act.message})
 	}
-	host, err := hostParam(r)
-	if err != nil {
-		return err
-	}
-	n, err := a.cfg.Hosts.RetryNow(r.Context(), host)
-	if err != nil {
-		return hostError(err, host)
-	}
-	a.log.InfoContext(r.Context(), "admin: host deliveries released", "host", host, "count", n)
-	return writeJSON(w, http.StatusOK, ActionResult{Action: "retry", Host: host, Count: &n,
-		Message: "waiting deliveries are due now"})
 }
 
 // drainHost discards a host's pending deliveries. Without confirm=<host> it
@@ -282,22 +285,6 @@ func (a *API) drainHost(w http.ResponseWriter, r *http.Request) error {
 		Message: "pending deliveries discarded"})
 }
 
-func (a *API) resetHost(w http.ResponseWriter, r *http.Request) error {
-	if a.cfg.Hosts == nil {
-		return errNoHosts
-	}
-	host, err := hostParam(r)
-	if err != nil {
-		return err
-	}
-	n, err := a.cfg.Hosts.Reset(r.Context(), host)
-	if err != nil {
-		return hostError(err, host)
-	}
-	a.log.InfoContext(r.Context(), "admin: host reset", "host", host, "count", n)
-	return writeJSON(w, http.StatusOK, ActionResult{Action: "reset", Host: host, Count: &n,
-		Message: "failure history forgotten; waiting deliveries are due now"})
-}
 
 // Inbox delivery states.
 const (
