@@ -216,8 +216,6 @@ func (a *API) pauseHost(w http.ResponseWriter, r *http.Request) error {
 		Message: "deliveries to the host wait, spending no attempts, until it is resumed"})
 }
 
-
-
 // releasingAction is a per-host operation that makes waiting deliveries due
 // and says how many it released.
 type releasingAction struct {
@@ -284,7 +282,6 @@ func (a *API) drainHost(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, ActionResult{Action: "drain", Host: host, Count: &n,
 		Message: "pending deliveries discarded"})
 }
-
 
 // Inbox delivery states.
 const (
