@@ -117,7 +117,7 @@ func setup(t *testing.T, opts ...options) *bundle {
 	}
 	b.keys.put(baseURL+"/actor#main-key", &instanceKey().PublicKey)
 	b.cfg = delivery.Config{
-		DB: db, Store: b.st, Resolver: resolver, BaseURL: baseURL, AllowPrivate: true,
+		DB: db, Store: b.st, Resolver: resolver, Objects: fetcher, BaseURL: baseURL, AllowPrivate: true,
 		Timeout: 5 * time.Second, Version: "1.2.3", Now: b.clock.Now,
 		SlotWait: 200 * time.Millisecond,
 	}
@@ -507,6 +507,20 @@ func (rm *remote) serveActor(w http.ResponseWriter, r *http.Request) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	rm.gets++
+	if author, ok := strings.CutPrefix(r.URL.Path, "/notes/"); ok {
+		// A note by /users/{author}, for reactions to objects courier has
+		// not stored.
+		if code := rm.getStatus["note:"+author]; code != 0 {
+			w.WriteHeader(code)
+			return
+		}
+		w.Header().Set("Content-Type", activitypub.ContentType)
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"@context": activitypub.ActivityStreams, "id": rm.srv.URL + r.URL.Path, "type": "Note",
+			"attributedTo": rm.actorURL(author), "content": "hi", "to": []string{activitypub.Public},
+		})
+		return
+	}
 	name, ok := strings.CutPrefix(r.URL.Path, "/users/")
 	if !ok || strings.Contains(name, "/") {
 		http.NotFound(w, r)

@@ -191,7 +191,58 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 			}
 		}
 	}
+	// A reaction reaches the author of what it reacts to, whom its
+	// addressing does not name when courier had not stored the object.
+	author, err := s.reactionAuthor(ctx, act)
+	if err != nil {
+		return nil, err
+	}
+	if author != "" && !seen[author] && !s.uris.IsLocal(author) {
+		if err := s.named(ctx, actor, act, author, add); err != nil {
+			return nil, err
+		}
+	}
 	return interleave(byInbox), nil
+}
+
+// reactionAuthor returns the author of the remote object a Like or Announce
+// (or the Undo of one) reacts to: from the store when courier has the
+// object, else fetched (signed GET) through Config.Objects. It returns ""
+// for other activities, local objects, and objects that cannot be fetched
+// for good; a transient fetch failure is an error, so the fan-out retries.
+func (s *Service) reactionAuthor(ctx context.Context, act *activitypub.Activity) (string, error) {
+	obj := ""
+	switch {
+	case act.Type == "Like" || act.Type == "Announce":
+		obj = act.ObjectID
+	case act.Type == "Undo" && act.Object != nil && (act.Object.Type == "Like" || act.Object.Type == "Announce"):
+		obj = act.Object.ObjectID
+	}
+	if obj == "" || s.uris.IsLocal(obj) {
+		return "", nil
+	}
+	o, err := s.store.ObjectByURI(ctx, obj)
+	switch {
+	case err == nil:
+		return o.AttributedTo, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return "", fmt.Errorf("delivery: object %s: %w", obj, err)
+	case s.cfg.Objects == nil:
+		return "", nil
+	}
+	body, _, err := s.cfg.Objects.Fetch(ctx, obj)
+	if err == nil {
+		var fetched *activitypub.Object
+		if fetched, err = activitypub.ParseObject(body); err == nil && len(fetched.AttributedTo) > 0 {
+			return fetched.AttributedTo[0], nil
+		}
+	}
+	if skip, why := unresolvable(err); skip || err == nil {
+		s.log.InfoContext(ctx, "delivery: the author of a reacted-to object is unknown",
+			"activity_id", act.ID, "object", obj, "reason", why, "err", err)
+		return "", nil
+	}
+	return "", fmt.Errorf("delivery: fetch %s: %w", obj, err)
 }
 
 // interleave orders targets deterministically so that consecutive ones go

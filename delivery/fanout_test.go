@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -367,5 +368,71 @@ func TestNamedRecipients(t *testing.T) {
 	var perm *outbox.PermanentError
 	if err == nil || errors.As(err, &perm) {
 		t.Fatalf("fan-out with an unreachable recipient: %v, want a retryable error", err)
+	}
+}
+
+// A Like, an Announce and their Undo of a remote note courier has not stored
+// reach the note's author, found by fetching the note; a note that is gone
+// is skipped, and a note that cannot be fetched right now fails the fan-out,
+// which retries.
+func TestReactionsToUnstoredObjectsReachTheAuthor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	rm := newRemote(t, b.keys, b.clock, false)
+	rm.mu.Lock()
+	rm.getStatus["note:gone"] = http.StatusGone
+	rm.getStatus["note:flaky"] = http.StatusServiceUnavailable
+	rm.mu.Unlock()
+	inboxesOf := func(ev outbox.Event) []string {
+		t.Helper()
+		before := len(b.rows(delivery.EventPost))
+		if err := b.handle(ev); err != nil {
+			t.Fatalf("fan-out: %v", err)
+		}
+		var out []string
+		for _, r := range b.rows(delivery.EventPost)[before:] {
+			var p delivery.Post
+			if err := json.Unmarshal(r.Event.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p.Inbox)
+		}
+		return out
+	}
+	like, err := b.st.Like(b.ctx, alice, rm.URL()+"/notes/bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inboxesOf(b.eventOf(like)); strings.Join(got, " ") != rm.actorURL("bob")+"/inbox" {
+		t.Errorf("Like goes to %v, want bob's inbox", got)
+	}
+	undo, err := b.st.Undo(b.ctx, alice, like.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inboxesOf(b.eventOf(undo)); strings.Join(got, " ") != rm.actorURL("bob")+"/inbox" {
+		t.Errorf("Undo of the Like goes to %v, want bob's inbox", got)
+	}
+	boost, err := b.st.Announce(b.ctx, alice, rm.URL()+"/notes/carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inboxesOf(b.eventOf(boost)); !slices.Contains(got, rm.actorURL("carol")+"/inbox") {
+		t.Errorf("Announce goes to %v, want carol's inbox among them", got)
+	}
+	gone, err := b.st.Like(b.ctx, alice, rm.URL()+"/notes/gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inboxesOf(b.eventOf(gone)); len(got) != 0 {
+		t.Errorf("Like of a gone note goes to %v, want nowhere", got)
+	}
+	flaky, err := b.st.Like(b.ctx, alice, rm.URL()+"/notes/flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.handle(b.eventOf(flaky)); err == nil || errors.As(err, new(*outbox.PermanentError)) {
+		t.Errorf("fan-out of a Like whose note answers 503: %v, want a retryable error", err)
 	}
 }

@@ -86,6 +86,12 @@ type TransientError struct {
 
 func (e *TransientError) Error() string { return "delivery: " + e.Reason }
 
+// ObjectFetcher fetches a remote document by id: its body and the URL it
+// was finally served from.
+type ObjectFetcher interface {
+	Fetch(ctx context.Context, url string) ([]byte, string, error)
+}
+
 // ActorResolver resolves remote actors by id; activitypub.Resolver
 // implements it (a TTL cache over signed fetches, refetching on expiry).
 type ActorResolver interface {
@@ -102,6 +108,11 @@ type Config struct {
 	Store *store.Store
 	// Resolver resolves named remote recipients. Required.
 	Resolver ActorResolver
+	// Objects fetches remote objects (signed GET), so that a Like or
+	// Announce of an object courier has not stored reaches its author.
+	// *activitypub.Fetcher implements it. Nil: such reactions go only
+	// where their addressing says.
+	Objects ObjectFetcher
 	// BaseURL is the instance's public origin, e.g. https://courier.example.
 	// Required; activity ids are derived under it.
 	BaseURL string

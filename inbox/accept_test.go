@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/store"
 )
 
 func note(id, author string, extra map[string]any) map[string]any {
@@ -238,6 +240,78 @@ func TestDomainBlock(t *testing.T) {
 	if b.remote.fetchCount("bob") != fetches {
 		t.Fatal("a key was fetched from a blocked domain")
 	}
+}
+
+// TestDomainBlockChanges checks that the inbox follows domain blocks made
+// and lifted while it remembers its decisions: at once when the change is
+// committed through its database, within the cache's TTL when another
+// process makes it. Requests dated two hours back pass the domain check
+// and are then refused 401 without writing anything, so they show which
+// decision the inbox holds without changing it. No worker runs: its
+// writes would end the decisions too.
+func TestDomainBlockChanges(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{t: time.Now()}
+	b := setup(t, options{domainTTL: time.Minute, now: clock.now, noWorker: true})
+	b.remote.add("bob", key(t, keyRemote))
+	bob := b.remote.actor("bob")
+	post := func(at time.Time) int {
+		s := b.as(t, "bob")
+		s.at = at
+		return b.post(t, s, activity(b.id("like"), "Like", bob, b.base+"/objects/x"))
+	}
+	stale := time.Now().Add(-2 * time.Hour)
+	steps := []struct {
+		name   string
+		change func()
+		at     time.Time
+		want   int
+	}{
+		{"before any block", func() {}, time.Time{}, http.StatusAccepted},
+		{"blocked here", func() {
+			if err := b.st.AddDomainBlock(b.ctx, "127.0.0.1", "test"); err != nil {
+				t.Fatal(err)
+			}
+		}, time.Time{}, http.StatusForbidden},
+		{"unblocked here", func() {
+			if err := b.st.RemoveDomainBlock(b.ctx, "127.0.0.1"); err != nil {
+				t.Fatal(err)
+			}
+		}, time.Time{}, http.StatusAccepted},
+		{"decided again after the commit", func() {}, stale, http.StatusUnauthorized},
+		{"blocked by another process, within the TTL", func() {
+			other := openDB(t, b.db.Path, "NORMAL")
+			if err := store.New(other, b.base, nil).AddDomainBlock(b.ctx, "127.0.0.1", "elsewhere"); err != nil {
+				t.Fatal(err)
+			}
+			clock.advance(59 * time.Second)
+		}, stale, http.StatusUnauthorized},
+		{"blocked by another process, after the TTL", func() { clock.advance(time.Second) }, stale, http.StatusForbidden},
+	}
+	for _, s := range steps {
+		s.change()
+		if got := post(s.at); got != s.want {
+			t.Fatalf("%s: status %d, want %d", s.name, got, s.want)
+		}
+	}
+}
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }
 
 // TestSignOfLife reports each verified sender's host, at most once per

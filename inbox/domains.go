@@ -25,6 +25,7 @@ type domainCache struct {
 	check func(ctx context.Context, host string) (bool, error)
 	ttl   time.Duration
 	now   func() time.Time
+	limit int // most decisions kept (maxCachedDomains)
 
 	// gen counts the writes committed since the cache was made. A decision
 	// carries the gen read before its query: a write committed during or
@@ -44,7 +45,7 @@ type domainDecision struct {
 // newDomainCache returns a cache in front of check; ttl <= 0 turns it off
 // (every call asks check).
 func newDomainCache(check func(context.Context, string) (bool, error), ttl time.Duration, now func() time.Time) *domainCache {
-	return &domainCache{check: check, ttl: ttl, now: now, m: map[string]domainDecision{}}
+	return &domainCache{check: check, ttl: ttl, now: now, limit: maxCachedDomains, m: map[string]domainDecision{}}
 }
 
 // invalidate forgets every decision. It is cheap enough to run after every
@@ -69,7 +70,7 @@ func (c *domainCache) blocked(ctx context.Context, host string) (bool, error) {
 		return false, err
 	}
 	c.mu.Lock()
-	if len(c.m) >= maxCachedDomains {
+	if len(c.m) >= c.limit {
 		clear(c.m)
 	}
 	c.m[host] = domainDecision{blocked: blocked, gen: gen, at: now}

@@ -139,6 +139,7 @@ func (a *app) buildFederation(ctx context.Context) error {
 		DB:           a.db,
 		Store:        a.store,
 		Resolver:     a.resolver,
+		Objects:      fetcher,
 		BaseURL:      a.cfg.base(),
 		AllowPrivate: a.cfg.AllowPrivateAddresses,
 		Version:      version,
