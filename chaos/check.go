@@ -414,7 +414,7 @@ func lastSegment(id string) string {
 // outcome is the evaluation of one snapshot against what the run knows.
 type outcome struct {
 	report      Report
-	outstanding int // expected things not there yet: pairs, imports, black-hole pairs not settled
+	outstanding int // expected things not there yet: pairs, imports, busy outbox rows
 }
 
 // evaluate compares the snapshot and the remote inboxes' records with the
@@ -605,6 +605,8 @@ func evaluate(w *world, s *snapshot, posts []post, writes writeStats, inbound []
 	}
 	r.InboundResent = resent
 
-	o.outstanding = r.PairsLost - deadLost + r.InboundLost + r.InboundUnacked + r.BlackHoleOther + s.busy
+	// The black-holed host's deliveries do not count: parked, retrying or
+	// dead, none of them can arrive.
+	o.outstanding = r.PairsLost - deadLost + r.InboundLost + r.InboundUnacked + s.busy
 	return o
 }

@@ -448,9 +448,11 @@ func (r *run) restore(ctx context.Context) error {
 }
 
 // settle waits until courier has done everything it can: every expected
-// pair delivered, every inbound activity imported, the black-holed host's
-// deliveries dead-lettered or parked, no other work pending, and the remote
-// inboxes quiet. It returns the report of the last look, quiescent or not.
+// pair delivered (or dead-lettered: then it is lost for good), every
+// inbound activity imported, no outbox row pending or processing other than
+// the black-holed host's, and the remote inboxes quiet. It then gives the
+// black-holed host's deliveries a bounded while (--park-max and a grace) to
+// be dead-lettered. It returns the report of the last look, quiescent or not.
 func (r *run) settle(ctx context.Context) (*Report, error) {
 	sctx, cancel := context.WithTimeout(ctx, r.cfg.SettleTimeout)
 	defer cancel()
@@ -474,13 +476,13 @@ func (r *run) settle(ctx context.Context) (*Report, error) {
 				// Parked deliveries of the black-holed host count as
 				// settled, but the run gives them a bounded while to reach
 				// --park-max, so that dead-lettering is shown too.
-				if last.BlackHoleParked == 0 || time.Since(settleStart) > r.cfg.ParkMax+parkGrace {
+				if last.BlackHoleParked+last.BlackHoleOther == 0 || time.Since(settleStart) > r.cfg.ParkMax+parkGrace {
 					last.Quiescent = true
 					return last, nil
 				}
 			}
 			r.logger.Info("not settled yet", "outstanding", o.outstanding, "undelivered", last.PairsLost,
-				"inbound_pending", r.sender.pending(), "parked", last.BlackHoleParked, "quiet", quiet)
+				"inbound_pending", r.sender.pending(), "black_hole_waiting", last.BlackHoleParked+last.BlackHoleOther, "quiet", quiet)
 		case sctx.Err() == nil:
 			r.logger.Warn("read database", "err", err)
 		}

@@ -15,21 +15,22 @@ const maxCachedDomains = 10000
 // so that the inbox asks the database about a host once rather than on
 // every request.
 //
-// A decision is reused for at most ttl, and never after a write committed
-// through the database the cache watches (sqlite.DB.OnWrite calls
-// invalidate after each commit): domain blocks are added and removed by
-// such writes (store.Store.AddDomainBlock, RemoveDomainBlock), so a block
-// takes effect at the next request, as it did when every request asked.
-// Only a change made by another process can go unseen, for at most ttl.
+// A decision is reused for at most ttl, and never after a domain block was
+// added or removed through the store (store.Store.OnDomainBlocksChange calls
+// invalidate after the commit), so a block made through this process's admin
+// API takes effect at the next request. Only a change made by another
+// process can go unseen, for at most ttl. Other writes, which the inbox makes
+// with every activity, leave the cache alone.
 type domainCache struct {
 	check func(ctx context.Context, host string) (bool, error)
 	ttl   time.Duration
 	now   func() time.Time
 	limit int // most decisions kept (maxCachedDomains)
 
-	// gen counts the writes committed since the cache was made. A decision
-	// carries the gen read before its query: a write committed during or
-	// after the query has moved gen on, and the decision is not reused.
+	// gen counts the domain-block changes since the cache was made. A
+	// decision carries the gen read before its query: a change committed
+	// during or after the query has moved gen on, and the decision is not
+	// reused.
 	gen atomic.Uint64
 
 	mu sync.Mutex

@@ -48,7 +48,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	domains := newDomainCache(checker.IsDomainBlocked, cfg.DomainBlockTTL, cfg.Now)
-	cfg.DB.OnWrite(domains.invalidate)
+	cfg.Store.OnDomainBlocksChange(domains.invalidate)
 	return &Handler{
 		domains: domains,
 		cfg:     cfg,

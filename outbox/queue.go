@@ -82,21 +82,24 @@ func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
 const rowColumns = `id, event_id, type, target, payload, status, attempts, next_attempt_at, claimed_at,
 	last_error, occurred_at, created_at, updated_at`
 
-// claimColumns is what a claim returns: rowColumns without the three values
-// the claim itself writes (status, claimed_at, updated_at), which the caller
-// already knows.
+// claimColumns is what a claim reads of each row: rowColumns without the
+// three values the claim itself writes (status, claimed_at, updated_at).
 const claimColumns = `id, event_id, type, target, payload, attempts, next_attempt_at, last_error,
 	occurred_at, created_at`
 
+// A claim reads the rows it takes, then marks them by id, in one write
+// transaction: the write lock keeps the rows as they were read. Reading
+// first costs less than UPDATE ... RETURNING, which buffers every returned
+// row before handing out the first, and it is the shape a claim takes on
+// PostgreSQL too (SELECT ... FOR UPDATE SKIP LOCKED, then UPDATE).
 const (
-	sqlClaimStale = `UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
-		WHERE id IN (SELECT id FROM event_queue WHERE status = 'processing' AND claimed_at <= ?
-			ORDER BY claimed_at LIMIT ?)
-		RETURNING ` + claimColumns
-	sqlClaimDue = `UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
-		WHERE id IN (SELECT id FROM event_queue WHERE status = 'pending' AND next_attempt_at <= ?
-			ORDER BY next_attempt_at, id LIMIT ?)
-		RETURNING ` + claimColumns
+	sqlSelectStale = `SELECT ` + claimColumns + ` FROM event_queue
+		WHERE status = 'processing' AND claimed_at <= ? ORDER BY claimed_at LIMIT ?`
+	sqlSelectDue = `SELECT ` + claimColumns + ` FROM event_queue
+		WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`
+)
+
+const (
 	sqlRowDone = `UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
 		WHERE id = ? AND status = 'processing' AND claimed_at = ?`
 	sqlRowFail = `UPDATE event_queue SET status = 'pending', attempts = attempts + 1, next_attempt_at = ?,
@@ -109,53 +112,79 @@ const (
 		WHERE id = ? AND status = 'processing' AND claimed_at = ?`
 )
 
-// maxDoneIDs bounds the ids one completion statement lists (well below
-// SQLite's and PostgreSQL's limits on bound parameters).
-const maxDoneIDs = 512
+// maxIDs bounds the ids one statement lists (well below SQLite's and
+// PostgreSQL's limits on bound parameters).
+const maxIDs = 512
 
-// doneWidth is the number of ids the completion statement for n ids lists:
-// the next power of two, so a handful of statements serve every batch and
-// stay prepared; the extra places repeat the last id.
-func doneWidth(n int) int {
+// idWidth is the number of ids a statement for n ids lists: the next power
+// of two, so a handful of statements serve every batch and stay prepared;
+// the extra places repeat the last id, which changes nothing.
+func idWidth(n int) int {
 	w := 1
 	for w < n {
 		w *= 2
 	}
-	return min(w, maxDoneIDs)
+	return min(w, maxIDs)
 }
 
-// sqlRowsDone is the completion statement of n rows of one claim: a batch
-// shares its claim's owner token, so one statement completes it.
-func sqlRowsDone(n int) string {
-	var b strings.Builder
-	b.Grow(128 + 2*n)
-	b.WriteString(`UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
+// Statements over a list of ids, by width: claiming rows read by a claim,
+// and completing rows of one claim (a batch shares its claim's owner token,
+// so one statement completes it).
+var (
+	sqlRowsClaim = idStatements(`UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
+		WHERE status IN ('pending', 'processing') AND id IN (`)
+	sqlRowsDone = idStatements(`UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
 		WHERE status = 'processing' AND claimed_at = ? AND id IN (`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('?')
-	}
-	b.WriteByte(')')
-	return b.String()
-}
+)
 
-// sqlRowsDoneOf holds the completion statements of every width.
-var sqlRowsDoneOf = func() map[int]string {
+// idStatements returns prefix completed by a list of w placeholders, for
+// every width w.
+func idStatements(prefix string) map[int]string {
 	m := make(map[int]string)
-	for w := 1; w <= maxDoneIDs; w *= 2 {
-		m[w] = sqlRowsDone(w)
+	for w := 1; w <= maxIDs; w *= 2 {
+		var b strings.Builder
+		b.Grow(len(prefix) + 2*w)
+		b.WriteString(prefix)
+		for i := range w {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('?')
+		}
+		b.WriteByte(')')
+		m[w] = b.String()
 	}
 	return m
-}()
+}
+
+// execIDs runs the statement of byWidth for ids, maxIDs at a time, with args
+// before the ids, and returns the number of rows changed.
+func execIDs(s *stmts, byWidth map[int]string, args []any, ids []int64) (int64, error) {
+	var n int64
+	buf := make([]any, 0, len(args)+min(len(ids), maxIDs))
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), maxIDs)]
+		ids = ids[len(chunk):]
+		w := idWidth(len(chunk))
+		buf = append(buf[:0], args...)
+		for i := range w {
+			buf = append(buf, chunk[min(i, len(chunk)-1)])
+		}
+		k, err := s.exec(byWidth[w], buf...)
+		if err != nil {
+			return n, err
+		}
+		n += k
+	}
+	return n, nil
+}
 
 // hotQueries are the statements of claiming and settling, which the queue
 // keeps prepared.
 var hotQueries = func() []string {
-	qs := []string{sqlClaimStale, sqlClaimDue, sqlRowDefer, sqlRowDead}
-	for w := 1; w <= maxDoneIDs; w *= 2 {
-		qs = append(qs, sqlRowsDoneOf[w])
+	qs := []string{sqlSelectStale, sqlSelectDue, sqlRowDefer, sqlRowDead}
+	for w := 1; w <= maxIDs; w *= 2 {
+		qs = append(qs, sqlRowsClaim[w], sqlRowsDone[w])
 	}
 	return qs
 }()
@@ -186,28 +215,45 @@ func (q *Queue) Claim(ctx context.Context, limit int, lease time.Duration) ([]Ro
 	return rows, nil
 }
 
-// claimRows claims up to limit rows with owner token token.
+// claimRows claims up to limit rows with owner token token: first rows
+// whose claim is older than lease, then due pending rows, oldest first.
 func claimRows(s *stmts, token int64, now time.Time, limit int, lease time.Duration) ([]Row, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	nowMs := now.UnixMilli()
-	rows, err := scanClaim(s, nil, sqlClaimStale, token, nowMs, nowMs-lease.Milliseconds(), limit)
+	rows, err := selectClaim(s, nil, sqlSelectStale, nowMs-lease.Milliseconds(), limit)
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) < limit {
-		if rows, err = scanClaim(s, rows, sqlClaimDue, token, nowMs, nowMs, limit-len(rows)); err != nil {
+		if rows, err = selectClaim(s, rows, sqlSelectDue, nowMs, limit-len(rows)); err != nil {
 			return nil, err
 		}
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(rows))
+	claimedAt, updatedAt := time.UnixMilli(token), time.UnixMilli(nowMs)
+	for i := range rows {
+		ids[i] = rows[i].ID
+		rows[i].Status, rows[i].ClaimedAt, rows[i].UpdatedAt = StatusProcessing, claimedAt, updatedAt
+	}
+	n, err := execIDs(s, sqlRowsClaim, []any{token, nowMs}, ids)
+	if err != nil {
+		return nil, err
+	}
+	if n != int64(len(rows)) {
+		return nil, fmt.Errorf("claimed %d of the %d rows read", n, len(rows))
 	}
 	return rows, nil
 }
 
-// scanClaim runs a claim statement (args: token, now, bound, limit) and
-// appends the rows it returns to out.
-func scanClaim(s *stmts, out []Row, query string, token, nowMs, bound int64, limit int) ([]Row, error) {
-	rs, err := s.query(query, token, nowMs, bound, limit)
+// selectClaim reads up to limit rows to claim (args: the bound, then the
+// limit) and appends them to out.
+func selectClaim(s *stmts, out []Row, query string, bound int64, limit int) ([]Row, error) {
+	rs, err := s.query(query, bound, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +261,6 @@ func scanClaim(s *stmts, out []Row, query string, token, nowMs, bound int64, lim
 	if out == nil {
 		out = make([]Row, 0, limit)
 	}
-	claimedAt, updatedAt := time.UnixMilli(token), time.UnixMilli(nowMs)
 	for rs.Next() {
 		var (
 			r                    Row
@@ -227,11 +272,10 @@ func scanClaim(s *stmts, out []Row, query string, token, nowMs, bound int64, lim
 			&msg, &occ, &cr); err != nil {
 			return nil, err
 		}
-		r.Event.Payload = payload
 		r.Event.ID, r.Event.Target, r.LastError = eventID.String, target.String, msg.String
+		r.Event.Payload = payload
 		r.Event.OccurredAt = time.UnixMilli(occ)
-		r.Status, r.NextAttemptAt, r.ClaimedAt = StatusProcessing, time.UnixMilli(next), claimedAt
-		r.CreatedAt, r.UpdatedAt = time.UnixMilli(cr), updatedAt
+		r.NextAttemptAt, r.CreatedAt = time.UnixMilli(next), time.UnixMilli(cr)
 		out = append(out, r)
 	}
 	return out, rs.Err()
@@ -321,25 +365,21 @@ func (q *Queue) SettleAndClaim(ctx context.Context, limit int, lease time.Durati
 }
 
 // settleRows applies settlements in order and returns how many rows changed.
-// Consecutive successes of one claim are completed by one statement (up to
-// maxDoneIDs rows each); every other outcome is applied row by row.
+// Consecutive successes of one claim are completed by one statement (per
+// maxIDs rows); every other outcome is applied row by row.
 func settleRows(s *stmts, now time.Time, settlements []Settlement) (int, error) {
 	var (
 		n     int
 		token int64
-		ids   []any // updated_at, token, then the ids of the pending completion
+		ids   []int64 // the pending completion, all of claim token
 	)
 	flush := func() error {
-		n0 := len(ids) - 2
-		if n0 <= 0 {
+		if len(ids) == 0 {
 			return nil
 		}
-		for w, last := doneWidth(n0), ids[len(ids)-1]; len(ids)-2 < w; {
-			ids = append(ids, last) // a repeated id changes nothing
-		}
-		k, err := s.exec(sqlRowsDoneOf[doneWidth(n0)], ids...)
+		k, err := execIDs(s, sqlRowsDone, []any{now.UnixMilli(), token}, ids)
 		if err != nil {
-			return fmt.Errorf("complete %d rows: %w", n0, err)
+			return fmt.Errorf("complete %d rows: %w", len(ids), err)
 		}
 		n += int(k)
 		ids = ids[:0]
@@ -359,15 +399,11 @@ func settleRows(s *stmts, now time.Time, settlements []Settlement) (int, error) 
 			}
 			continue
 		}
-		if t := st.Row.ClaimedAt.UnixMilli(); len(ids) == 0 || t != token || len(ids)-2 == maxDoneIDs {
+		if t := st.Row.ClaimedAt.UnixMilli(); len(ids) == 0 || t != token {
 			if err := flush(); err != nil {
 				return 0, err
 			}
 			token = t
-			if ids == nil {
-				ids = make([]any, 0, 2+min(len(settlements), maxDoneIDs))
-			}
-			ids = append(ids, now.UnixMilli(), token)
 		}
 		ids = append(ids, st.Row.ID)
 	}

@@ -470,6 +470,9 @@ func (s *Store) AddDomainBlock(ctx context.Context, domain, reason string) error
 			ON CONFLICT (domain) DO UPDATE SET reason = excluded.reason`, d, reason, ms(s.clock()))
 		return err
 	})
+	if err == nil {
+		s.domainBlocksChanged()
+	}
 	return wrap("add domain block", err)
 }
 
@@ -486,7 +489,29 @@ func (s *Store) RemoveDomainBlock(ctx context.Context, domain string) error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.domainBlocksChanged()
+	}
 	return wrap("remove domain block", err)
+}
+
+// OnDomainBlocksChange registers fn to run after a domain block is added or
+// removed through this store (after the commit), so caches of block
+// decisions can drop what they hold. Changes made by another process are
+// not seen here: such caches must also expire. fn must not block.
+func (s *Store) OnDomainBlocksChange(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.domainChanged = append(s.domainChanged, fn)
+}
+
+func (s *Store) domainBlocksChanged() {
+	s.mu.Lock()
+	fns := s.domainChanged
+	s.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 // DomainBlocks lists the blocked domains, sorted.

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
@@ -35,6 +36,9 @@ type Store struct {
 	now  func() time.Time
 	// newKey generates an actor's key pair; tests may share one key.
 	newKey func() (*rsa.PrivateKey, error)
+
+	mu            sync.Mutex
+	domainChanged []func()
 }
 
 // New returns a store over db for the instance at baseURL (its public

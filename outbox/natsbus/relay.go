@@ -44,11 +44,6 @@ const relayPipeline = 2
 // context has already ended.
 const settleTimeout = 30 * time.Second
 
-// maxWriteTries is how many writes in a row may fail before the relay gives
-// up on the settlements it holds; their rows stay claimed and come back when
-// the lease expires (and the broker drops the repeated publishes).
-const maxWriteTries = 3
-
 // batch is a claimed set of rows on its way to the broker. The claiming
 // loop fills the first part; the ack waiter fills the outcome.
 type batch struct {
@@ -97,7 +92,9 @@ type relayRun struct {
 	pending  []outbox.Settlement // outcomes of resolved batches, to write
 	done     int                 // rows of pending that were published
 	deferred int                 // rows of pending deferred for a broker failure
-	failed   int                 // writes that failed in a row
+
+	failures     int       // writes that failed in a row
+	failingSince time.Time // when the first of them failed
 }
 
 // relay runs the relay until ctx ends: claim, publish, and settle once the
@@ -146,7 +143,7 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 		if r.inflight < window && r.canClaim(ctx) {
 			limit = b.cfg.BatchSize
 		}
-		if r.failed > 0 && len(r.pending) > 0 {
+		if r.failures > 0 && len(r.pending) > 0 {
 			limit = 0 // after a failed write, settle alone first
 		}
 		wrote := false
@@ -271,30 +268,44 @@ func (r *relayRun) absorb(ctx context.Context, bt *batch) {
 }
 
 // write settles the pending outcomes and claims up to limit rows, in one
-// transaction when the queue can. After maxWriteTries failures in a row it
-// drops the pending outcomes: their rows stay claimed until the lease
-// expires.
+// transaction when the queue can. A failed write keeps the outcomes for the
+// next one (the database may be locked by another process for a while);
+// once they have failed for a lease they are dropped, since another relay
+// may have claimed their rows again by then, and the rows come back when
+// their lease expires (the broker drops the repeated publishes).
 func (r *relayRun) write(ctx context.Context, limit int) ([]outbox.Row, error) {
 	wctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	rows, err := r.settleAndClaim(wctx, limit)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err // shutting down: drain writes what is pending
+	if err == nil {
+		if r.failures > 0 {
+			r.b.log.InfoContext(ctx, "relay writes again", "failures", r.failures)
 		}
-		r.failed++
-		if r.failed < maxWriteTries || len(r.pending) == 0 {
-			r.b.log.WarnContext(ctx, "relay could not settle and claim rows; retrying", "rows", len(r.pending),
-				"failures", r.failed, "err", err)
-			return nil, err
-		}
-		r.b.log.WarnContext(ctx, "relay could not settle rows; their lease will expire", "rows", len(r.pending),
-			"failures", r.failed, "err", err)
+		r.failures, r.failingSince = 0, time.Time{}
+		return rows, nil
+	}
+	if ctx.Err() != nil {
+		return nil, err // shutting down: drain writes what is pending
+	}
+	now := r.b.cfg.Now()
+	if r.failures == 0 {
+		r.failingSince = now
+	}
+	r.failures++
+	if len(r.pending) > 0 && now.Sub(r.failingSince) >= r.b.cfg.Lease {
+		r.b.log.WarnContext(ctx, "relay could not settle rows within their lease; their lease will expire",
+			"rows", len(r.pending), "failures", r.failures, "err", err)
 		r.reset()
+		r.failures, r.failingSince = 0, time.Time{}
 		return nil, err
 	}
-	r.failed = 0
-	return rows, nil
+	level := slog.LevelWarn
+	if r.failures > 1 && r.failures%10 != 0 {
+		level = slog.LevelDebug // one line per ten failed writes is enough
+	}
+	r.b.log.Log(ctx, level, "relay could not settle and claim rows; retrying", "rows", len(r.pending),
+		"failures", r.failures, "err", err)
+	return nil, err
 }
 
 // settleAndClaim is one relay write: the pending outcomes, then the claim.

@@ -1,0 +1,181 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/courier-ap/courier/outbox"
+)
+
+// SettleAndClaim settles the previous batch and claims the next in one
+// transaction: the settled rows take their outcome, the claimed rows carry
+// everything Claim returns, and a row deferred in the same call is not
+// claimed again before its time.
+func TestSettleAndClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	evs := make([]outbox.Event, 5)
+	for i := range evs {
+		evs[i] = outbox.Event{Type: "note", Target: "remote.example", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	ids := b.enqueue(t, evs...)
+	q := b.queue()
+	const lease = time.Minute
+
+	first, n, err := q.SettleAndClaim(ctx, 3, lease)
+	if err != nil || n != 0 || len(first) != 3 {
+		t.Fatalf("first claim = %d rows, %d settled, %v", len(first), n, err)
+	}
+	for i, r := range first {
+		if r.Event.ID != ids[i] || r.Event.Type != "note" || r.Event.Target != "remote.example" ||
+			string(r.Event.Payload) != fmt.Sprintf(`{"n":%d}`, i) || r.Event.OccurredAt.IsZero() ||
+			r.Status != outbox.StatusProcessing || r.Attempts != 0 || r.CreatedAt.IsZero() ||
+			!r.UpdatedAt.Equal(b.clock.Now()) || r.ClaimedAt.IsZero() || !r.ClaimedAt.Equal(first[0].ClaimedAt) {
+			t.Fatalf("claimed row %d = %+v", i, r)
+		}
+		// What the claim returns is what the row holds.
+		if got := b.row(t, ids[i]); got.Status != r.Status || !got.ClaimedAt.Equal(r.ClaimedAt) ||
+			!got.UpdatedAt.Equal(r.UpdatedAt) || !got.NextAttemptAt.Equal(r.NextAttemptAt) || got.ID != r.ID {
+			t.Fatalf("row %d holds %+v, claim returned %+v", i, got, r)
+		}
+	}
+
+	until := b.clock.Now().Add(time.Minute)
+	second, n, err := q.SettleAndClaim(ctx, 10, lease,
+		outbox.Settlement{Row: first[0], Result: outbox.Result{Outcome: outbox.Succeeded}},
+		outbox.Settlement{Row: first[1], Result: outbox.Result{Outcome: outbox.Succeeded}},
+		outbox.Settlement{Row: first[2], Result: outbox.Result{Outcome: outbox.Deferred, Next: until}})
+	if err != nil || n != 3 || len(second) != 2 || second[0].Event.ID != ids[3] || second[1].Event.ID != ids[4] {
+		t.Fatalf("settle and claim = %+v, %d settled, %v; want the last two rows", second, n, err)
+	}
+	if second[0].ClaimedAt.Equal(first[0].ClaimedAt) {
+		t.Fatal("the second claim reused the first claim's owner token")
+	}
+	for _, id := range ids[:2] {
+		if r := b.row(t, id); r.Status != outbox.StatusDone || !r.ClaimedAt.IsZero() {
+			t.Fatalf("completed row = %+v", r)
+		}
+	}
+	if r := b.row(t, ids[2]); r.Status != outbox.StatusPending || r.Attempts != 0 || !r.NextAttemptAt.Equal(until) {
+		t.Fatalf("deferred row = %+v", r)
+	}
+
+	// Limit 0 only settles.
+	none, n, err := q.SettleAndClaim(ctx, 0, lease, outbox.Settlement{Row: second[0], Result: outbox.Result{Outcome: outbox.Succeeded}})
+	if err != nil || n != 1 || len(none) != 0 {
+		t.Fatalf("settle only = %d rows, %d settled, %v", len(none), n, err)
+	}
+
+	// One bad settlement fails the whole call: nothing settled, nothing claimed.
+	b.clock.Advance(time.Minute)
+	bad := second[1]
+	bad.ClaimedAt = time.Time{}
+	if rows, n, err := q.SettleAndClaim(ctx, 10, lease,
+		outbox.Settlement{Row: second[1], Result: outbox.Result{Outcome: outbox.Succeeded}},
+		outbox.Settlement{Row: bad, Result: outbox.Result{Outcome: outbox.Succeeded}}); err == nil || len(rows) != 0 || n != 0 {
+		t.Fatalf("settle and claim with an unclaimed row = %d rows, %d settled, %v; want an error", len(rows), n, err)
+	}
+	if r := b.row(t, ids[4]); r.Status != outbox.StatusProcessing {
+		t.Fatalf("row of the failed call = %+v, want still processing", r)
+	}
+	if r := b.row(t, ids[2]); r.Status != outbox.StatusPending {
+		t.Fatalf("due row after the failed call = %+v, want still pending", r)
+	}
+}
+
+// Completing rows of several claims in any order changes each row of a live
+// claim once and leaves a row whose claim was taken over alone, also past
+// the number of ids one statement lists.
+func TestCompleteAcrossClaims(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const total = 1300
+	for left := total; left > 0; left -= 500 {
+		evs := make([]outbox.Event, min(left, 500))
+		for i := range evs {
+			evs[i] = outbox.Event{Type: "note"}
+		}
+		b.enqueue(t, evs...)
+	}
+	q := b.queue()
+	const lease = time.Minute
+	// A relay claims one row and outlives its lease; another claims it
+	// again, with the next 699 rows.
+	old, err := q.Claim(ctx, 1, lease)
+	if err != nil || len(old) != 1 {
+		t.Fatalf("first claim = %d, %v", len(old), err)
+	}
+	b.clock.Advance(lease)
+	a, err := q.Claim(ctx, 700, lease)
+	if err != nil || len(a) != 700 || a[0].ID != old[0].ID {
+		t.Fatalf("claim a = %d, %v; want the expired row first", len(a), err)
+	}
+	c, err := q.Claim(ctx, total, lease)
+	if err != nil || len(c) != total-700 {
+		t.Fatalf("claim c = %d, %v", len(c), err)
+	}
+
+	// The expired claim's outcome comes in with everything else but the
+	// new claim of its row: it must change nothing.
+	var rows []outbox.Row
+	rows = append(rows, a[1:300]...)
+	rows = append(rows, old[0])
+	rows = append(rows, c...)
+	rows = append(rows, a[300:]...)
+	rows = append(rows, a[5]) // listed twice: changed once
+	n, err := q.Complete(ctx, rows...)
+	if err != nil || n != total-1 {
+		t.Fatalf("complete = %d, %v; want %d", n, err, total-1)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil || st[outbox.StatusDone]["note"] != total-1 || st[outbox.StatusProcessing]["note"] != 1 {
+		t.Fatalf("stats = %v, %v", st, err)
+	}
+	if n, err := q.Complete(ctx, a[0]); err != nil || n != 1 {
+		t.Fatalf("complete of the live claim = %d, %v", n, err)
+	}
+}
+
+// The queue keeps its hot statements prepared across transactions; when the
+// writer's connection is replaced they are prepared again on the new one.
+func TestQueueSurvivesNewWriterConnections(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	evs := make([]outbox.Event, 6*8)
+	for i := range evs {
+		evs[i] = outbox.Event{Type: "note"}
+	}
+	ids := b.enqueue(t, evs...)
+	q := b.queue()
+	var prev []outbox.Row
+	for round := range 6 {
+		if round == 3 {
+			// From now on every use closes the writer's connection.
+			b.db.Write.SetMaxIdleConns(0)
+		}
+		settle := make([]outbox.Settlement, len(prev))
+		for i, r := range prev {
+			settle[i] = outbox.Settlement{Row: r, Result: outbox.Result{Outcome: outbox.Succeeded}}
+		}
+		rows, n, err := q.SettleAndClaim(ctx, 8, time.Minute, settle...)
+		if err != nil || n != len(prev) || len(rows) != 8 {
+			t.Fatalf("round %d: %d rows, %d settled, %v", round, len(rows), n, err)
+		}
+		prev = rows
+	}
+	if n, err := q.Complete(ctx, prev...); err != nil || n != len(prev) {
+		t.Fatalf("complete = %d, %v", n, err)
+	}
+	b.db.Write.SetMaxIdleConns(1)
+	for _, id := range ids {
+		if r := b.row(t, id); r.Status != outbox.StatusDone {
+			t.Fatalf("row = %+v", r)
+		}
+	}
+}
