@@ -100,6 +100,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	wq := cloneValues(q)
 	wq.Add("_pragma", "synchronous("+opts.Synchronous+")")
+	wq.Add("_pragma", "temp_store(MEMORY)") // statement journals stay off temporary files
 	wq.Set("_txlock", "immediate")
 	rq := cloneValues(q)
 	rq.Add("_pragma", "query_only(1)")
