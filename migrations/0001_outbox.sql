@@ -13,6 +13,7 @@ CREATE TABLE event_queue (
     next_attempt_at INTEGER NOT NULL,
     claimed_at      INTEGER,
     last_error      TEXT,
+    republished     INTEGER NOT NULL DEFAULT 0, -- times the JetStream consumer handed the event back (see outbox.Queue.HandBack)
     occurred_at     INTEGER NOT NULL,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL

@@ -37,8 +37,13 @@ type Row struct {
 	// claimer whose lease expired cannot overwrite a newer claim's outcome.
 	ClaimedAt time.Time
 	LastError string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	// Republished counts the times a deferred event was handed back to the
+	// outbox by the JetStream consumer (HandBack); the relay gives each
+	// publish after a hand-back a message id of its own, so the broker's
+	// duplicate window does not drop it.
+	Republished int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // Attempt is the 1-based number of the delivery this claimed row is on.
@@ -80,12 +85,12 @@ func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
 }
 
 const rowColumns = `id, event_id, type, target, payload, status, attempts, next_attempt_at, claimed_at,
-	last_error, occurred_at, created_at, updated_at`
+	last_error, occurred_at, created_at, updated_at, republished`
 
 // claimColumns is what a claim reads of each row: rowColumns without the
 // three values the claim itself writes (status, claimed_at, updated_at).
 const claimColumns = `id, event_id, type, target, payload, attempts, next_attempt_at, last_error,
-	occurred_at, created_at`
+	occurred_at, created_at, republished`
 
 // A claim reads the rows it takes, then marks them by id, in one write
 // transaction: the write lock keeps the rows as they were read. Reading
@@ -269,7 +274,7 @@ func selectClaim(s *stmts, out []Row, query string, bound int64, limit int) ([]R
 			next, occ, cr        int64
 		)
 		if err := rs.Scan(&r.ID, &eventID, &r.Event.Type, &target, &payload, &r.Attempts, &next,
-			&msg, &occ, &cr); err != nil {
+			&msg, &occ, &cr, &r.Republished); err != nil {
 			return nil, err
 		}
 		r.Event.ID, r.Event.Target, r.LastError = eventID.String, target.String, msg.String
@@ -292,7 +297,7 @@ func scanRow(sc scanner) (Row, error) {
 		claimed              sql.NullInt64
 	)
 	if err := sc.Scan(&r.ID, &eventID, &r.Event.Type, &target, &payload, &r.Status, &r.Attempts, &next,
-		&claimed, &msg, &occ, &cr, &up); err != nil {
+		&claimed, &msg, &occ, &cr, &up, &r.Republished); err != nil {
 		return Row{}, err
 	}
 	r.Event.ID, r.Event.Target, r.LastError = eventID.String, target.String, msg.String
@@ -661,6 +666,46 @@ func (q *Queue) OldestPendingDue(ctx context.Context, now time.Time) (time.Time,
 		return time.Time{}, false, nil
 	}
 	return time.UnixMilli(due.Int64), true, nil
+}
+
+// HandBack returns a published event to the outbox: its row becomes pending
+// again, due at until, with its republish count raised. The JetStream
+// consumer hands back a deferred event this way instead of a nak with delay,
+// which would count toward the consumer's max_deliver: the outbox is where a
+// delivery parked for days waits, spends nothing, and is released at once by
+// ReleaseTarget. The attempts the event spent stay as RecordFailure counted
+// them.
+//
+// The row may not be done yet: the consumer can run the message before the
+// relay settles its publish. HandBack clears the relay's claim, so the
+// relay's late settle, conditioned on that claim, changes nothing. It
+// reports false when there is no such row or it is dead-lettered, and the
+// caller falls back to a nak.
+func (q *Queue) HandBack(ctx context.Context, eventID string, until time.Time) (bool, error) {
+	res, err := q.write.ExecContext(ctx, `UPDATE event_queue SET status = 'pending', next_attempt_at = ?,
+		claimed_at = NULL, republished = republished + 1, updated_at = ?
+		WHERE event_id = ? AND status <> 'dead_lettered'`, until.UnixMilli(), q.now().UnixMilli(), eventID)
+	if err != nil {
+		return false, fmt.Errorf("outbox: hand back %s: %w", eventID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("outbox: hand back %s: %w", eventID, err)
+	}
+	return n == 1, nil
+}
+
+// RecordFailure counts a failed delivery of a published event on its row
+// (attempts and last error), for a bus whose retries happen elsewhere (the
+// JetStream consumer): operators see the failures, and a hand-back keeps the
+// count. It does not change the row's status.
+func (q *Queue) RecordFailure(ctx context.Context, eventID string, failure error) error {
+	_, err := q.write.ExecContext(ctx, `UPDATE event_queue SET attempts = attempts + 1, last_error = ?, updated_at = ?
+		WHERE event_id = ?`, errText(failure), q.now().UnixMilli(), eventID)
+	if err != nil {
+		return fmt.Errorf("outbox: record failure of %s: %w", eventID, err)
+	}
+	return nil
 }
 
 // SweepResult counts what Sweep deleted.

@@ -140,7 +140,9 @@ func (b *Bus) handleMsg(ctx context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	attempt := int(meta.NumDelivered)
+	// The attempt number counts the deliveries of this message on top of
+	// what the event spent before a hand-back republished it.
+	attempt := spentAttempts(m.Headers()) + int(meta.NumDelivered)
 	ev, err := decode(m.Headers(), m.Data())
 	if err != nil {
 		b.log.ErrorContext(ctx, "jetstream message is not a courier event; terminated", "subject", m.Subject(),
@@ -158,7 +160,10 @@ func (b *Bus) handleMsg(ctx context.Context, m jetstream.Msg) {
 //
 //   - Succeeded acks;
 //   - Failed naks with the backoff of the delivery count;
-//   - Deferred naks with the delay until Result.Next;
+//   - Deferred hands the event back to the outbox, due at Result.Next,
+//     and acks (a nak with delay would count toward max_deliver, and a host
+//     parked for days would exhaust the message); when the row cannot take
+//     it back yet, it naks with the delay;
 //   - Released (shutdown) naks for immediate redelivery;
 //   - Dead with a permanent error terminates the message, which the
 //     terminated advisory records as dead.
@@ -168,11 +173,15 @@ func (b *Bus) handleMsg(ctx context.Context, m jetstream.Msg) {
 // delay, so the server gives up at once and sends the max-deliveries
 // advisory.
 func (b *Bus) settleMsg(ctx context.Context, m jetstream.Msg, meta *jetstream.MsgMetadata, ev outbox.Event, attempt int, res outbox.Result) {
-	final := attempt >= b.cfg.MaxAttempts
+	final := int(meta.NumDelivered) >= b.cfg.MaxAttempts
 	var perm *outbox.PermanentError
 	var err error
 	switch {
 	case res.Outcome == outbox.Succeeded:
+		err = m.Ack()
+	case res.Outcome == outbox.Deferred && b.handBack(ctx, ev, res.Next):
+		b.log.DebugContext(ctx, "event deferred: handed back to the outbox", "event_id", ev.ID,
+			"attempt", attempt, "until", res.Next, "reason", res.Reason)
 		err = m.Ack()
 	case res.Outcome == outbox.Dead && errors.As(res.Err, &perm):
 		b.log.WarnContext(ctx, "jetstream message terminated: permanent failure", "event_id", ev.ID,
@@ -197,6 +206,7 @@ func (b *Bus) settleMsg(ctx context.Context, m jetstream.Msg, meta *jetstream.Ms
 			"reason", res.Reason)
 		err = nakAfter(m, d)
 	default: // Failed
+		b.recordFailure(ctx, ev, res.Err)
 		d := b.retryDelay(res, attempt)
 		b.log.InfoContext(ctx, "event failed; redelivery scheduled", "event_id", ev.ID, "type", ev.Type,
 			"attempt", attempt, "delay", d, "err", res.Err)
@@ -206,6 +216,43 @@ func (b *Bus) settleMsg(ctx context.Context, m jetstream.Msg, meta *jetstream.Ms
 		// The message comes back after AckWait; the ledger makes that safe.
 		b.log.DebugContext(ctx, "jetstream settle failed", "event_id", ev.ID, "outcome", res.Outcome.String(),
 			"err", err)
+	}
+}
+
+// rowKeeper is the optional part of a Queue that keeps a published event's
+// row current (outbox.Queue has it): a deferred event is handed back to the
+// outbox, and failures are counted on the row.
+type rowKeeper interface {
+	HandBack(ctx context.Context, eventID string, until time.Time) (bool, error)
+	RecordFailure(ctx context.Context, eventID string, failure error) error
+}
+
+// handBack returns a deferred event to the outbox, due at until; false when
+// it cannot (no event id, a Queue without HandBack, no row, or a write
+// error), and the caller naks.
+func (b *Bus) handBack(ctx context.Context, ev outbox.Event, until time.Time) bool {
+	rk, ok := b.queue.(rowKeeper)
+	if !ok || ev.ID == "" {
+		return false
+	}
+	done, err := rk.HandBack(ctx, ev.ID, until)
+	if err != nil {
+		b.log.WarnContext(ctx, "could not hand a deferred event back to the outbox; nak with delay",
+			"event_id", ev.ID, "err", err)
+		return false
+	}
+	return done
+}
+
+// recordFailure counts a failed delivery on the event's row, so that the
+// count survives a hand-back and operators see the last error.
+func (b *Bus) recordFailure(ctx context.Context, ev outbox.Event, failure error) {
+	rk, ok := b.queue.(rowKeeper)
+	if !ok || ev.ID == "" {
+		return
+	}
+	if err := rk.RecordFailure(ctx, ev.ID, failure); err != nil {
+		b.log.WarnContext(ctx, "could not record a failed delivery on the outbox row", "event_id", ev.ID, "err", err)
 	}
 }
 

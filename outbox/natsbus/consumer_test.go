@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -401,5 +402,89 @@ func testCoreMode(t *testing.T, newBroker brokerFunc) {
 	_, js := br.js(t)
 	if _, err := js.Stream(context.Background(), DefaultStream); err == nil {
 		t.Error("core mode created a JetStream stream")
+	}
+}
+
+// A deferral (a parked host) hands the event back to the outbox instead of a
+// nak with delay, so an event deferred far more often than max_deliver is
+// never exhausted; failures keep counting across hand-backs, and
+// ReleaseTarget makes a handed-back event due at once.
+func TestDeferralsHandBackWithoutSpendingDeliveries(t *testing.T) {
+	t.Parallel()
+	br := newBroker(t)
+	db := newDB(t)
+	const maxAttempts = 3
+	var (
+		mu       sync.Mutex
+		attempts []int
+		release  atomic.Bool
+	)
+	reg := outbox.NewRegistry()
+	reg.Handle("delivery.post", "park", func(ctx context.Context, ev outbox.Event) error {
+		mu.Lock()
+		attempts = append(attempts, outbox.Attempt(ctx))
+		n := len(attempts)
+		mu.Unlock()
+		switch {
+		case n == 3: // one failure between deferrals: it is counted
+			return errors.New("503")
+		case n < 8:
+			return outbox.Defer(time.Now().Add(50*time.Millisecond), "host parked")
+		case !release.Load():
+			return outbox.Defer(time.Now().Add(time.Hour), "host parked")
+		}
+		return nil
+	})
+	runner := newRunner(t, db, reg, maxAttempts, 30*time.Second, nil)
+	cfg := fastConfig(br.url(), db, runner, nil)
+	cfg.Backoff = func(int) time.Duration { return 50 * time.Millisecond }
+	bus := mustNew(t, cfg)
+	runBus(t, bus, (*Bus).Run)
+	waitReady(t, bus)
+	ev := outbox.Event{ID: "2f0c6f0e-9a43-4c8e-8b1e-5d7c3a9e6b21", Type: "delivery.post", Target: "parked.example"}
+	enqueue(t, db, ev)
+	q := outbox.NewQueue(db.Write, outbox.QueueOptions{})
+	defer func() {
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("attempts seen: %v", attempts)
+			mu.Unlock()
+			rows, _ := q.List(context.Background(), outbox.Filter{EventID: ev.ID})
+			t.Logf("row: %+v", rows)
+		}
+	}()
+	waitFor(t, 20*time.Second, "eight runs, the last parked for an hour", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(attempts) >= 8 && count(t, db.Write,
+			`SELECT COUNT(*) FROM event_queue WHERE event_id = ? AND status = 'pending' AND next_attempt_at > ?`,
+			ev.ID, time.Now().Add(30*time.Minute).UnixMilli()) == 1
+	})
+	row, err := q.List(context.Background(), outbox.Filter{EventID: ev.ID})
+	if err != nil || len(row) != 1 {
+		t.Fatalf("row: %v %v", row, err)
+	}
+	if row[0].Attempts != 1 || row[0].Republished < 7 {
+		t.Errorf("parked row: attempts %d, republished %d; want 1 failure kept and a hand-back per deferral",
+			row[0].Attempts, row[0].Republished)
+	}
+	release.Store(true)
+	if n, err := q.ReleaseTarget(context.Background(), "parked.example"); err != nil || n != 1 {
+		t.Fatalf("release: %d %v", n, err)
+	}
+	waitFor(t, 20*time.Second, "the released event handled", func() bool {
+		return count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE event_id = ? AND status = 'done'`, ev.ID) == 1 &&
+			count(t, db.Write, `SELECT COUNT(*) FROM processed_events WHERE event_id = ? AND status = 'done'`, ev.ID) == 1
+	})
+	if n := count(t, db.Write, `SELECT COUNT(*) FROM jetstream_exhausted`); n != 0 {
+		t.Errorf("%d exhausted records, want none: deferrals spend no deliveries", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Attempt numbers: 1 and 2 deferred, 3 failed, then every later run is
+	// the event's second attempt (one failure spent) until it succeeds.
+	want := []int{1, 1, 1, 2, 2, 2, 2, 2, 2}
+	if len(attempts) < len(want) || !slices.Equal(attempts[:3], want[:3]) || attempts[len(attempts)-1] != 2 {
+		t.Errorf("attempt numbers seen %v, want them to start %v and stay at 2 after the failure", attempts, want[:3])
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,10 @@ const (
 	HeaderOccurredAt = "Courier-Occurred-At"
 	// HeaderReplay numbers a replay of an exhausted message (1, 2, ...).
 	HeaderReplay = "Courier-Replay"
+	// HeaderAttempts is the number of attempts the event had spent before
+	// this message was published (after a hand-back); the consumer counts
+	// the message's deliveries on top of it.
+	HeaderAttempts = "Courier-Attempts"
 )
 
 // errBadMessage marks a message that cannot be turned back into an event.
@@ -65,6 +70,38 @@ func msgID(rowID int64, eventID string) string {
 		return eventID
 	}
 	return fmt.Sprintf("courier-row-%d", rowID)
+}
+
+// rowMsgID is the Nats-Msg-Id of a row's publish: msgID for its first, and
+// for the publish after the n-th hand-back (outbox.Queue.HandBack) msgID
+// with ".r<n>", new, so the broker's duplicate window does not drop it, and
+// the same for every try of that publish, so a publish whose ack was lost
+// is still dropped as a duplicate.
+func rowMsgID(r outbox.Row) string {
+	id := msgID(r.ID, r.Event.ID)
+	if r.Republished > 0 {
+		id = fmt.Sprintf("%s.r%d", id, r.Republished)
+	}
+	return id
+}
+
+// encodeRow is encode for a claimed outbox row: it also carries the
+// attempts the row had spent.
+func encodeRow(prefix string, r outbox.Row) *nats.Msg {
+	m := encode(prefix, r.Event)
+	if r.Attempts > 0 {
+		m.Header.Set(HeaderAttempts, strconv.Itoa(r.Attempts))
+	}
+	return m
+}
+
+// spentAttempts reads HeaderAttempts (0 when absent or malformed).
+func spentAttempts(h nats.Header) int {
+	n, err := strconv.Atoi(h.Get(HeaderAttempts))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // replayMsgID is the Nats-Msg-Id of the n-th replay of an event: new, so the

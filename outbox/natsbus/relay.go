@@ -374,9 +374,9 @@ func settleAll(rows []outbox.Row, res outbox.Result) []outbox.Settlement {
 func (b *Bus) publishJetStream(js jetstream.JetStream, rows []outbox.Row) *batch {
 	bt := &batch{rows: rows, futs: make([]jetstream.PubAckFuture, len(rows)), errs: make([]error, len(rows)), sent: time.Now()}
 	for i, r := range rows {
-		m := encode(b.cfg.SubjectPrefix, r.Event)
+		m := encodeRow(b.cfg.SubjectPrefix, r)
 		f, err := js.PublishMsgAsync(m,
-			jetstream.WithMsgID(msgID(r.ID, r.Event.ID)),
+			jetstream.WithMsgID(rowMsgID(r)),
 			jetstream.WithExpectStream(b.cfg.Stream),
 			jetstream.WithStallWait(b.cfg.PublishTimeout))
 		bt.futs[i], bt.errs[i] = f, err
@@ -389,8 +389,8 @@ func (b *Bus) publishJetStream(js jetstream.JetStream, rows []outbox.Row) *batch
 func (b *Bus) publishCore(nc *nats.Conn, rows []outbox.Row) *batch {
 	bt := &batch{rows: rows, errs: make([]error, len(rows)), sent: time.Now()}
 	for i, r := range rows {
-		m := encode(b.cfg.SubjectPrefix, r.Event)
-		m.Header.Set(jetstream.MsgIDHeader, msgID(r.ID, r.Event.ID))
+		m := encodeRow(b.cfg.SubjectPrefix, r)
+		m.Header.Set(jetstream.MsgIDHeader, rowMsgID(r))
 		bt.errs[i] = nc.PublishMsg(m)
 	}
 	bt.flushErr = nc.FlushTimeout(b.cfg.PublishTimeout)
