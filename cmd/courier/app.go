@@ -208,6 +208,7 @@ func (a *app) buildWorker() error {
 			Runner:      runner,
 			Concurrency: a.cfg.Concurrency,
 			Beat:        a.beat.Beat,
+			Gauges:      a.metrics.Relay(),
 			Logger:      a.logger,
 			Registerer:  a.reg,
 		})

@@ -228,6 +228,10 @@ type Config struct {
 	// through Replay. Default DefaultReplayPoll.
 	ReplayPoll time.Duration
 
+	// Gauges receives the relay's paused state and lag for Prometheus
+	// (*metrics.Relay implements it). Nil records nothing.
+	Gauges RelayGauges
+
 	// Beat, when set, is called on every turn of the relay loop (at least
 	// every PauseMax while the relay runs), for a liveness check. It must
 	// not block.
@@ -343,4 +347,12 @@ func validSubject(s string) bool {
 		}
 	}
 	return true
+}
+
+// RelayGauges receives the relay's state: paused while the broker is
+// unreachable, and the lag of its latest batch (how long its oldest row had
+// been due when it was published; 0 when nothing was due).
+type RelayGauges interface {
+	SetPaused(paused bool)
+	SetLag(d time.Duration)
 }

@@ -318,6 +318,7 @@ func (r *relayRun) settleAndClaim(ctx context.Context, limit int) ([]outbox.Row,
 			return nil, err
 		}
 		r.settled()
+		r.lag(rows, limit)
 		return rows, nil
 	}
 	if len(r.pending) > 0 {
@@ -329,7 +330,27 @@ func (r *relayRun) settleAndClaim(ctx context.Context, limit int) ([]outbox.Row,
 	if limit <= 0 {
 		return nil, nil
 	}
-	return q.Claim(ctx, limit, r.b.cfg.Lease)
+	rows, err := q.Claim(ctx, limit, r.b.cfg.Lease)
+	if err == nil {
+		r.lag(rows, limit)
+	}
+	return rows, err
+}
+
+// lag reports how long the oldest of the rows just claimed had been due; a
+// claim that found nothing due reports 0. A turn that claimed nothing
+// because the pipeline was full (limit 0) reports nothing.
+func (r *relayRun) lag(rows []outbox.Row, limit int) {
+	g := r.b.cfg.Gauges
+	if g == nil || limit <= 0 {
+		return
+	}
+	var oldest time.Duration
+	now := r.b.cfg.Now()
+	for _, row := range rows {
+		oldest = max(oldest, now.Sub(row.NextAttemptAt))
+	}
+	g.SetLag(oldest)
 }
 
 // settled counts the written outcomes and clears them.
@@ -477,6 +498,9 @@ func (b *Bus) pauseRelay(ctx context.Context, s *relayState, rows int, err error
 		s.pause = min(s.pause*2, b.cfg.PauseMax)
 	}
 	s.pauseUntil = time.Now().Add(s.pause)
+	if b.cfg.Gauges != nil {
+		b.cfg.Gauges.SetPaused(true)
+	}
 	s.failures++
 	level := slog.LevelWarn
 	if s.failures > 1 && s.failures%10 != 0 {
@@ -493,4 +517,7 @@ func (b *Bus) resumeRelay(ctx context.Context, s *relayState) {
 		b.log.InfoContext(ctx, "nats reachable again; relay resumed", "failures", s.failures)
 	}
 	s.pause, s.failures = 0, 0
+	if b.cfg.Gauges != nil {
+		b.cfg.Gauges.SetPaused(false)
+	}
 }

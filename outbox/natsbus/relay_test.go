@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/outbox"
 )
 
@@ -99,6 +101,8 @@ func testBrokerOutageLosesNothing(t *testing.T, newBroker brokerFunc) {
 	cfg := fastConfig(br.url(), db, runner, logs)
 	cfg.MaxAttempts = 5
 	cfg.PublishTimeout = 500 * time.Millisecond
+	prom := prometheus.NewRegistry()
+	cfg.Gauges = metrics.New(prom, metrics.BuildInfo{}).Relay()
 	bus := mustNew(t, cfg)
 	stop := runBus(t, bus, (*Bus).Run)
 	waitReady(t, bus)
@@ -118,6 +122,9 @@ func testBrokerOutageLosesNothing(t *testing.T, newBroker brokerFunc) {
 	if n := count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE attempts > 0 OR status = 'dead_lettered'`); n != 0 {
 		t.Errorf("%d rows spent an attempt or were dead-lettered during the outage", n)
 	}
+	if v := gaugeValue(t, prom, "courier_relay_paused"); v != 1 {
+		t.Errorf("courier_relay_paused = %v during the outage, want 1", v)
+	}
 	br.start()
 	waitReady(t, bus)
 	enqueue(t, db, testEvents(after, "delivery.post")...)
@@ -127,6 +134,9 @@ func testBrokerOutageLosesNothing(t *testing.T, newBroker brokerFunc) {
 	waitFor(t, 10*time.Second, "every row done", func() bool {
 		return count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'done'`) == total
 	})
+	if v := gaugeValue(t, prom, "courier_relay_paused"); v != 0 {
+		t.Errorf("courier_relay_paused = %v after the outage, want 0", v)
+	}
 	stop()
 	if n := count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'dead_lettered' OR attempts > 0`); n != 0 {
 		t.Errorf("%d rows dead-lettered or spent attempts", n)
@@ -204,4 +214,19 @@ func testRelayDeadLettersUnpublishable(t *testing.T, newBroker brokerFunc) {
 		return count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'dead_lettered' AND last_error LIKE '%size%'`) == 1 &&
 			count(t, db.Write, `SELECT COUNT(*) FROM event_queue WHERE status = 'done'`) == 1
 	})
+}
+
+// gaugeValue reads a gauge without labels from a registry; -1 when absent.
+func gaugeValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }
