@@ -52,7 +52,7 @@ func TestImportDirection(t *testing.T) {
 		}
 		pkg := filepath.ToSlash(filepath.Dir(path))
 		if pkg == "." {
-			return nil // the module root holds only the tools pin and this test
+			return nil // the module root holds only this test
 		}
 		if imports[pkg] == nil {
 			imports[pkg] = map[string]bool{}
