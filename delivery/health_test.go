@@ -66,10 +66,6 @@ func (b *bundle) settledRows(n int) map[string]outbox.Row {
 	return rows
 }
 
-func statusFail(code int) func(*http.Request) (int, http.Header) {
-	return func(*http.Request) (int, http.Header) { return code, nil }
-}
-
 func TestHostDownParksProbesAndRecovers(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *delivery.Config) {
