@@ -19,6 +19,7 @@ func (a *app) registerAdmin(r *mux.Router) error {
 		Store:      a.store,
 		Hosts:      ds,
 		Deliveries: ds,
+		Lease:      a.cfg.Lease,
 		Logger:     a.logger,
 	}
 	if a.cfg.Bus == "nats" && a.cfg.NATSMode == "jetstream" {

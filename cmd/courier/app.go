@@ -136,17 +136,21 @@ func (a *app) buildFederation(ctx context.Context) error {
 		return err
 	}
 	a.delivery, err = delivery.New(delivery.Config{
-		DB:           a.db,
-		Store:        a.store,
-		Resolver:     a.resolver,
-		Objects:      fetcher,
-		BaseURL:      a.cfg.base(),
-		AllowPrivate: a.cfg.AllowPrivateAddresses,
-		Version:      version,
-		UserAgent:    userAgent(a.cfg),
-		ParkMax:      a.cfg.ParkMax,
-		Logger:       a.logger,
-		Metrics:      a.metrics.Delivery(),
+		DB:               a.db,
+		Store:            a.store,
+		Resolver:         a.resolver,
+		Objects:          fetcher,
+		BaseURL:          a.cfg.base(),
+		AllowPrivate:     a.cfg.AllowPrivateAddresses,
+		Version:          version,
+		UserAgent:        userAgent(a.cfg),
+		ParkMax:          a.cfg.ParkMax,
+		Timeout:          a.cfg.DeliveryTimeout,
+		UnavailableAfter: a.cfg.UnavailableAfter,
+		ProbeInterval:    a.cfg.ProbeInterval,
+		ParkRecheck:      a.cfg.ParkRecheck,
+		Logger:           a.logger,
+		Metrics:          a.metrics.Delivery(),
 	})
 	if err != nil {
 		return err
@@ -189,6 +193,7 @@ func (a *app) buildWorker() error {
 			DB:          a.db.Write,
 			Registry:    a.registry,
 			MaxAttempts: a.cfg.MaxAttempts,
+			LedgerLease: a.cfg.LedgerLease,
 			Logger:      a.logger,
 			Observer:    obs,
 		})
@@ -206,6 +211,8 @@ func (a *app) buildWorker() error {
 			DB:          a.db.Write,
 			Queue:       a.queue,
 			Runner:      runner,
+			AckWait:     a.cfg.NATSAckWait,
+			Lease:       a.cfg.Lease,
 			Concurrency: a.cfg.Concurrency,
 			Beat:        a.beat.Beat,
 			Gauges:      a.metrics.Relay(),
@@ -223,6 +230,8 @@ func (a *app) buildWorker() error {
 			Registry:    a.registry,
 			Concurrency: a.cfg.Concurrency,
 			MaxAttempts: a.cfg.MaxAttempts,
+			Lease:       a.cfg.Lease,
+			LedgerLease: a.cfg.LedgerLease,
 			Logger:      a.logger,
 			Observer:    obs,
 		})

@@ -30,6 +30,13 @@ type Config struct {
 	LogLevel              string
 	ParkMax               time.Duration
 	DateWindow            time.Duration
+	Lease                 time.Duration
+	LedgerLease           time.Duration
+	NATSAckWait           time.Duration
+	DeliveryTimeout       time.Duration
+	UnavailableAfter      time.Duration
+	ProbeInterval         time.Duration
+	ParkRecheck           time.Duration
 }
 
 // setting is one flag with its environment variable.
@@ -56,6 +63,13 @@ func settings(cfg *Config) []setting {
 		{"log-level", "COURIER_LOG_LEVEL", "debug, info, warn or error", (*stringValue)(&cfg.LogLevel)},
 		{"park-max", "COURIER_PARK_MAX", "how long deliveries to an unavailable host are kept parked before they are dead-lettered", (*durationValue)(&cfg.ParkMax)},
 		{"date-window", "COURIER_SIGNATURE_DATE_WINDOW", "accepted skew of an inbound request's Date header, either way", (*durationValue)(&cfg.DateWindow)},
+		{"lease", "EVENT_QUEUE_LEASE", "how long a claimed outbox row stays claimed before another worker reclaims it", (*durationValue)(&cfg.Lease)},
+		{"ledger-lease", "EVENT_QUEUE_LEDGER_LEASE", "how long a processed-events ledger claim protects a running handler", (*durationValue)(&cfg.LedgerLease)},
+		{"nats-ack-wait", "NATS_ACK_WAIT", "JetStream ack_wait: how long a message may go without an ack or progress before redelivery", (*durationValue)(&cfg.NATSAckWait)},
+		{"delivery-timeout", "COURIER_DELIVERY_TIMEOUT", "bound on one delivery POST, response included", (*durationValue)(&cfg.DeliveryTimeout)},
+		{"unavailable-after", "COURIER_DELIVERY_UNAVAILABLE_AFTER", "how long a host must keep failing before it is marked unavailable and its deliveries are parked", (*durationValue)(&cfg.UnavailableAfter)},
+		{"probe-interval", "COURIER_DELIVERY_PROBE_INTERVAL", "first wait between probes of an unavailable host (doubles up to 1h)", (*durationValue)(&cfg.ProbeInterval)},
+		{"park-recheck", "COURIER_DELIVERY_PARK_RECHECK", "how long a parked delivery sleeps before it looks at its host again (a recovering host releases it at once)", (*durationValue)(&cfg.ParkRecheck)},
 	}
 }
 
@@ -74,6 +88,14 @@ func defaultConfig() Config {
 		LogLevel:    "info",
 		ParkMax:     7 * 24 * time.Hour,
 		DateWindow:  time.Hour,
+		// The outbox's and delivery's own defaults, repeated so that -h shows them.
+		Lease:            600 * time.Second,
+		LedgerLease:      1800 * time.Second,
+		NATSAckWait:      5 * time.Minute,
+		DeliveryTimeout:  30 * time.Second,
+		UnavailableAfter: 10 * time.Minute,
+		ProbeInterval:    time.Minute,
+		ParkRecheck:      30 * time.Minute,
 	}
 }
 
@@ -119,6 +141,18 @@ func (c Config) validate() error {
 		return fmt.Errorf("invalid --park-max %s: must be positive", c.ParkMax)
 	case c.DateWindow <= 0:
 		return fmt.Errorf("invalid --date-window %s: must be positive", c.DateWindow)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"lease", c.Lease}, {"ledger-lease", c.LedgerLease}, {"nats-ack-wait", c.NATSAckWait},
+		{"delivery-timeout", c.DeliveryTimeout}, {"unavailable-after", c.UnavailableAfter},
+		{"probe-interval", c.ProbeInterval}, {"park-recheck", c.ParkRecheck},
+	} {
+		if d.v < time.Second {
+			return fmt.Errorf("invalid --%s %s: must be at least 1s", d.flag, d.v)
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("invalid --listen %q: want host:port", c.Listen)
