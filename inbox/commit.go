@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,113 +55,49 @@ const sqlInsertActivity = `INSERT INTO inbox_activities
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (activity_id) DO NOTHING`
 
-// recorder stores records with group commit: the writes of concurrent
-// requests share one transaction (one fsync). The first caller becomes the
-// leader and commits what has queued up; when its own record is done it
-// hands the lead to a waiting caller, so no caller works for others
-// indefinitely and no goroutine outlives its caller. There is no batching
-// window: a group is what queued up while the previous one was being
-// written, so a lone request is written at once and, under load, groups
-// grow by themselves to what arrives during one commit.
+// recorder stores records with group commit (an outbox.Group): the writes
+// of concurrent requests share one transaction (one fsync), and a record
+// that fails its group is written again alone.
 type recorder struct {
-	db       *sqlite.DB
-	maxGroup int
 	// insert is sqlInsertActivity, prepared once on the writer; each
 	// group's transaction uses it through Tx.StmtContext.
 	insert *sql.Stmt
-
-	mu      sync.Mutex
-	queue   []*recordOp
-	leading bool
+	group  *outbox.Group[*recordOp]
 }
 
 type recordOp struct {
-	rec      record
-	dup      bool // the activity was already recorded
-	err      error
-	finished bool
-	promoted bool
-	wake     chan struct{}
+	rec record
+	dup bool // the activity was already recorded
 }
 
 // groupTimeout bounds the database work of one group.
 const groupTimeout = 30 * time.Second
 
 // newRecorder prepares the recorder's statement on db's writer. The
-// statement lives as long as db.
+// statement lives as long as db. Its transactions are db's (db.Tx), so
+// db's after-write hooks run after each commit.
 func newRecorder(db *sqlite.DB, maxGroup int) (*recorder, error) {
 	insert, err := db.Write.PrepareContext(context.Background(), sqlInsertActivity)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: prepare record: %w", err)
 	}
-	return &recorder{db: db, maxGroup: maxGroup, insert: insert}, nil
+	c := &recorder{insert: insert}
+	c.group, err = outbox.NewGroup(outbox.GroupConfig{Tx: db.Tx, MaxSize: maxGroup, Timeout: groupTimeout}, c.insertRecords)
+	if err != nil {
+		_ = insert.Close()
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	return c, nil
 }
 
 // store records rec and enqueues its event. It reports whether rec was a
 // duplicate of a recorded activity.
 func (c *recorder) store(ctx context.Context, rec record) (bool, error) {
-	op := &recordOp{rec: rec, wake: make(chan struct{}, 1)}
-	c.mu.Lock()
-	c.queue = append(c.queue, op)
-	if c.leading {
-		c.mu.Unlock()
-		<-op.wake
-		if !op.promoted {
-			return op.dup, op.err
-		}
-	} else {
-		c.leading = true
-		c.mu.Unlock()
+	op := &recordOp{rec: rec}
+	if err := c.group.Do(ctx, op); err != nil {
+		return false, err
 	}
-	// Leading: commit groups until op is done, then hand over the lead.
-	for {
-		c.mu.Lock()
-		if op.finished {
-			if len(c.queue) == 0 {
-				c.leading = false
-			} else {
-				next := c.queue[0]
-				next.promoted = true
-				next.wake <- struct{}{}
-			}
-			c.mu.Unlock()
-			return op.dup, op.err
-		}
-		n := min(len(c.queue), c.maxGroup)
-		group := c.queue[:n:n]
-		c.queue = append([]*recordOp(nil), c.queue[n:]...)
-		c.mu.Unlock()
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
-		c.commit(gctx, group)
-		cancel()
-		for _, o := range group {
-			if o != op {
-				o.wake <- struct{}{}
-			}
-		}
-	}
-}
-
-// commit writes group in one transaction; when that fails, each record is
-// written alone so one bad record does not fail the others.
-//
-// ctx bounds the wait for the writer and the commit. The statements inside
-// the transaction run under ctx without its deadline: they cannot wait for
-// a lock the transaction (BEGIN IMMEDIATE) already holds, and a statement
-// under a context that can end costs the driver a watcher goroutine each.
-func (c *recorder) commit(ctx context.Context, group []*recordOp) {
-	sctx := context.WithoutCancel(ctx)
-	err := c.db.Tx(ctx, func(tx *sql.Tx) error { return c.insertRecords(sctx, tx, group) })
-	if err == nil || len(group) == 1 {
-		for _, o := range group {
-			o.err, o.finished = err, true
-		}
-		return
-	}
-	for _, o := range group {
-		o.err = c.db.Tx(ctx, func(tx *sql.Tx) error { return c.insertRecords(sctx, tx, []*recordOp{o}) })
-		o.finished = true
-	}
+	return op.dup, nil
 }
 
 // insertRecords inserts the records of ops and the events of the new ones,

@@ -25,14 +25,17 @@ func TestCommitterIsolatesAFailingWrite(t *testing.T) {
 	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	c := newCommitter(db.Write, 64)
+	c, err := newCommitter(db.Write, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
 	insert := func(id string) func(*stmts) error {
 		return func(s *stmts) error {
 			_, err := s.exec(sqlLedgerInsert, id, "h", 1)
 			return err
 		}
 	}
-	if err := c.do(ctx, insert("dup")); err != nil {
+	if err := c.Do(ctx, insert("dup")); err != nil {
 		t.Fatal(err)
 	}
 	const n = 20
@@ -42,7 +45,7 @@ func TestCommitterIsolatesAFailingWrite(t *testing.T) {
 	// The first caller leads and holds its transaction until the others
 	// have queued, so they form one group behind it.
 	wg.Go(func() {
-		errs[0] = c.do(ctx, func(s *stmts) error {
+		errs[0] = c.Do(ctx, func(s *stmts) error {
 			close(entered)
 			<-queued
 			return insert("e0")(s)
@@ -54,13 +57,11 @@ func TestCommitterIsolatesAFailingWrite(t *testing.T) {
 		if i == 7 {
 			id = "dup" // violates the primary key
 		}
-		wg.Go(func() { errs[i] = c.do(ctx, insert(id)) })
+		wg.Go(func() { errs[i] = c.Do(ctx, insert(id)) })
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c.mu.Lock()
-		k := len(c.queue)
-		c.mu.Unlock()
+		k := c.queued()
 		if k == n-1 {
 			break
 		}

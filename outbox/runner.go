@@ -225,11 +225,15 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	commit, err := newCommitter(cfg.DB, 256)
+	if err != nil {
+		return nil, err
+	}
 	return &Runner{
 		cfg:    cfg,
 		log:    cfg.Logger,
 		obs:    cfg.Observer,
-		commit: newCommitter(cfg.DB, 256),
+		commit: commit,
 	}, nil
 }
 
@@ -263,7 +267,7 @@ func (r *Runner) Run(ctx context.Context, ev Event, attempt int) Result {
 		d.claims = noLedger(hs)
 	} else {
 		token := r.tokens.next(r.cfg.Now())
-		err := r.commit.do(context.WithoutCancel(ctx), func(s *stmts) error {
+		err := r.commit.Do(context.WithoutCancel(ctx), func(s *stmts) error {
 			var err error
 			d.claims, d.claimErr, err = r.claimLedger(s, ev.ID, hs, token)
 			return err
@@ -275,7 +279,7 @@ func (r *Runner) Run(ctx context.Context, ev Event, attempt int) Result {
 	}
 	res, ops := r.execute(ctx, ctx, &d)
 	if len(ops) > 0 {
-		if err := r.commit.do(context.WithoutCancel(ctx), func(s *stmts) error {
+		if err := r.commit.Do(context.WithoutCancel(ctx), func(s *stmts) error {
 			return r.settleLedger(s, ops)
 		}); err != nil {
 			r.log.WarnContext(ctx, "outbox: ledger settle failed; claims will expire",

@@ -428,9 +428,25 @@ func TestRetentionSweep(t *testing.T) {
 	for range 2 {
 		rw.next(t)
 	}
+	// Settled is observed before the completer commits the row: wait for the
+	// commit, so the rows' update time is the clock before it moves.
+	waitRowsDone := func(ids ...string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for _, id := range ids {
+			for b.row(t, id).Status != outbox.StatusDone {
+				if time.Now().After(deadline) {
+					t.Fatalf("row %s not done within 10s", id)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
+	waitRowsDone(old...)
 	b.clock.Advance(2 * 24 * time.Hour)
 	recent := b.enqueue(t, outbox.Event{Type: "note"})
 	rw.next(t)
+	waitRowsDone(recent...)
 	pending := b.enqueue(t, outbox.Event{Type: "other", NotBefore: b.clock.Now().Add(365 * 24 * time.Hour)})
 	ctx := context.Background()
 
