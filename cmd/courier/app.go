@@ -108,6 +108,9 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		if !serveHTTP {
+			return nil, fmt.Errorf("listen on %s for /metrics and health: %w (a worker beside a server needs its own --listen, such as 127.0.0.1:8081)", cfg.Listen, err)
+		}
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	a.listener = ln
