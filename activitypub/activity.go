@@ -374,25 +374,29 @@ func parseTime(raw json.RawMessage) time.Time {
 	return time.Time{}
 }
 
-// parseTags reads a tag property: one tag object or a list of them.
-func parseTags(raw json.RawMessage) []Tag {
+// objectItems reads a property that holds one object or a list of them:
+// the items as raw JSON, nil for anything else.
+func objectItems(raw json.RawMessage) []json.RawMessage {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return nil
 	}
-	var items []json.RawMessage
 	switch raw[0] {
 	case '{':
-		items = []json.RawMessage{raw}
+		return []json.RawMessage{raw}
 	case '[':
-		if json.Unmarshal(raw, &items) != nil {
-			return nil
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) == nil {
+			return items
 		}
-	default:
-		return nil
 	}
+	return nil
+}
+
+// parseTags reads a tag property: one tag object or a list of them.
+func parseTags(raw json.RawMessage) []Tag {
 	var out []Tag
-	for _, it := range items {
+	for _, it := range objectItems(raw) {
 		var w wire
 		if decodeObject(it, &w) != nil {
 			continue

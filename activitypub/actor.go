@@ -162,23 +162,8 @@ func ParsePublicKeyDocument(data []byte) (*PublicKey, error) {
 // parseKeys reads a publicKey property: one key object or a list of them
 // (entries given only by id are skipped: there is no PEM to use).
 func parseKeys(raw json.RawMessage) []PublicKey {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil
-	}
-	var items []json.RawMessage
-	switch raw[0] {
-	case '{':
-		items = []json.RawMessage{raw}
-	case '[':
-		if json.Unmarshal(raw, &items) != nil {
-			return nil
-		}
-	default:
-		return nil
-	}
 	var out []PublicKey
-	for _, it := range items {
+	for _, it := range objectItems(raw) {
 		var w actorWire
 		it = bytes.TrimSpace(it)
 		if len(it) == 0 || it[0] != '{' || json.Unmarshal(it, &w) != nil {
