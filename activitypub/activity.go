@@ -284,10 +284,7 @@ func singleID(raw json.RawMessage) string {
 	}
 	switch raw[0] {
 	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s
-		}
+		return firstString(raw)
 	case '{':
 		var ref struct {
 			ID   json.RawMessage `json:"id"`

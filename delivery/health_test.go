@@ -226,13 +226,7 @@ func TestDeadLetterAfterParkMaxAndReplay(t *testing.T) {
 	})
 	alice := b.actor("alice")
 	rm := newRemote(t, b.keys, b.clock, false)
-	var up atomic.Bool
-	rm.setRespond(func(*http.Request) (int, http.Header) {
-		if up.Load() {
-			return http.StatusAccepted, nil
-		}
-		return http.StatusBadGateway, nil
-	})
+	up := downUntilUp(rm, http.StatusBadGateway)
 	rm.follow(b, alice, "bob")
 	b.startWorker(4)
 	act := unavailable(t, b, alice, rm)
@@ -288,13 +282,7 @@ func TestSignOfLifeReleasesParkedDeliveries(t *testing.T) {
 	})
 	alice := b.actor("alice")
 	rm := newRemote(t, b.keys, b.clock, false)
-	var up atomic.Bool
-	rm.setRespond(func(*http.Request) (int, http.Header) {
-		if up.Load() {
-			return http.StatusAccepted, nil
-		}
-		return http.StatusServiceUnavailable, nil
-	})
+	up := downUntilUp(rm, http.StatusServiceUnavailable)
 	rm.follow(b, alice, "bob")
 	b.startWorker(4)
 	unavailable(t, b, alice, rm)
@@ -524,13 +512,7 @@ func TestRetryNowResetAndHostStats(t *testing.T) {
 	})
 	alice := b.actor("alice")
 	rm := newRemote(t, b.keys, b.clock, false)
-	var up atomic.Bool
-	rm.setRespond(func(*http.Request) (int, http.Header) {
-		if up.Load() {
-			return http.StatusAccepted, nil
-		}
-		return http.StatusInternalServerError, nil
-	})
+	up := downUntilUp(rm, http.StatusInternalServerError)
 	rm.follow(b, alice, "bob")
 	b.startWorker(2)
 	h := b.svc.Health()
@@ -577,4 +559,17 @@ func TestRetryNowResetAndHostStats(t *testing.T) {
 	if _, err := h.Reset(b.ctx, "never.example"); !errors.Is(err, delivery.ErrUnknownHost) {
 		t.Errorf("reset of an unknown host: %v", err)
 	}
+}
+
+// downUntilUp makes rm answer status to every POST until the returned flag is
+// set, then 202.
+func downUntilUp(rm *remote, status int) *atomic.Bool {
+	up := new(atomic.Bool)
+	rm.setRespond(func(*http.Request) (int, http.Header) {
+		if up.Load() {
+			return http.StatusAccepted, nil
+		}
+		return status, nil
+	})
+	return up
 }
