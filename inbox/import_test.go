@@ -42,7 +42,7 @@ func TestFollowAcceptUndo(t *testing.T) {
 	}
 	acceptEvent := inbox.AcceptEventID(inbox.EventID(followID))
 	var payload string
-	if err := b.db.Read.QueryRow(`SELECT payload FROM event_queue WHERE event_id = ? AND type = ?`,
+	if err := b.db.Read.QueryRow(`SELECT payload FROM event_queue_payloads WHERE event_id = ? AND type = ?`,
 		acceptEvent, activitypub.EventOutgoing).Scan(&payload); err != nil {
 		t.Fatalf("Accept event %s: %v", acceptEvent, err)
 	}
@@ -373,7 +373,7 @@ func eventByID(t *testing.T, b *testBundle, id string) outbox.Event {
 	var ev outbox.Event
 	var payload string
 	var occurred int64
-	if err := b.db.Read.QueryRow(`SELECT event_id, type, payload, occurred_at FROM event_queue WHERE event_id = ?`, id).
+	if err := b.db.Read.QueryRow(`SELECT event_id, type, payload, occurred_at FROM event_queue_payloads WHERE event_id = ?`, id).
 		Scan(&ev.ID, &ev.Type, &payload, &occurred); err != nil {
 		t.Fatalf("event %s: %v", id, err)
 	}

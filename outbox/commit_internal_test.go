@@ -100,3 +100,25 @@ func TestTokenClockIsStrictlyIncreasing(t *testing.T) {
 		prev = tok
 	}
 }
+
+func TestConsecutive(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ids    []int64
+		lo, hi int64
+		ok     bool
+	}{
+		{nil, 0, 0, false},
+		{[]int64{7}, 7, 7, true},
+		{[]int64{3, 4, 5}, 3, 5, true},
+		{[]int64{5, 3, 4}, 3, 5, true},
+		{[]int64{3, 5}, 0, 0, false},
+		{[]int64{3, 3, 5}, 0, 0, false}, // as many ids as the range, one repeated
+		{[]int64{4, 3, 4}, 0, 0, false},
+	} {
+		lo, hi, ok := consecutive(tc.ids)
+		if lo != tc.lo || hi != tc.hi || ok != tc.ok {
+			t.Errorf("consecutive(%v) = %d, %d, %v; want %d, %d, %v", tc.ids, lo, hi, ok, tc.lo, tc.hi, tc.ok)
+		}
+	}
+}

@@ -73,6 +73,14 @@ const insertEvent = `INSERT INTO event_queue
 	VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)
 	ON CONFLICT (event_id) DO NOTHING`
 
+const insertPayload = `INSERT INTO event_payloads (id, payload) VALUES (?, ?)`
+
+// InlinePayload is the largest payload, in bytes, that Enqueue stores in its
+// outbox row. A larger one (an activity's bytes) goes to event_payloads,
+// keyed by the row id, so that the row that claiming and settling rewrite
+// stays narrow (see migration 0008). Readers resolve either place.
+const InlinePayload = 256
+
 // Enqueue inserts events into the outbox inside the caller's transaction. It
 // is the only code that inserts outbox rows. It never opens a transaction: the
 // events commit or roll back with the caller's data. An event whose id is
@@ -89,6 +97,12 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 		return fmt.Errorf("outbox: prepare enqueue: %w", err)
 	}
 	defer stmt.Close()
+	var payloads *sql.Stmt // prepared at the first large payload
+	defer func() {
+		if payloads != nil {
+			payloads.Close()
+		}
+	}()
 	t := now()
 	for i := range events {
 		ev := &events[i]
@@ -118,18 +132,48 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 		if ev.Target != "" {
 			target = ev.Target
 		}
-		res, err := stmt.ExecContext(ctx, ev.ID, ev.Type, target, string(payload),
+		inline := string(payload)
+		if len(payload) > InlinePayload {
+			inline = ""
+		}
+		res, err := stmt.ExecContext(ctx, ev.ID, ev.Type, target, inline,
 			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli())
 		if err != nil {
 			return fmt.Errorf("outbox: enqueue %s %s: %w", ev.Type, ev.ID, err)
 		}
-		if observe != nil {
-			if n, err := res.RowsAffected(); err == nil && n > 0 {
-				observe(ev.Type, int(n))
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("outbox: enqueue %s %s: %w", ev.Type, ev.ID, err)
+		}
+		if n == 0 {
+			continue // already in the outbox
+		}
+		if inline == "" {
+			if err := insertLarge(ctx, tx, &payloads, res, payload); err != nil {
+				return fmt.Errorf("outbox: enqueue %s %s: payload: %w", ev.Type, ev.ID, err)
 			}
+		}
+		if observe != nil {
+			observe(ev.Type, int(n))
 		}
 	}
 	return nil
+}
+
+// insertLarge stores the payload of the row res inserted in event_payloads,
+// preparing *stmt on first use.
+func insertLarge(ctx context.Context, tx *sql.Tx, stmt **sql.Stmt, res sql.Result, payload []byte) error {
+	id, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	if *stmt == nil {
+		if *stmt, err = tx.PrepareContext(ctx, insertPayload); err != nil {
+			return err
+		}
+	}
+	_, err = (*stmt).ExecContext(ctx, id, string(payload))
+	return err
 }
 
 type enqueueKey struct{}

@@ -67,6 +67,8 @@ type Queue struct {
 	now   func() time.Time
 	tok   *tokenClock
 	cache *stmtCache // the claim and settle statements, prepared once
+	// rcache holds Load's statement, prepared on the read pool.
+	rcache *stmtCache
 	// prepared is set once every hot statement is in cache.
 	prepared atomic.Bool
 }
@@ -78,19 +80,25 @@ func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
 	if q.read == nil {
 		q.read = db
 	}
+	q.rcache = newStmtCache(q.read)
 	if q.now == nil {
 		q.now = time.Now
 	}
 	return q
 }
 
-const rowColumns = `id, event_id, type, target, payload, status, attempts, next_attempt_at, claimed_at,
-	last_error, occurred_at, created_at, updated_at, republished`
+// payloadColumn reads a row's payload from the row, or from event_payloads
+// when Enqueue put it there (an empty payload column; see InlinePayload).
+const payloadColumn = `CASE WHEN payload = '' THEN
+	(SELECT p.payload FROM event_payloads p WHERE p.id = event_queue.id) ELSE payload END`
+
+const rowColumns = `id, event_id, type, target, ` + payloadColumn + `, status, attempts, next_attempt_at,
+	claimed_at, last_error, occurred_at, created_at, updated_at, republished`
 
 // claimColumns is what a claim reads of each row: rowColumns without the
 // three values the claim itself writes (status, claimed_at, updated_at).
-const claimColumns = `id, event_id, type, target, payload, attempts, next_attempt_at, last_error,
-	occurred_at, created_at, republished`
+const claimColumns = `id, event_id, type, target, ` + payloadColumn + `, attempts, next_attempt_at,
+	last_error, occurred_at, created_at, republished`
 
 // A claim reads the rows it takes, then marks them by id, in one write
 // transaction: the write lock keeps the rows as they were read. Reading
@@ -136,10 +144,20 @@ func idWidth(n int) int {
 // and completing rows of one claim (a batch shares its claim's owner token,
 // so one statement completes it).
 var (
-	sqlRowsClaim = idStatements(`UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
-		WHERE status IN ('pending', 'processing') AND id IN (`)
-	sqlRowsDone = idStatements(`UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
-		WHERE status = 'processing' AND claimed_at = ? AND id IN (`)
+	sqlRowsClaim = idStatements(sqlClaimPrefix + `id IN (`)
+	sqlRowsDone  = idStatements(sqlDonePrefix + `id IN (`)
+)
+
+// The same statements over a range of ids, for a list of consecutive ids
+// (the common case: rows enqueued together fall due together): a range is
+// one scan of the table, a list one lookup per id.
+const (
+	sqlClaimPrefix = `UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
+		WHERE status IN ('pending', 'processing') AND `
+	sqlDonePrefix = `UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
+		WHERE status = 'processing' AND claimed_at = ? AND `
+	sqlRangeClaim = sqlClaimPrefix + `id BETWEEN ? AND ?`
+	sqlRangeDone  = sqlDonePrefix + `id BETWEEN ? AND ?`
 )
 
 // idStatements returns prefix completed by a list of w placeholders, for
@@ -162,9 +180,38 @@ func idStatements(prefix string) map[int]string {
 	return m
 }
 
+// consecutive reports whether ids, in any order, are every id from their
+// least to their greatest once, and returns those bounds.
+func consecutive(ids []int64) (lo, hi int64, ok bool) {
+	if len(ids) == 0 {
+		return 0, 0, false
+	}
+	lo, hi = ids[0], ids[0]
+	for _, id := range ids[1:] {
+		lo, hi = min(lo, id), max(hi, id)
+	}
+	if hi-lo+1 != int64(len(ids)) {
+		return 0, 0, false
+	}
+	// As many ids as the range holds: consecutive unless one repeats.
+	seen := make(map[int64]struct{}, len(ids))
+	for _, id := range ids {
+		if _, dup := seen[id]; dup {
+			return 0, 0, false
+		}
+		seen[id] = struct{}{}
+	}
+	return lo, hi, true
+}
+
 // execIDs runs the statement of byWidth for ids, maxIDs at a time, with args
-// before the ids, and returns the number of rows changed.
-func execIDs(s *stmts, byWidth map[int]string, args []any, ids []int64) (int64, error) {
+// before the ids, and returns the number of rows changed. When ids are
+// consecutive it runs rangeQuery (args, then the least and greatest id)
+// instead.
+func execIDs(s *stmts, byWidth map[int]string, rangeQuery string, args []any, ids []int64) (int64, error) {
+	if lo, hi, ok := consecutive(ids); ok && len(ids) > 1 {
+		return s.exec(rangeQuery, append(append(make([]any, 0, len(args)+2), args...), lo, hi)...)
+	}
 	var n int64
 	buf := make([]any, 0, len(args)+min(len(ids), maxIDs))
 	for len(ids) > 0 {
@@ -187,7 +234,8 @@ func execIDs(s *stmts, byWidth map[int]string, args []any, ids []int64) (int64, 
 // hotQueries are the statements of claiming and settling, which the queue
 // keeps prepared.
 var hotQueries = func() []string {
-	qs := []string{sqlSelectStale, sqlSelectDue, sqlRowDefer, sqlRowDead}
+	qs := []string{sqlSelectStale, sqlSelectDue, sqlSelectStaleIDs, sqlSelectDueIDs, sqlRowDefer, sqlRowDead,
+		sqlRangeClaim, sqlRangeDone}
 	for w := 1; w <= maxIDs; w *= 2 {
 		qs = append(qs, sqlRowsClaim[w], sqlRowsDone[w])
 	}
@@ -245,7 +293,7 @@ func claimRows(s *stmts, token int64, now time.Time, limit int, lease time.Durat
 		ids[i] = rows[i].ID
 		rows[i].Status, rows[i].ClaimedAt, rows[i].UpdatedAt = StatusProcessing, claimedAt, updatedAt
 	}
-	n, err := execIDs(s, sqlRowsClaim, []any{token, nowMs}, ids)
+	n, err := execIDs(s, sqlRowsClaim, sqlRangeClaim, []any{token, nowMs}, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -309,6 +357,179 @@ func scanRow(sc scanner) (Row, error) {
 	}
 	r.CreatedAt, r.UpdatedAt = time.UnixMilli(cr), time.UnixMilli(up)
 	return r, nil
+}
+
+// Claimed is a claim taken by SettleAndClaimIDs: which rows it holds, not
+// yet read. Load reads them.
+type Claimed struct {
+	// Token is the claim's owner token: the ClaimedAt of each of its rows.
+	Token time.Time
+	// IDs are the claimed rows' ids, in claim order (stale claims first,
+	// then the oldest due).
+	IDs []int64
+	// OldestDue is the earliest NextAttemptAt among the rows (zero when
+	// there are none): how long the oldest had waited, without reading
+	// the rows.
+	OldestDue time.Time
+}
+
+// Statements of SettleAndClaimIDs: the ids to claim and their due times,
+// both answered from the partial index of their status alone for due rows.
+const (
+	sqlSelectStaleIDs = `SELECT id, next_attempt_at FROM event_queue
+		WHERE status = 'processing' AND claimed_at <= ? ORDER BY claimed_at LIMIT ?`
+	sqlSelectDueIDs = `SELECT id, next_attempt_at FROM event_queue
+		WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`
+	// sqlLoadClaimed reads the rows of one owner token through the index
+	// of claimed rows; Load keeps those of its claim. It reads what a
+	// claimer uses (the claim itself set the status, claimed_at and
+	// updated_at).
+	sqlLoadClaimed = `SELECT id, COALESCE(event_id, ''), type, COALESCE(target, ''), ` + payloadColumn + `,
+		attempts, next_attempt_at, occurred_at, republished
+		FROM event_queue WHERE status = 'processing' AND claimed_at = ?`
+)
+
+// SettleAndClaimIDs is SettleAndClaim for a claimer that reads its rows
+// elsewhere: it settles, then claims up to limit rows as Claim does, in one
+// write transaction, but reads only the claimed rows' ids. The writer, which
+// every producer waits for, spends nothing on the rows' contents; Load reads
+// them afterwards on the read pool, concurrently with the next write. When
+// it fails, nothing was settled or claimed.
+func (q *Queue) SettleAndClaimIDs(ctx context.Context, limit int, lease time.Duration, settlements ...Settlement) (Claimed, int, error) {
+	var (
+		c Claimed
+		n int
+	)
+	q.prepare(ctx)
+	err := inCachedTx(ctx, q.write, q.cache, func(s *stmts) error {
+		now := q.now()
+		var err error
+		if n, err = settleRows(s, now, settlements); err != nil {
+			return err
+		}
+		if limit > 0 {
+			c, err = claimIDs(s, q.tok.next(now), now, limit, lease)
+		}
+		return err
+	})
+	if err != nil {
+		return Claimed{}, 0, fmt.Errorf("outbox: settle and claim: %w", err)
+	}
+	return c, n, nil
+}
+
+// claimIDs claims up to limit rows with owner token token, as claimRows
+// does, reading only their ids and due times.
+func claimIDs(s *stmts, token int64, now time.Time, limit int, lease time.Duration) (Claimed, error) {
+	nowMs := now.UnixMilli()
+	ids := make([]int64, 0, limit)
+	oldest := int64(0)
+	for _, sel := range []struct {
+		query string
+		bound int64
+	}{{sqlSelectStaleIDs, nowMs - lease.Milliseconds()}, {sqlSelectDueIDs, nowMs}} {
+		if len(ids) >= limit {
+			break
+		}
+		rs, err := s.query(sel.query, sel.bound, limit-len(ids))
+		if err != nil {
+			return Claimed{}, err
+		}
+		for rs.Next() {
+			var id, due int64
+			if err := rs.Scan(&id, &due); err != nil {
+				rs.Close()
+				return Claimed{}, err
+			}
+			ids = append(ids, id)
+			if oldest == 0 || due < oldest {
+				oldest = due
+			}
+		}
+		if err := rs.Close(); err != nil {
+			return Claimed{}, err
+		}
+		if err := rs.Err(); err != nil {
+			return Claimed{}, err
+		}
+	}
+	if len(ids) == 0 {
+		return Claimed{}, nil
+	}
+	n, err := execIDs(s, sqlRowsClaim, sqlRangeClaim, []any{token, nowMs}, ids)
+	if err != nil {
+		return Claimed{}, err
+	}
+	if n != int64(len(ids)) {
+		return Claimed{}, fmt.Errorf("claimed %d of the %d rows read", n, len(ids))
+	}
+	return Claimed{Token: time.UnixMilli(token), IDs: ids, OldestDue: time.UnixMilli(oldest)}, nil
+}
+
+// Load reads the rows of claim c from the read pool, in the order of c.IDs.
+// A row the claim no longer holds (its lease expired and another claimer
+// took it) is left out; settling it would change nothing anyway.
+func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
+	if len(c.IDs) == 0 {
+		return nil, nil
+	}
+	st := q.rcache.get(sqlLoadClaimed)
+	if st == nil {
+		q.rcache.prepare(ctx, sqlLoadClaimed)
+		if st = q.rcache.get(sqlLoadClaimed); st == nil {
+			var err error
+			if st, err = q.read.PrepareContext(ctx, sqlLoadClaimed); err != nil {
+				return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
+			}
+			defer st.Close()
+		}
+	}
+	want := make(map[int64]int, len(c.IDs))
+	for i, id := range c.IDs {
+		want[id] = i
+	}
+	rs, err := st.QueryContext(ctx, c.Token.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
+	}
+	defer rs.Close()
+	found := make([]Row, len(c.IDs))
+	n := 0
+	for rs.Next() {
+		// Plain string and int64 destinations: database/sql converts to
+		// them without reflection.
+		var (
+			r                          Row
+			payload                    []byte
+			attempts, next, occ, repub int64
+		)
+		if err := rs.Scan(&r.ID, &r.Event.ID, &r.Event.Type, &r.Event.Target, &payload, &attempts, &next,
+			&occ, &repub); err != nil {
+			return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
+		}
+		i, ok := want[r.ID]
+		if !ok || found[i].ID != 0 {
+			continue
+		}
+		r.Event.Payload, r.Attempts, r.Republished = payload, int(attempts), int(repub)
+		r.Event.OccurredAt, r.NextAttemptAt = time.UnixMilli(occ), time.UnixMilli(next)
+		r.Status, r.ClaimedAt = StatusProcessing, c.Token
+		found[i] = r
+		n++
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
+	}
+	if n == len(found) {
+		return found, nil
+	}
+	out := make([]Row, 0, n)
+	for _, r := range found {
+		if r.ID != 0 {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Settlement is the outcome to apply to a claimed row.
@@ -382,7 +603,7 @@ func settleRows(s *stmts, now time.Time, settlements []Settlement) (int, error) 
 		if len(ids) == 0 {
 			return nil
 		}
-		k, err := execIDs(s, sqlRowsDone, []any{now.UnixMilli(), token}, ids)
+		k, err := execIDs(s, sqlRowsDone, sqlRangeDone, []any{now.UnixMilli(), token}, ids)
 		if err != nil {
 			return fmt.Errorf("complete %d rows: %w", len(ids), err)
 		}

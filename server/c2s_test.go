@@ -42,7 +42,7 @@ func (b *testBundle) created(t *testing.T, r response, typ string) *activitypub.
 	}
 	var evType, payload string
 	err = b.db.Write.QueryRowContext(b.ctx, `SELECT e.type, e.payload FROM activities a
-		JOIN event_queue e ON e.event_id = a.event_id WHERE a.uri = ?`, loc).Scan(&evType, &payload)
+		JOIN event_queue_payloads e ON e.event_id = a.event_id WHERE a.uri = ?`, loc).Scan(&evType, &payload)
 	if err != nil {
 		t.Fatalf("outbox event of %s: %v", loc, err)
 	}

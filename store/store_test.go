@@ -98,7 +98,7 @@ func (b *testBundle) event(t *testing.T, id string) eventRow {
 	t.Helper()
 	var e eventRow
 	var payload string
-	err := b.db.Write.QueryRowContext(b.ctx, `SELECT event_id, type, status, payload, occurred_at FROM event_queue WHERE event_id = ?`, id).
+	err := b.db.Write.QueryRowContext(b.ctx, `SELECT event_id, type, status, payload, occurred_at FROM event_queue_payloads WHERE event_id = ?`, id).
 		Scan(&e.ID, &e.Type, &e.Status, &payload, &e.OccurredAt)
 	if err != nil {
 		t.Fatalf("event %s: %v", id, err)

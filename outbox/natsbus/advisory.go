@@ -420,7 +420,7 @@ func (b *Bus) replayMsg(ctx context.Context, js jetstream.JetStream, r replayReq
 		payload string
 		occ     int64
 	)
-	err = b.cfg.DB.QueryRowContext(ctx, `SELECT type, target, payload, occurred_at FROM event_queue WHERE event_id = ?`,
+	err = b.cfg.DB.QueryRowContext(ctx, `SELECT type, target, payload, occurred_at FROM event_queue_payloads WHERE event_id = ?`,
 		r.eventID).Scan(&ev.Type, &target, &payload, &occ)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound

@@ -74,7 +74,7 @@ func New(cfg Config) (*Bus, error) {
 	}
 	q := cfg.Queue
 	if q == nil {
-		q = outbox.NewQueue(cfg.DB, outbox.QueueOptions{Now: cfg.Now})
+		q = outbox.NewQueue(cfg.DB, outbox.QueueOptions{Read: cfg.Read, Now: cfg.Now})
 	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {

@@ -184,8 +184,12 @@ type Config struct {
 	// DB is the writer connection (sqlite.DB.Write) holding event_queue and
 	// jetstream_exhausted. Required.
 	DB *sql.DB
+	// Read is a read pool on the same database (sqlite.DB.Read): the
+	// default Queue reads the rows the relay claimed from it, off the
+	// writer. Default DB.
+	Read *sql.DB
 	// Queue claims, completes and defers outbox rows for the relay.
-	// Default: outbox.NewQueue(DB) with Now.
+	// Default: outbox.NewQueue(DB) with Read and Now.
 	Queue Queue
 	// Runner runs the handlers of an event through the ledger. Required
 	// for the consumer (RunConsumer, Run); the relay alone does not need it.

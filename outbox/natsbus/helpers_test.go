@@ -303,6 +303,7 @@ func fastConfig(url string, db *sqlite.DB, runner Runner, logs *logBuffer) Confi
 	c := Config{
 		URL:            url,
 		DB:             db.Write,
+		Read:           db.Read,
 		Runner:         runner,
 		PollInterval:   20 * time.Millisecond,
 		PauseMin:       50 * time.Millisecond,

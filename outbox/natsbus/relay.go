@@ -34,6 +34,40 @@ type settleClaimer interface {
 	SettleAndClaim(ctx context.Context, limit int, lease time.Duration, settlements ...outbox.Settlement) ([]outbox.Row, int, error)
 }
 
+// idClaimer is a Queue that can claim rows by id in its write transaction
+// and read them afterwards (*outbox.Queue can). The relay then reads the
+// claimed rows on its publishing goroutine, so the one writer does nothing
+// but change statuses.
+type idClaimer interface {
+	SettleAndClaimIDs(ctx context.Context, limit int, lease time.Duration, settlements ...outbox.Settlement) (outbox.Claimed, int, error)
+	Load(ctx context.Context, c outbox.Claimed) ([]outbox.Row, error)
+}
+
+// claim is what one relay write claimed: the rows, or (with an idClaimer)
+// their ids, to be loaded before publishing.
+type claim struct {
+	rows []outbox.Row
+	ids  outbox.Claimed
+}
+
+func (c claim) size() int { return len(c.rows) + len(c.ids.IDs) }
+
+// placeholders stands for the rows of c.ids not loaded: enough of each row
+// (id and owner token) to settle it.
+func (c claim) placeholders(loaded []outbox.Row) []outbox.Row {
+	have := make(map[int64]bool, len(loaded))
+	for _, r := range loaded {
+		have[r.ID] = true
+	}
+	var out []outbox.Row
+	for _, id := range c.ids.IDs {
+		if !have[id] {
+			out = append(out, outbox.Row{ID: id, Status: outbox.StatusProcessing, ClaimedAt: c.ids.Token})
+		}
+	}
+	return out
+}
+
 // relayPipeline is how many published batches may wait for their acks while
 // the next batch is claimed and published: the relay keeps up to
 // relayPipeline+1 batches claimed and unsettled.
@@ -62,6 +96,9 @@ type batch struct {
 	dead    []outbox.Settlement
 	retry   []outbox.Row
 	lastErr error
+	// unloaded are claimed rows that could not be read (a database
+	// error): put back, due now, without touching the broker.
+	unloaded []outbox.Row
 }
 
 // relayState is the relay's pause after broker failures. Only the claiming
@@ -85,9 +122,9 @@ type relayRun struct {
 	js jetstream.JetStream
 	st relayState
 
-	claimed  chan []outbox.Row // claimed, to publish
-	resolved chan *batch       // acks in (or timed out), to settle
-	inflight int               // batches claimed and not yet settled
+	claimed  chan claim  // claimed, to publish
+	resolved chan *batch // acks in (or timed out), to settle
+	inflight int         // batches claimed and not yet settled
 
 	pending  []outbox.Settlement // outcomes of resolved batches, to write
 	done     int                 // rows of pending that were published
@@ -103,7 +140,7 @@ type relayRun struct {
 func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
 	window := relayPipeline + 1
 	r := &relayRun{b: b, nc: nc, js: js,
-		claimed: make(chan []outbox.Row, window), resolved: make(chan *batch, window)}
+		claimed: make(chan claim, window), resolved: make(chan *batch, window)}
 	// The channels hold window batches each, and at most window batches
 	// are in flight, so neither the publisher nor the waiter ever blocks
 	// on a send.
@@ -111,12 +148,19 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(published)
-		for rows := range r.claimed {
-			if js != nil {
-				published <- b.publishJetStream(js, rows)
-			} else {
-				published <- b.publishCore(nc, rows)
+		for c := range r.claimed {
+			rows, unloaded := b.load(ctx, c)
+			var bt *batch
+			switch {
+			case len(rows) == 0:
+				bt = &batch{}
+			case js != nil:
+				bt = b.publishJetStream(js, rows)
+			default:
+				bt = b.publishCore(nc, rows)
 			}
+			bt.unloaded = unloaded
+			published <- bt
 		}
 	})
 	wg.Go(func() {
@@ -147,10 +191,10 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 			limit = 0 // after a failed write, settle alone first
 		}
 		wrote := false
-		var rows []outbox.Row
+		var c claim
 		if limit > 0 || len(r.pending) > 0 {
 			var err error
-			if rows, err = r.write(ctx, limit); err != nil {
+			if c, err = r.write(ctx, limit); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -160,14 +204,15 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 			wrote = true
 		}
 		switch {
-		case len(rows) > 0:
+		case c.size() > 0:
 			if ctx.Err() != nil {
 				// Claimed as the run ended: put them back, due now.
+				rows := append(c.rows, c.placeholders(nil)...)
 				r.pending = append(r.pending, settleAll(rows, outbox.Result{Outcome: outbox.Released, Next: b.cfg.Now()})...)
 				return nil
 			}
 			r.inflight++
-			r.claimed <- rows
+			r.claimed <- c
 		case wrote && limit == 0:
 			// Only settled: look again at once.
 		case limit > 0:
@@ -248,11 +293,18 @@ func (r *relayRun) collect(ctx context.Context) {
 // the run is ending).
 func (r *relayRun) absorb(ctx context.Context, bt *batch) {
 	r.inflight--
-	r.pending = append(r.pending, settleAll(bt.done, outbox.Result{Outcome: outbox.Succeeded})...)
+	if len(bt.unloaded) > 0 {
+		r.pending = append(r.pending, settleAll(bt.unloaded, outbox.Result{Outcome: outbox.Released, Next: r.b.cfg.Now()})...)
+	}
+	for _, row := range bt.done {
+		r.pending = append(r.pending, outbox.Settlement{Row: row, Result: outbox.Result{Outcome: outbox.Succeeded}})
+	}
 	r.done += len(bt.done)
 	r.pending = append(r.pending, bt.dead...)
 	if len(bt.retry) == 0 {
-		r.b.resumeRelay(ctx, &r.st)
+		if len(bt.done) > 0 {
+			r.b.resumeRelay(ctx, &r.st)
+		}
 		return
 	}
 	if ctx.Err() != nil {
@@ -273,19 +325,19 @@ func (r *relayRun) absorb(ctx context.Context, bt *batch) {
 // once they have failed for a lease they are dropped, since another relay
 // may have claimed their rows again by then, and the rows come back when
 // their lease expires (the broker drops the repeated publishes).
-func (r *relayRun) write(ctx context.Context, limit int) ([]outbox.Row, error) {
+func (r *relayRun) write(ctx context.Context, limit int) (claim, error) {
 	wctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	rows, err := r.settleAndClaim(wctx, limit)
+	c, err := r.settleAndClaim(wctx, limit)
 	if err == nil {
 		if r.failures > 0 {
 			r.b.log.InfoContext(ctx, "relay writes again", "failures", r.failures)
 		}
 		r.failures, r.failingSince = 0, time.Time{}
-		return rows, nil
+		return c, nil
 	}
 	if ctx.Err() != nil {
-		return nil, err // shutting down: drain writes what is pending
+		return claim{}, err // shutting down: drain writes what is pending
 	}
 	now := r.b.cfg.Now()
 	if r.failures == 0 {
@@ -297,7 +349,7 @@ func (r *relayRun) write(ctx context.Context, limit int) ([]outbox.Row, error) {
 			"rows", len(r.pending), "failures", r.failures, "err", err)
 		r.reset()
 		r.failures, r.failingSince = 0, time.Time{}
-		return nil, err
+		return claim{}, err
 	}
 	level := slog.LevelWarn
 	if r.failures > 1 && r.failures%10 != 0 {
@@ -305,52 +357,104 @@ func (r *relayRun) write(ctx context.Context, limit int) ([]outbox.Row, error) {
 	}
 	r.b.log.Log(ctx, level, "relay could not settle and claim rows; retrying", "rows", len(r.pending),
 		"failures", r.failures, "err", err)
-	return nil, err
+	return claim{}, err
 }
 
 // settleAndClaim is one relay write: the pending outcomes, then the claim.
 // It clears the pending outcomes once they are written.
-func (r *relayRun) settleAndClaim(ctx context.Context, limit int) ([]outbox.Row, error) {
+func (r *relayRun) settleAndClaim(ctx context.Context, limit int) (claim, error) {
 	q := r.b.queue
+	if ic, ok := q.(idClaimer); ok {
+		c, _, err := ic.SettleAndClaimIDs(ctx, limit, r.b.cfg.Lease, r.pending...)
+		if err != nil {
+			return claim{}, err
+		}
+		r.settled()
+		if len(c.IDs) > 0 {
+			r.lag(c.OldestDue, limit)
+		} else {
+			r.lag(time.Time{}, limit)
+		}
+		return claim{ids: c}, nil
+	}
 	if sc, ok := q.(settleClaimer); ok {
 		rows, _, err := sc.SettleAndClaim(ctx, limit, r.b.cfg.Lease, r.pending...)
 		if err != nil {
-			return nil, err
+			return claim{}, err
 		}
 		r.settled()
-		r.lag(rows, limit)
-		return rows, nil
+		r.lag(oldestDue(rows), limit)
+		return claim{rows: rows}, nil
 	}
 	if len(r.pending) > 0 {
 		if _, err := q.Settle(ctx, r.pending...); err != nil {
-			return nil, err
+			return claim{}, err
 		}
 		r.settled()
 	}
 	if limit <= 0 {
-		return nil, nil
+		return claim{}, nil
 	}
 	rows, err := q.Claim(ctx, limit, r.b.cfg.Lease)
 	if err == nil {
-		r.lag(rows, limit)
+		r.lag(oldestDue(rows), limit)
 	}
-	return rows, err
+	return claim{rows: rows}, err
 }
 
-// lag reports how long the oldest of the rows just claimed had been due; a
-// claim that found nothing due reports 0. A turn that claimed nothing
-// because the pipeline was full (limit 0) reports nothing.
-func (r *relayRun) lag(rows []outbox.Row, limit int) {
+// oldestDue is the earliest NextAttemptAt of rows (zero for none).
+func oldestDue(rows []outbox.Row) time.Time {
+	var t time.Time
+	for _, row := range rows {
+		if t.IsZero() || row.NextAttemptAt.Before(t) {
+			t = row.NextAttemptAt
+		}
+	}
+	return t
+}
+
+// load reads the rows of c that are not read yet (an idClaimer's claim) and
+// returns them with placeholders for those it could not read. A load that
+// fails is logged; its rows go back, due now.
+func (b *Bus) load(ctx context.Context, c claim) (rows, unloaded []outbox.Row) {
+	if len(c.ids.IDs) == 0 {
+		return c.rows, nil
+	}
+	ic, ok := b.queue.(idClaimer)
+	if !ok {
+		return nil, c.placeholders(nil)
+	}
+	// Rows claimed just before shutdown are still published, so the load
+	// outlives the run's context (bounded on its own).
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	rows, err := ic.Load(lctx, c.ids)
+	if err != nil {
+		b.log.WarnContext(ctx, "relay could not read the rows it claimed; putting them back",
+			"rows", len(c.ids.IDs), "err", err)
+		return nil, c.placeholders(nil)
+	}
+	if len(rows) < len(c.ids.IDs) {
+		// Not held by this claim any more: settling them changes nothing.
+		return rows, c.placeholders(rows)
+	}
+	return rows, nil
+}
+
+// lag reports how long the oldest of the rows just claimed had been due
+// (oldest is its due time); a claim that found nothing due (zero oldest)
+// reports 0. A turn that claimed nothing because the pipeline was full
+// (limit 0) reports nothing.
+func (r *relayRun) lag(oldest time.Time, limit int) {
 	g := r.b.cfg.Gauges
 	if g == nil || limit <= 0 {
 		return
 	}
-	var oldest time.Duration
-	now := r.b.cfg.Now()
-	for _, row := range rows {
-		oldest = max(oldest, now.Sub(row.NextAttemptAt))
+	var d time.Duration
+	if !oldest.IsZero() {
+		d = max(0, r.b.cfg.Now().Sub(oldest))
 	}
-	g.SetLag(oldest)
+	g.SetLag(d)
 }
 
 // settled counts the written outcomes and clears them.
@@ -426,7 +530,9 @@ func (b *Bus) awaitAcks(ctx context.Context, bt *batch) {
 	// are unknown outcomes.
 	wctx, wcancel := context.WithDeadline(context.Background(), bt.sent.Add(b.cfg.PublishTimeout+time.Second))
 	defer wcancel()
-	bt.done = make([]outbox.Row, 0, len(bt.rows))
+	// The acknowledged rows are compacted in place: done[k] is written
+	// only after rows[k..] were read.
+	bt.done = bt.rows[:0]
 	for i, r := range bt.rows {
 		err := bt.errs[i]
 		if err == nil && bt.futs != nil {
