@@ -157,7 +157,10 @@ const (
 	sqlDonePrefix = `UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
 		WHERE status = 'processing' AND claimed_at = ? AND `
 	sqlRangeClaim = sqlClaimPrefix + `id BETWEEN ? AND ?`
-	sqlRangeDone  = sqlDonePrefix + `id BETWEEN ? AND ?`
+	// The unary + keeps the planner on the range: the index of claimed
+	// rows would look each row up.
+	sqlRangeDone = `UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
+		WHERE +status = 'processing' AND +claimed_at = ? AND id BETWEEN ? AND ?`
 )
 
 // idStatements returns prefix completed by a list of w placeholders, for
@@ -384,9 +387,13 @@ const (
 	// of claimed rows; Load keeps those of its claim. It reads what a
 	// claimer uses (the claim itself set the status, claimed_at and
 	// updated_at).
-	sqlLoadClaimed = `SELECT id, COALESCE(event_id, ''), type, COALESCE(target, ''), ` + payloadColumn + `,
-		attempts, next_attempt_at, occurred_at, republished
-		FROM event_queue WHERE status = 'processing' AND claimed_at = ?`
+	sqlLoadClaimed = sqlLoadColumns + `WHERE status = 'processing' AND claimed_at = ?`
+	// sqlLoadRange reads the rows of one owner token among consecutive ids
+	// by scanning the table's range (the unary + keeps the planner off the
+	// index of claimed rows, which would look each row up).
+	sqlLoadRange   = sqlLoadColumns + `WHERE id BETWEEN ? AND ? AND +status = 'processing' AND +claimed_at = ?`
+	sqlLoadColumns = `SELECT id, COALESCE(event_id, ''), type, COALESCE(target, ''), ` + payloadColumn + `,
+		attempts, next_attempt_at, occurred_at, republished FROM event_queue `
 )
 
 // SettleAndClaimIDs is SettleAndClaim for a claimer that reads its rows
@@ -473,12 +480,16 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 	if len(c.IDs) == 0 {
 		return nil, nil
 	}
-	st := q.rcache.get(sqlLoadClaimed)
+	query, args := sqlLoadClaimed, []any{c.Token.UnixMilli()}
+	if lo, hi, ok := consecutive(c.IDs); ok {
+		query, args = sqlLoadRange, []any{lo, hi, c.Token.UnixMilli()}
+	}
+	st := q.rcache.get(query)
 	if st == nil {
-		q.rcache.prepare(ctx, sqlLoadClaimed)
-		if st = q.rcache.get(sqlLoadClaimed); st == nil {
+		q.rcache.prepare(ctx, query)
+		if st = q.rcache.get(query); st == nil {
 			var err error
-			if st, err = q.read.PrepareContext(ctx, sqlLoadClaimed); err != nil {
+			if st, err = q.read.PrepareContext(ctx, query); err != nil {
 				return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
 			}
 			defer st.Close()
@@ -488,7 +499,7 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 	for i, id := range c.IDs {
 		want[id] = i
 	}
-	rs, err := st.QueryContext(ctx, c.Token.UnixMilli())
+	rs, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
 	}
