@@ -144,22 +144,28 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 	// The channels hold window batches each, and at most window batches
 	// are in flight, so neither the publisher nor the waiter ever blocks
 	// on a send.
+	loaded := make(chan *batch, window)
 	published := make(chan *batch, window)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		defer close(published)
+		// Reads the claimed rows (from the read pool), so that the next
+		// batch is read while this one is published.
+		defer close(loaded)
 		for c := range r.claimed {
 			rows, unloaded := b.load(ctx, c)
-			var bt *batch
+			loaded <- &batch{rows: rows, unloaded: unloaded}
+		}
+	})
+	wg.Go(func() {
+		defer close(published)
+		for bt := range loaded {
 			switch {
-			case len(rows) == 0:
-				bt = &batch{}
+			case len(bt.rows) == 0:
 			case js != nil:
-				bt = b.publishJetStream(js, rows)
+				b.publishJetStream(js, bt)
 			default:
-				bt = b.publishCore(nc, rows)
+				b.publishCore(nc, bt)
 			}
-			bt.unloaded = unloaded
 			published <- bt
 		}
 	})
@@ -495,10 +501,11 @@ func settleAll(rows []outbox.Row, res outbox.Result) []outbox.Settlement {
 	return out
 }
 
-// publishJetStream publishes rows asynchronously, each with its Nats-Msg-Id.
-func (b *Bus) publishJetStream(js jetstream.JetStream, rows []outbox.Row) *batch {
-	bt := &batch{rows: rows, futs: make([]jetstream.PubAckFuture, len(rows)), errs: make([]error, len(rows)), sent: time.Now()}
-	for i, r := range rows {
+// publishJetStream publishes the batch's rows asynchronously, each with its
+// Nats-Msg-Id.
+func (b *Bus) publishJetStream(js jetstream.JetStream, bt *batch) {
+	bt.futs, bt.errs, bt.sent = make([]jetstream.PubAckFuture, len(bt.rows)), make([]error, len(bt.rows)), time.Now()
+	for i, r := range bt.rows {
 		m := encodeRow(b.cfg.SubjectPrefix, r)
 		f, err := js.PublishMsgAsync(m,
 			jetstream.WithMsgID(rowMsgID(r)),
@@ -506,20 +513,19 @@ func (b *Bus) publishJetStream(js jetstream.JetStream, rows []outbox.Row) *batch
 			jetstream.WithStallWait(b.cfg.PublishTimeout))
 		bt.futs[i], bt.errs[i] = f, err
 	}
-	return bt
 }
 
-// publishCore publishes rows with plain NATS and flushes: the flush's round
-// trip proves the server read them, which is all core NATS can say.
-func (b *Bus) publishCore(nc *nats.Conn, rows []outbox.Row) *batch {
-	bt := &batch{rows: rows, errs: make([]error, len(rows)), sent: time.Now()}
-	for i, r := range rows {
+// publishCore publishes the batch's rows with plain NATS and flushes: the
+// flush's round trip proves the server read them, which is all core NATS
+// can say.
+func (b *Bus) publishCore(nc *nats.Conn, bt *batch) {
+	bt.errs, bt.sent = make([]error, len(bt.rows)), time.Now()
+	for i, r := range bt.rows {
 		m := encodeRow(b.cfg.SubjectPrefix, r)
 		m.Header.Set(jetstream.MsgIDHeader, rowMsgID(r))
 		bt.errs[i] = nc.PublishMsg(m)
 	}
 	bt.flushErr = nc.FlushTimeout(b.cfg.PublishTimeout)
-	return bt
 }
 
 // awaitAcks waits for the batch's acks (bounded by PublishTimeout) and sorts
