@@ -24,7 +24,7 @@ END;
 
 CREATE VIEW event_queue_payloads AS
 SELECT q.id, q.event_id, q.type, q.target,
-       CASE WHEN q.payload = '' THEN (SELECT p.payload FROM event_payloads p WHERE p.id = q.id)
+       CASE WHEN q.payload = '' THEN COALESCE((SELECT p.payload FROM event_payloads p WHERE p.id = q.id), '')
             ELSE q.payload END AS payload,
        q.status, q.attempts, q.next_attempt_at, q.claimed_at, q.last_error, q.republished,
        q.occurred_at, q.created_at, q.updated_at

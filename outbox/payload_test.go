@@ -59,7 +59,20 @@ func TestLargePayloadsLiveBesideTheirRows(t *testing.T) {
 		}
 		check("view", id, []byte(view))
 	}
+	// A row another program wrote with an empty payload (not JSON, and
+	// no payload beside it) still reads, as empty.
+	if _, err := b.db.Write.Exec(`INSERT INTO event_queue (event_id, type, payload, next_attempt_at, occurred_at,
+		created_at, updated_at) VALUES (NULL, 'foreign', '', 0, 0, 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
 	q := b.queue()
+	foreign, err := q.List(ctx, outbox.Filter{Type: "foreign"})
+	if err != nil || len(foreign) != 1 || len(foreign[0].Event.Payload) != 0 {
+		t.Fatalf("foreign row = %+v, %v", foreign, err)
+	}
+	if _, err := b.db.Write.Exec(`DELETE FROM event_queue WHERE type = 'foreign'`); err != nil {
+		t.Fatal(err)
+	}
 	got, err := q.Get(ctx, b.row(t, ids[2]).ID)
 	if err != nil {
 		t.Fatal(err)

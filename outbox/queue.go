@@ -90,7 +90,7 @@ func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
 // payloadColumn reads a row's payload from the row, or from event_payloads
 // when Enqueue put it there (an empty payload column; see InlinePayload).
 const payloadColumn = `CASE WHEN payload = '' THEN
-	(SELECT p.payload FROM event_payloads p WHERE p.id = event_queue.id) ELSE payload END`
+	COALESCE((SELECT p.payload FROM event_payloads p WHERE p.id = event_queue.id), '') ELSE payload END`
 
 const rowColumns = `id, event_id, type, target, ` + payloadColumn + `, status, attempts, next_attempt_at,
 	claimed_at, last_error, occurred_at, created_at, updated_at, republished`
