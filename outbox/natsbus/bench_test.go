@@ -27,7 +27,11 @@ const benchEvents = 20000
 // synchronous=FULL), beside a plain asynchronous publish loop of the same
 // messages (same size, headers and Nats-Msg-Id, same bound on pending acks)
 // to another stream of the same server in the same run, and reports the
-// ratio. It also measures the relay's own ceiling in the same run: the
+// ratio. Both start with their stream set up and their connection open: the
+// relay's timer starts when it is told that 20,000 committed rows are
+// pending and stops when it has marked the last of them done (claimed,
+// read, published, acknowledged, settled); the plain loop's runs from its
+// first publish to its last ack. It also measures the relay's own ceiling in the same run: the
 // relay's writes (each completing a batch and claiming the next) for the
 // same number of rows with no broker, which is what the relay cannot go
 // faster than (one SQLite writer). On a shared machine both rates follow
