@@ -9,6 +9,12 @@
 -- payload inline and are read as before. The view event_queue_payloads shows
 -- every row with its payload wherever it lives, for people and tests.
 
+-- For the same reason, done rows keep no index of their own: completing a row
+-- (the hot path) no longer writes one. The retention sweep walks the table in
+-- id order instead, from the oldest row to the first one created within the
+-- retention (outbox.Queue.Sweep).
+DROP INDEX IF EXISTS event_queue_done;
+
 CREATE TABLE event_payloads (
     id      INTEGER PRIMARY KEY,              -- event_queue.id
     payload TEXT    NOT NULL                  -- JSON

@@ -242,3 +242,80 @@ func TestClaimAndCompleteAroundGaps(t *testing.T) {
 		}
 	}
 }
+
+// The retention sweep walks the table in id order: it deletes every done row
+// last updated before the bound across many chunks and across gaps in the
+// ids, passes over rows in other states, and leaves rows done later.
+func TestSweepWalksDoneRowsInIDOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := b.queue()
+	const old = 2500
+	evs := make([]outbox.Event, old)
+	for i := range evs {
+		evs[i] = outbox.Event{Type: "note", Payload: bigPayload(i)}
+	}
+	evs[4].NotBefore = b.clock.Now().Add(24 * time.Hour) // stays pending
+	ids := b.enqueue(t, evs...)
+	dead := b.row(t, ids[1500]).ID
+	for {
+		c, _, err := q.SettleAndClaimIDs(ctx, 300, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.IDs) == 0 {
+			break
+		}
+		var settle []outbox.Settlement
+		for _, r := range mustLoad(t, q, c) {
+			res := outbox.Result{Outcome: outbox.Succeeded}
+			if r.ID == dead {
+				res = outbox.Result{Outcome: outbox.Dead, Err: fmt.Errorf("refused")}
+			}
+			settle = append(settle, outbox.Settlement{Row: r, Result: res})
+		}
+		if _, err := q.Settle(ctx, settle...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A gap wider than a chunk.
+	if _, err := b.db.Write.Exec(`DELETE FROM event_queue WHERE id BETWEEN ? AND ?`,
+		b.row(t, ids[100]).ID, b.row(t, ids[1300]).ID); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Hour)
+	recent := b.enqueue(t, outbox.Event{Type: "note"}, outbox.Event{Type: "note"})
+	rows, err := q.Claim(ctx, 10, time.Minute)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("claim of the recent rows = %d, %v", len(rows), err)
+	}
+	if _, err := q.Complete(ctx, rows...); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := q.Sweep(ctx, b.clock.Now().Add(-time.Hour), b.clock.Now().Add(-30*time.Minute))
+	if want := int64(old - 2 - 1201); err != nil || res.Done != want {
+		t.Fatalf("sweep = %+v, %v; want %d done rows", res, err, want)
+	}
+	var left []string
+	rs, err := b.db.Read.Query(`SELECT event_id FROM event_queue ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var id string
+		if err := rs.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, id)
+	}
+	if want := []string{ids[4], ids[1500], recent[0], recent[1]}; fmt.Sprint(left) != fmt.Sprint(want) {
+		t.Fatalf("rows left = %v, want the pending, the dead and the recent ones %v", left, want)
+	}
+	var payloads int
+	if err := b.db.Read.QueryRow(`SELECT COUNT(*) FROM event_payloads`).Scan(&payloads); err != nil || payloads != 2 {
+		t.Fatalf("%d payloads left, %v; want those of the pending and the dead row", payloads, err)
+	}
+}

@@ -946,8 +946,9 @@ type SweepResult struct {
 	Done   int64 // done event_queue rows
 }
 
-// sweepChunk bounds each delete transaction of Sweep, and sweepChunks the
-// number of them per call, so a sweep never holds the write lock for long.
+// sweepChunk bounds each delete transaction of Sweep (ledger rows, or ids
+// of the outbox), and sweepChunks the number of them per call and table, so
+// a sweep never holds the write lock for long.
 const (
 	sweepChunk  = 1000
 	sweepChunks = 1000
@@ -957,31 +958,79 @@ const (
 // last updated before doneBefore, in bounded chunks.
 func (q *Queue) Sweep(ctx context.Context, ledgerBefore, doneBefore time.Time) (SweepResult, error) {
 	var res SweepResult
-	for _, job := range []struct {
-		query  string
-		before time.Time
-		n      *int64
-	}{
-		{`DELETE FROM processed_events WHERE rowid IN
-			(SELECT rowid FROM processed_events WHERE started_at < ? LIMIT ?)`, ledgerBefore, &res.Ledger},
-		{`DELETE FROM event_queue WHERE id IN
-			(SELECT id FROM event_queue WHERE status = 'done' AND updated_at < ? LIMIT ?)`, doneBefore, &res.Done},
-	} {
-		for range sweepChunks {
-			var n int64
-			err := inTx(ctx, q.write, func(s *stmts) error {
-				var err error
-				n, err = s.exec(job.query, job.before.UnixMilli(), sweepChunk)
-				return err
-			})
-			if err != nil {
-				return res, fmt.Errorf("outbox: sweep: %w", err)
-			}
-			*job.n += n
-			if n < sweepChunk {
-				break
-			}
+	for range sweepChunks {
+		var n int64
+		err := inTx(ctx, q.write, func(s *stmts) error {
+			var err error
+			n, err = s.exec(`DELETE FROM processed_events WHERE rowid IN
+				(SELECT rowid FROM processed_events WHERE started_at < ? LIMIT ?)`, ledgerBefore.UnixMilli(), sweepChunk)
+			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("outbox: sweep: %w", err)
+		}
+		res.Ledger += n
+		if n < sweepChunk {
+			break
 		}
 	}
+	n, err := q.sweepDone(ctx, doneBefore)
+	res.Done = n
+	if err != nil {
+		return res, fmt.Errorf("outbox: sweep: %w", err)
+	}
 	return res, nil
+}
+
+// sweepDone deletes done rows last updated before before. No index keeps
+// done rows (completing a row would write it: the hot path), so it walks the
+// table in id order, sweepChunk ids per transaction, from the oldest row to
+// the first one created at or after before: no row from there on can have
+// been done before it. Rows in other states are passed over; they are few
+// among the old ones (dead letters, rows deferred far ahead).
+func (q *Queue) sweepDone(ctx context.Context, before time.Time) (int64, error) {
+	var (
+		deleted int64
+		lo      sql.NullInt64
+	)
+	if err := q.write.QueryRowContext(ctx, `SELECT MIN(id) FROM event_queue`).Scan(&lo); err != nil || !lo.Valid {
+		return 0, err
+	}
+	bound := before.UnixMilli()
+	from := lo.Int64
+	for range sweepChunks {
+		var (
+			n    int64
+			more bool
+		)
+		err := inTx(ctx, q.write, func(s *stmts) error {
+			var err error
+			if n, err = s.exec(`DELETE FROM event_queue WHERE id >= ? AND id < ? AND status = 'done' AND updated_at < ?`,
+				from, from+sweepChunk, bound); err != nil {
+				return err
+			}
+			// Where the next chunk starts: the next row, unless it is too new.
+			rs, err := s.query(`SELECT id, created_at FROM event_queue WHERE id >= ? ORDER BY id LIMIT 1`, from+sweepChunk)
+			if err != nil {
+				return err
+			}
+			defer rs.Close()
+			if rs.Next() {
+				var created int64
+				if err := rs.Scan(&from, &created); err != nil {
+					return err
+				}
+				more = created < bound
+			}
+			return rs.Err()
+		})
+		if err != nil {
+			return deleted, err
+		}
+		deleted += n
+		if !more {
+			break
+		}
+	}
+	return deleted, nil
 }
