@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -28,7 +27,9 @@ func (e *MissingFieldError) Unwrap() error { return ErrMalformed }
 // Activity is a decoded activity, tolerant of the shapes real servers send.
 // Reference properties that may be an id, an embedded object or a list are
 // reduced to ids; the embedded object, when there is one, is decoded too, and
-// Raw keeps the whole document.
+// Raw keeps the whole document. Raw, ObjectRaw and Object.Raw are views of
+// one copy of the input, never of the caller's buffer: treat them as
+// read-only.
 type Activity struct {
 	// ID is the activity's id.
 	ID string
@@ -97,7 +98,9 @@ type Tag struct {
 	Href string `json:"href,omitempty"`
 }
 
-// wire is the loose shape both activities and objects are first decoded into.
+// wire is the loose shape of the properties actor documents share with
+// objects; ParseActor decodes into it (activities and objects are read in
+// one pass, see decode.go).
 type wire struct {
 	ID           json.RawMessage `json:"id"`
 	Type         json.RawMessage `json:"type"`
@@ -126,31 +129,42 @@ type wire struct {
 // "id", "type" and "actor"; a missing one is reported as *MissingFieldError.
 // Everything else is optional and decoded tolerantly.
 func ParseActivity(data []byte) (*Activity, error) {
-	var w wire
-	if err := decodeObject(data, &w); err != nil {
+	p, doc, err := decodeProps(data)
+	if err != nil {
 		return nil, err
 	}
 	a := &Activity{
-		ID:        firstString(w.ID),
-		Type:      firstString(w.Type),
-		Actor:     firstID(w.Actor),
-		ObjectID:  firstID(w.Object),
-		Target:    firstID(w.Target),
-		To:        IDs(w.To),
-		Cc:        IDs(w.Cc),
-		Bto:       IDs(w.Bto),
-		Bcc:       IDs(w.Bcc),
-		Audience:  IDs(w.Audience),
-		Published: parseTime(w.Published),
-		Updated:   parseTime(w.Updated),
-		Content:   stringOrMap(w.Content),
-		Summary:   stringOrMap(w.Summary),
-		InReplyTo: firstID(w.InReplyTo),
-		Raw:       json.RawMessage(bytes.Clone(bytes.TrimSpace(data))),
+		ID:        vFirstString(p[pID]),
+		Type:      vFirstString(p[pType]),
+		Actor:     vFirstID(p[pActor]),
+		Target:    vFirstID(p[pTarget]),
+		To:        vIDs(p[pTo]),
+		Cc:        vIDs(p[pCc]),
+		Bto:       vIDs(p[pBto]),
+		Bcc:       vIDs(p[pBcc]),
+		Audience:  vIDs(p[pAudience]),
+		Published: vTime(p[pPublished]),
+		Updated:   vTime(p[pUpdated]),
+		Content:   vStringOrMap(p[pContent]),
+		Summary:   vStringOrMap(p[pSummary]),
+		InReplyTo: vFirstID(p[pInReplyTo]),
+		Raw:       json.RawMessage(doc),
 	}
-	if len(w.Object) > 0 && !isNull(w.Object) {
-		a.ObjectRaw = w.Object
-		a.Object = embeddedObject(w.Object)
+	obj := p[pObject]
+	if len(obj) == 0 || obj[0] != '{' {
+		a.ObjectID = vFirstID(obj)
+	}
+	if len(obj) > 0 && string(obj) != "null" {
+		a.ObjectRaw = json.RawMessage(obj)
+		if obj[0] == '{' {
+			// The object's id, as vFirstID would read it, from the
+			// properties read once for both.
+			op := objectProps(obj)
+			a.Object = newObject(op, obj)
+			if a.ObjectID = a.Object.ID; a.ObjectID == "" {
+				a.ObjectID = vFirstString(op[pHref])
+			}
+		}
 	}
 	switch {
 	case a.ID == "":
@@ -166,200 +180,89 @@ func ParseActivity(data []byte) (*Activity, error) {
 // ParseObject decodes an object. It requires a JSON object with a non-empty
 // "type"; the id may be empty (transient objects have none).
 func ParseObject(data []byte) (*Object, error) {
-	o, err := parseObject(data)
+	p, doc, err := decodeProps(data)
 	if err != nil {
 		return nil, err
 	}
+	o := newObject(p, doc)
 	if o.Type == "" {
 		return nil, &MissingFieldError{Field: "type"}
 	}
 	return o, nil
 }
 
-func parseObject(data []byte) (*Object, error) {
-	var w wire
-	if err := decodeObject(data, &w); err != nil {
-		return nil, err
+// newObject builds the Object of the properties p of the object doc.
+func newObject(p props, doc []byte) *Object {
+	return &Object{
+		ID:           vFirstString(p[pID]),
+		Type:         vFirstString(p[pType]),
+		AttributedTo: vIDs(p[pAttributedTo]),
+		Actor:        vFirstID(p[pActor]),
+		ObjectID:     vFirstID(p[pObject]),
+		To:           vIDs(p[pTo]),
+		Cc:           vIDs(p[pCc]),
+		Bto:          vIDs(p[pBto]),
+		Bcc:          vIDs(p[pBcc]),
+		Audience:     vIDs(p[pAudience]),
+		Name:         vStringOrMap(p[pName]),
+		Summary:      vStringOrMap(p[pSummary]),
+		Content:      vStringOrMap(p[pContent]),
+		MediaType:    vFirstString(p[pMediaType]),
+		URL:          vFirstID(p[pURL]),
+		InReplyTo:    vFirstID(p[pInReplyTo]),
+		Published:    vTime(p[pPublished]),
+		Updated:      vTime(p[pUpdated]),
+		Sensitive:    string(p[pSensitive]) == "true",
+		Tag:          vTags(p[pTag]),
+		Raw:          json.RawMessage(doc),
 	}
-	o := &Object{
-		ID:           firstString(w.ID),
-		Type:         firstString(w.Type),
-		AttributedTo: IDs(w.AttributedTo),
-		Actor:        firstID(w.Actor),
-		ObjectID:     firstID(w.Object),
-		To:           IDs(w.To),
-		Cc:           IDs(w.Cc),
-		Bto:          IDs(w.Bto),
-		Bcc:          IDs(w.Bcc),
-		Audience:     IDs(w.Audience),
-		Name:         stringOrMap(w.Name),
-		Summary:      stringOrMap(w.Summary),
-		Content:      stringOrMap(w.Content),
-		MediaType:    firstString(w.MediaType),
-		URL:          firstID(w.URL),
-		InReplyTo:    firstID(w.InReplyTo),
-		Published:    parseTime(w.Published),
-		Updated:      parseTime(w.Updated),
-		Tag:          parseTags(w.Tag),
-		Raw:          json.RawMessage(bytes.Clone(bytes.TrimSpace(data))),
-	}
-	_ = json.Unmarshal(w.Sensitive, &o.Sensitive)
-	return o, nil
-}
-
-// embeddedObject decodes raw as an object when it is a JSON object.
-func embeddedObject(raw json.RawMessage) *Object {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil
-	}
-	o, err := parseObject(raw)
-	if err != nil {
-		return nil
-	}
-	return o
-}
-
-func decodeObject(data []byte, w *wire) error {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' {
-		return fmt.Errorf("%w: not a JSON object", ErrMalformed)
-	}
-	if err := json.Unmarshal(data, w); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	return nil
 }
 
 // IDs returns the ids in a reference property that may be a string, an object
 // with "id" (or a Link with "href"), or a list of those. Empty entries and
-// values of other JSON types are skipped; null or absent gives nil.
+// values of other JSON types are skipped; null, absent or invalid JSON gives
+// nil.
 func IDs(raw json.RawMessage) []string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	v, ok := validRaw(raw)
+	if !ok {
 		return nil
 	}
-	switch raw[0] {
-	case '"', '{':
-		if id := singleID(raw); id != "" {
-			return []string{id}
-		}
-		return nil
-	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return nil
-		}
-		var out []string
-		for _, it := range items {
-			if id := singleID(it); id != "" {
-				out = append(out, id)
-			}
-		}
-		return out
-	}
-	return nil
+	return vIDs(v)
 }
+
+// The reducers of json.RawMessage properties (actor and NodeInfo documents)
+// give the zero value for anything that is not one valid JSON value.
 
 // firstID returns the first id of a reference property, or "".
 func firstID(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	v, ok := validRaw(raw)
+	if !ok {
 		return ""
 	}
-	if raw[0] == '[' {
-		if ids := IDs(raw); len(ids) > 0 {
-			return ids[0]
-		}
-		return ""
-	}
-	return singleID(raw)
-}
-
-// singleID reads a string, or the id (else href) of an object.
-func singleID(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return ""
-	}
-	switch raw[0] {
-	case '"':
-		return firstString(raw)
-	case '{':
-		var ref struct {
-			ID   json.RawMessage `json:"id"`
-			Href json.RawMessage `json:"href"`
-		}
-		if json.Unmarshal(raw, &ref) == nil {
-			if id := firstString(ref.ID); id != "" {
-				return id
-			}
-			return firstString(ref.Href)
-		}
-	}
-	return ""
+	return vFirstID(v)
 }
 
 // firstString reads a string, or the first string of a list of strings.
 func firstString(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	v, ok := validRaw(raw)
+	if !ok {
 		return ""
 	}
-	switch raw[0] {
-	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s
-		}
-	case '[':
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) == nil {
-			for _, it := range items {
-				var s string
-				if json.Unmarshal(it, &s) == nil && s != "" {
-					return s
-				}
-			}
-		}
-	}
-	return ""
+	return vFirstString(v)
 }
 
 // stringOrMap reads a string, or falls back to a natural-language map
 // ({"en": "..."}) choosing "und", "en" or else the lexically first language.
 func stringOrMap(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	v, ok := validRaw(raw)
+	if !ok {
 		return ""
 	}
-	if raw[0] == '"' {
-		return firstString(raw)
-	}
-	if raw[0] != '{' {
-		return ""
-	}
-	var m map[string]string
-	if json.Unmarshal(raw, &m) != nil {
-		return ""
-	}
-	for _, k := range []string{"und", "en"} {
-		if v, ok := m[k]; ok {
-			return v
-		}
-	}
-	best := ""
-	for k := range m {
-		if best == "" || k < best {
-			best = k
-		}
-	}
-	return m[best]
+	return vStringOrMap(v)
 }
 
-// parseTime reads an xsd:dateTime string; anything else gives the zero time.
-func parseTime(raw json.RawMessage) time.Time {
-	s := firstString(raw)
+// parseTimeString reads an xsd:dateTime; anything else gives the zero time.
+func parseTimeString(s string) time.Time {
 	if s == "" {
 		return time.Time{}
 	}
@@ -388,33 +291,4 @@ func objectItems(raw json.RawMessage) []json.RawMessage {
 		}
 	}
 	return nil
-}
-
-// parseTags reads a tag property: one tag object or a list of them.
-func parseTags(raw json.RawMessage) []Tag {
-	var out []Tag
-	for _, it := range objectItems(raw) {
-		var w wire
-		if decodeObject(it, &w) != nil {
-			continue
-		}
-		t := Tag{Type: firstString(w.Type), Name: stringOrMap(w.Name), Href: firstID(w.URL)}
-		var href struct {
-			Href json.RawMessage `json:"href"`
-		}
-		if json.Unmarshal(it, &href) == nil {
-			if h := firstString(href.Href); h != "" {
-				t.Href = h
-			}
-		}
-		if t.Href == "" {
-			t.Href = firstString(w.ID)
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
-func isNull(raw json.RawMessage) bool {
-	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
 }

@@ -374,10 +374,14 @@ func VerifySignature(r *http.Request, p *SignatureParams, body []byte, pub crypt
 		}
 	}
 	var algo httpsig.Algorithm
-	switch pub.(type) {
+	switch k := pub.(type) {
 	case *rsa.PublicKey:
 		algo = httpsig.RSA_SHA256
 	case ed25519.PublicKey:
+		if len(k) != ed25519.PublicKeySize {
+			// httpsig would panic on it.
+			return fmt.Errorf("%w: Ed25519 key of %d bytes", ErrUnsupportedKey, len(k))
+		}
 		algo = httpsig.ED25519
 	default:
 		return fmt.Errorf("%w: %T", ErrUnsupportedKey, pub)

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rsa"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/textproto"
@@ -341,6 +342,21 @@ func TestVerifyMatchesReference(t *testing.T) {
 		"spaces after commas": func(r *http.Request) {
 			r.Header.Set("Signature", strings.ReplaceAll(specSigAll, `",`, `", `))
 		},
+		"(expires) signed without a value": func(r *http.Request) {
+			r.Header.Set("Signature", strings.Replace(specSigAll, `content-length"`, `content-length (expires)"`, 1))
+		},
+		"unknown pseudo-header signed": func(r *http.Request) {
+			r.Header.Set("Signature", strings.Replace(specSigAll, `content-length"`, `content-length (foo)"`, 1))
+		},
+		"pseudo-header without value before an absent header": func(r *http.Request) {
+			r.Header.Set("Signature", strings.Replace(specSigAll, `content-length"`, `(created) content-length x-absent"`, 1))
+		},
+		"header signed twice": func(r *http.Request) {
+			r.Header.Set("Signature", strings.Replace(specSigAll, `content-length"`, `content-length date"`, 1))
+		},
+		"signature not base64": func(r *http.Request) {
+			r.Header.Set("Signature", strings.Replace(specSigAll, `signature="vSdrb`, `signature="!Sdrb`, 1))
+		},
 		"quote in keyId": func(r *http.Request) {
 			r.Header.Set("Signature", strings.Replace(specSigAll, `keyId="Test"`, `keyId="Te\"st"`, 1))
 		},
@@ -450,6 +466,24 @@ func TestVerifyOverHTTPMatchesReference(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: no request reached the server", path)
+		}
+	}
+}
+
+// TestVerifyCreatedAhead checks the (created) parameter against the clock as
+// the reference does: more than 10 s ahead is refused even within the window.
+func TestVerifyCreatedAhead(t *testing.T) {
+	t.Parallel()
+	_, pub := specKeys(t)
+	now := time.Now()
+	opts := VerifyOptions{Now: func() time.Time { return now }}
+	for _, ahead := range []time.Duration{0, 9 * time.Second, 11 * time.Second, 30 * time.Minute, 2 * time.Hour} {
+		sig := fmt.Sprintf(`keyId="Test",algorithm="hs2019",created=%d,headers="(request-target) host (created) digest",signature="AAAA"`,
+			now.Add(ahead).Unix())
+		got := sentinel(Verify(specRequest(sig), []byte(specBody), pub, opts))
+		want := sentinel(verifyRef(specRequest(sig), []byte(specBody), pub, opts))
+		if got != want {
+			t.Errorf("created %s ahead: Verify gives %v, the reference %v", ahead, got, want)
 		}
 	}
 }

@@ -30,6 +30,9 @@ const (
 // or application/ld+json whose profile parameter lists the ActivityStreams
 // URI. Case, whitespace and parameter order do not matter.
 func IsActivityPubContentType(ct string) bool {
+	if ct == ContentType || ct == LDContentType {
+		return true // what peers send, without parsing
+	}
 	mt, params, ok := parseMediaType(ct)
 	if !ok {
 		return false

@@ -126,11 +126,28 @@ func (c *recorder) insertRecords(ctx context.Context, tx *sql.Tx, ops []*recordO
 		if o.dup {
 			continue
 		}
-		payload, err := json.Marshal(Received{ActivityID: r.activityID})
+		payload, err := receivedPayload(r.activityID)
 		if err != nil {
 			return fmt.Errorf("inbox: record %s: %w", r.activityID, err)
 		}
 		events = append(events, outbox.Event{ID: evID, Type: EventReceived, Payload: payload, OccurredAt: r.receivedAt})
 	}
 	return outbox.Enqueue(ctx, tx, events...)
+}
+
+// receivedPayload returns the JSON of Received{ActivityID: id}, the bytes
+// json.Marshal gives. An id of printable ASCII that JSON does not escape
+// (no quote, backslash or HTML character: almost every URL) is written
+// as it is, without reflection.
+func receivedPayload(id string) ([]byte, error) {
+	const prefix, suffix = `{"activity_id":"`, `"}`
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return json.Marshal(Received{ActivityID: id})
+		}
+	}
+	b := make([]byte, 0, len(prefix)+len(id)+len(suffix))
+	b = append(b, prefix...)
+	b = append(b, id...)
+	return append(b, suffix...), nil
 }

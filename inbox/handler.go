@@ -65,11 +65,12 @@ func New(cfg Config) (*Handler, error) {
 // /inbox. Other methods on those paths are left to r (the server package
 // registers none).
 func (h *Handler) Register(r *mux.Router) {
-	r.HandleFunc("/users/{name}/inbox", func(w http.ResponseWriter, req *http.Request) {
-		h.serve(w, req, mux.Vars(req)["name"])
-	}).Methods(http.MethodPost)
+	// The shared inbox first: most deliveries go to it.
 	r.HandleFunc("/inbox", func(w http.ResponseWriter, req *http.Request) {
 		h.serve(w, req, "")
+	}).Methods(http.MethodPost)
+	r.HandleFunc("/users/{name}/inbox", func(w http.ResponseWriter, req *http.Request) {
+		h.serve(w, req, mux.Vars(req)["name"])
 	}).Methods(http.MethodPost)
 }
 
@@ -137,7 +138,8 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return "", err
 	}
-	if err := checkURLs(act); err != nil {
+	var refs urls
+	if err := checkURLs(&refs, act); err != nil {
 		return "", err
 	}
 	if h.uris.IsLocal(act.Actor) {
@@ -152,7 +154,7 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 			return "", err
 		}
 	}
-	if err := h.checkDomains(ctx, sig.KeyID, act.Actor); err != nil {
+	if err := h.checkDomains(ctx, &refs, sig.KeyID, act.Actor); err != nil {
 		return "", err
 	}
 	owner, err := h.authenticate(ctx, r, body, sig, act)
@@ -165,7 +167,7 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if owner != act.Actor {
 		return "", fmt.Errorf("%w: key %s is owned by %s, not %s", ErrActorMismatch, sig.KeyID, owner, act.Actor)
 	}
-	if err := checkOrigin(act); err != nil {
+	if err := checkOrigin(&refs, act); err != nil {
 		return "", err
 	}
 	if err := h.checkBlocked(ctx, local, act); err != nil {
@@ -178,7 +180,7 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return "", err
 	}
-	h.signOfLife(ctx, sig.KeyID)
+	h.signOfLife(ctx, refs.authority(sig.KeyID))
 	if dup {
 		return metrics.InboxDuplicate, nil
 	}
@@ -222,19 +224,25 @@ func readAll(r io.Reader, length int64) ([]byte, error) {
 }
 
 // checkDomains refuses a sender whose key or actor is on a blocked domain.
-func (h *Handler) checkDomains(ctx context.Context, keyID, actor string) error {
-	hosts := []string{hostOf(keyID)}
-	if ah := hostOf(actor); ah != hosts[0] {
-		hosts = append(hosts, ah)
+func (h *Handler) checkDomains(ctx context.Context, refs *urls, keyID, actor string) error {
+	keyHost := refs.hostOf(keyID)
+	if err := h.checkDomain(ctx, keyHost); err != nil {
+		return err
 	}
-	for _, host := range hosts {
-		blocked, err := h.domains.blocked(ctx, host)
-		if err != nil {
-			return err
-		}
-		if blocked {
-			return fmt.Errorf("%w: %s", ErrDomainBlocked, host)
-		}
+	if actorHost := refs.hostOf(actor); actorHost != keyHost {
+		return h.checkDomain(ctx, actorHost)
+	}
+	return nil
+}
+
+// checkDomain refuses host when it is on a blocked domain.
+func (h *Handler) checkDomain(ctx context.Context, host string) error {
+	blocked, err := h.domains.blocked(ctx, host)
+	if err != nil {
+		return err
+	}
+	if blocked {
+		return fmt.Errorf("%w: %s", ErrDomainBlocked, host)
 	}
 	return nil
 }
@@ -266,14 +274,13 @@ func (h *Handler) checkBlocked(ctx context.Context, local *store.Actor, act *act
 	return nil
 }
 
-// signOfLife reports the sender's host (with its port, if any: the host
-// of the key id's URL) to Health, at most once per SignOfLifeInterval per
-// host.
-func (h *Handler) signOfLife(ctx context.Context, keyID string) {
+// signOfLife reports host, the sender's (the host of the key id's URL,
+// with its port, if any), to Health, at most once per SignOfLifeInterval
+// per host.
+func (h *Handler) signOfLife(ctx context.Context, host string) {
 	if h.cfg.Health == nil {
 		return
 	}
-	host := authority(keyID)
 	if host == "" || !h.life.due(host) {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -433,5 +434,39 @@ func TestImportOddEvents(t *testing.T) {
 	}
 	if got := b.outcome(t, "https://x.example/a/2"); got != "refused: unparseable" {
 		t.Fatalf("outcome %q", got)
+	}
+}
+
+// TestInboxQueriesUseIndexes checks that the queries of the inbox's table
+// are served by an index, not by a scan of the recorded documents: the
+// retention sweep by the partial index of imported rows, the rest by the
+// primary key.
+func TestInboxQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorker: true})
+	for q, want := range map[string]string{
+		`DELETE FROM inbox_activities WHERE imported_at IS NOT NULL AND imported_at < 1`:            "inbox_activities_imported",
+		`SELECT imported_at IS NOT NULL FROM inbox_activities WHERE activity_id = 'x'`:              "sqlite_autoindex_inbox_activities_1",
+		`UPDATE inbox_activities SET outcome = 'x' WHERE activity_id = 'x' AND imported_at IS NULL`: "sqlite_autoindex_inbox_activities_1",
+	} {
+		rows, err := b.db.Read.Query(`EXPLAIN QUERY PLAN ` + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if s := strings.Join(plan, "; "); !strings.Contains(s, "USING INDEX "+want) && !strings.Contains(s, "USING COVERING INDEX "+want) {
+			t.Errorf("%s: plan %q, want it to use %s", q, s, want)
+		}
 	}
 }

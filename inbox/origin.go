@@ -15,42 +15,94 @@ var actorTypes = map[string]bool{
 	"Person": true, "Service": true, "Group": true, "Application": true, "Organization": true,
 }
 
-// origin returns the scheme and lower-cased host (with port) of an absolute
-// http(s) URL, and false for anything else.
-func origin(raw string) (string, bool) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-		return "", false
+// urls parses the URLs of one request, each once: the acceptance path asks
+// for the origin or host of the same few (the activity's id, its actor, the
+// key id, the object's id) several times. The zero value is ready to use;
+// it remembers up to maxURLs URLs and parses any other every time.
+type urls struct {
+	n int
+	e [maxURLs]parsedURL
+}
+
+const maxURLs = 4
+
+// parsedURL is what the acceptance path reads of a URL, as url.Parse
+// reads it.
+type parsedURL struct {
+	raw    string
+	valid  bool      // url.Parse accepts raw
+	scheme string    // lower case
+	host   string    // the authority without user information, as written
+	user   bool      // the authority has user information
+	origin urlOrigin // zero until asked for, or when raw has none
+	done   bool      // origin was computed
+}
+
+// urlOrigin is the scheme and lower-cased host (with port) of an absolute
+// http(s) URL; two URLs have the same origin when these are equal.
+type urlOrigin struct {
+	scheme, host string
+}
+
+// get returns the entry of raw, parsing raw if it is not remembered.
+func (c *urls) get(raw string) *parsedURL {
+	for i := range c.n {
+		if c.e[i].raw == raw {
+			return &c.e[i]
+		}
 	}
-	return u.Scheme + "://" + strings.ToLower(u.Host), true
+	var e *parsedURL
+	if c.n < maxURLs {
+		c.e[c.n] = parsedURL{raw: raw}
+		e = &c.e[c.n]
+		c.n++
+	} else {
+		e = &parsedURL{raw: raw}
+	}
+	if u, err := url.Parse(raw); err == nil {
+		e.valid, e.scheme, e.host, e.user = true, u.Scheme, u.Host, u.User != nil
+	}
+	return e
+}
+
+// origin returns the origin of an absolute http(s) URL, and false for
+// anything else.
+func (c *urls) origin(raw string) (urlOrigin, bool) {
+	e := c.get(raw)
+	if !e.done {
+		e.done = true
+		if e.valid && (e.scheme == "https" || e.scheme == "http") && e.host != "" && !e.user {
+			e.origin = urlOrigin{scheme: e.scheme, host: strings.ToLower(e.host)}
+		}
+	}
+	return e.origin, e.origin.host != ""
 }
 
 // hostOf returns the lower-cased host name (without port) of a URL, or "".
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
+func (c *urls) hostOf(raw string) string {
+	if e := c.get(raw); e.valid {
+		u := url.URL{Host: e.host}
+		return strings.ToLower(u.Hostname())
 	}
-	return strings.ToLower(u.Hostname())
+	return ""
 }
 
 // authority returns the lower-cased host of a URL with its port, if any,
 // as delivery keys hosts, or "".
-func authority(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
+func (c *urls) authority(raw string) string {
+	if e := c.get(raw); e.valid {
+		return strings.ToLower(e.host)
 	}
-	return strings.ToLower(u.Host)
+	return ""
 }
 
 // checkURLs checks that the activity's id and actor are absolute http(s)
 // URLs.
-func checkURLs(a *activitypub.Activity) error {
-	if _, ok := origin(a.ID); !ok {
+func checkURLs(c *urls, a *activitypub.Activity) error {
+	if _, ok := c.origin(a.ID); !ok {
 		return fmt.Errorf("%w: id %q", ErrBadURL, a.ID)
 	}
-	if _, ok := origin(a.Actor); !ok {
+	if _, ok := c.origin(a.Actor); !ok {
 		return fmt.Errorf("%w: actor %q", ErrBadURL, a.Actor)
 	}
 	return nil
@@ -62,10 +114,10 @@ func checkURLs(a *activitypub.Activity) error {
 // is the actor itself); a Delete deletes something of the actor's origin; an
 // Undo undoes one of the actor's own activities. Other types name objects of
 // anyone (a Like of a local note) and need no check here.
-func checkOrigin(a *activitypub.Activity) error {
-	own, _ := origin(a.Actor)
+func checkOrigin(c *urls, a *activitypub.Activity) error {
+	own, _ := c.origin(a.Actor)
 	same := func(id string) bool {
-		o, ok := origin(id)
+		o, ok := c.origin(id)
 		return ok && o == own
 	}
 	if !same(a.ID) {

@@ -2,7 +2,10 @@ package inbox
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/courier-ap/courier/activitypub"
@@ -43,7 +46,7 @@ func TestCheckOrigin(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if err := checkOrigin(a); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+		if err := checkOrigin(new(urls), a); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -79,6 +82,88 @@ func TestClassify(t *testing.T) {
 		activitypub.ErrDigestMismatch, activitypub.ErrDateOutOfWindow, ErrUnknownKey} {
 		if status, _ := classify(err); status != http.StatusUnauthorized {
 			t.Errorf("%v: %d, want 401", err, status)
+		}
+	}
+}
+
+// The url.Parse readings the urls helpers must agree with.
+func refOrigin(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return "", false
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host), true
+}
+
+func refHostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+func refAuthority(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Host)
+}
+
+var urlCases = []string{
+	"https://a.example/users/bob", "http://127.0.0.1:8080/inbox", "https://A.Example:443/x?y=1#z",
+	"https://a.example", "https://a.example?x", "https://a.example#f", "https://a.example?", "https://a.example/a@b",
+	"https://a.example:", "https://a.example:x/", "https://a.example:1:2/", "https://user@a.example/", "https://user:pw@a.example/",
+	"https://[::1]:80/", "https://a_b.example/", "https://a.example/%41", "https://a.example/%zz", "https://a.example/ b",
+	"https://a.example/\x7f", "https://a.example/é", "https:///x", "https://", "http:/a", "HTTPS://a.example/",
+	"ftp://a.example/", "//a.example/", "a.example", "", "https://a.example/p?q=%&r#%", "https://a%2e.example/",
+	"https://a.example/\t", "https://a..example/", "https://-/", "https://a.example/'()*+,;=!$&~",
+}
+
+func TestURLHelpersMatchURLParse(t *testing.T) {
+	t.Parallel()
+	for _, raw := range urlCases {
+		checkURLHelpers(t, raw)
+	}
+}
+
+func FuzzURLHelpersMatchURLParse(f *testing.F) {
+	for _, raw := range urlCases {
+		f.Add(raw)
+	}
+	f.Fuzz(checkURLHelpers)
+}
+
+func checkURLHelpers(t *testing.T, raw string) {
+	var c urls
+	for range 2 { // parsed, then remembered
+		o, ok := c.origin(raw)
+		var got string
+		if ok {
+			got = o.scheme + "://" + o.host
+		}
+		if ro, rok := refOrigin(raw); got != ro || ok != rok {
+			t.Fatalf("origin(%q) = %q, %v; url.Parse gives %q, %v", raw, got, ok, ro, rok)
+		}
+		if got, want := c.hostOf(raw), refHostOf(raw); got != want {
+			t.Fatalf("hostOf(%q) = %q; url.Parse gives %q", raw, got, want)
+		}
+		if got, want := c.authority(raw), refAuthority(raw); got != want {
+			t.Fatalf("authority(%q) = %q; url.Parse gives %q", raw, got, want)
+		}
+	}
+}
+
+// TestURLsBeyondMemory checks that URLs past the remembered few are still
+// read right.
+func TestURLsBeyondMemory(t *testing.T) {
+	t.Parallel()
+	var c urls
+	for i := range 2 * maxURLs {
+		raw := fmt.Sprintf("https://h%d.example/x", i)
+		if got, want := c.authority(raw), fmt.Sprintf("h%d.example", i); got != want {
+			t.Fatalf("authority(%q) = %q, want %q", raw, got, want)
 		}
 	}
 }
