@@ -71,7 +71,7 @@ func (c claim) placeholders(loaded []outbox.Row) []outbox.Row {
 // relayPipeline is how many published batches may wait for their acks while
 // the next batch is claimed and published: the relay keeps up to
 // relayPipeline+1 batches claimed and unsettled.
-const relayPipeline = 2
+const relayPipeline = 3
 
 // settleTimeout bounds the database work of one relay write (settling
 // batches and claiming the next), including at shutdown when the run
