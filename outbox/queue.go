@@ -197,12 +197,13 @@ func consecutive(ids []int64) (lo, hi int64, ok bool) {
 		return 0, 0, false
 	}
 	// As many ids as the range holds: consecutive unless one repeats.
-	seen := make(map[int64]struct{}, len(ids))
+	seen := make([]uint64, (len(ids)+63)/64)
 	for _, id := range ids {
-		if _, dup := seen[id]; dup {
+		k := id - lo
+		if seen[k/64]&(1<<(k%64)) != 0 {
 			return 0, 0, false
 		}
-		seen[id] = struct{}{}
+		seen[k/64] |= 1 << (k % 64)
 	}
 	return lo, hi, true
 }
@@ -480,9 +481,31 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 	if len(c.IDs) == 0 {
 		return nil, nil
 	}
+	// index finds a row's place in c.IDs: by its offset in a range of
+	// consecutive ids, else through a map.
+	var index func(id int64) (int, bool)
 	query, args := sqlLoadClaimed, []any{c.Token.UnixMilli()}
 	if lo, hi, ok := consecutive(c.IDs); ok {
 		query, args = sqlLoadRange, []any{lo, hi, c.Token.UnixMilli()}
+		at := make([]int, len(c.IDs))
+		for i, id := range c.IDs {
+			at[id-lo] = i
+		}
+		index = func(id int64) (int, bool) {
+			if id < lo || id > hi {
+				return 0, false
+			}
+			return at[id-lo], true
+		}
+	} else {
+		want := make(map[int64]int, len(c.IDs))
+		for i, id := range c.IDs {
+			want[id] = i
+		}
+		index = func(id int64) (int, bool) {
+			i, ok := want[id]
+			return i, ok
+		}
 	}
 	st := q.rcache.get(query)
 	if st == nil {
@@ -494,10 +517,6 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 			}
 			defer st.Close()
 		}
-	}
-	want := make(map[int64]int, len(c.IDs))
-	for i, id := range c.IDs {
-		want[id] = i
 	}
 	rs, err := st.QueryContext(ctx, args...)
 	if err != nil {
@@ -518,7 +537,7 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 			&occ, &repub); err != nil {
 			return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
 		}
-		i, ok := want[r.ID]
+		i, ok := index(r.ID)
 		if !ok || found[i].ID != 0 {
 			continue
 		}
