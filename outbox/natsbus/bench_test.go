@@ -27,7 +27,10 @@ const benchEvents = 20000
 // synchronous=FULL), beside a plain asynchronous publish loop of the same
 // messages (same size, headers and Nats-Msg-Id, same bound on pending acks)
 // to another stream of the same server in the same run, and reports the
-// ratio. Both start with their stream set up and their connection open: the
+// ratio. The plain loop's stream is set up as the relay's is (the same
+// config, a durable consumer of the same config, an advisory stream), so
+// the server does the same work for a message of either. Both start with
+// their stream set up and their connection open: the
 // relay's timer starts when it is told that 20,000 committed rows are
 // pending and stops when it has marked the last of them done (claimed,
 // read, published, acknowledged, settled); the plain loop's runs from its
@@ -86,12 +89,16 @@ func BenchmarkRelay(b *testing.B) {
 		stop()
 
 		// The plain loop: the same messages, published asynchronously with
-		// the same in-flight bound, to a stream of the same kind.
+		// the same in-flight bound, to a stream of the same kind: set up as
+		// the relay's is (its config, its durable consumer, which the
+		// server tells of each message, and the advisory stream beside).
 		stream := fmt.Sprintf("BENCH_PLAIN_%d", i)
 		prefix := fmt.Sprintf("bench.plain%d", i)
 		ctx := context.Background()
-		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"},
-			Storage: jetstream.FileStorage, Duplicates: DuplicateWindow}); err != nil {
+		pcfg := cfg
+		pcfg.Stream, pcfg.SubjectPrefix, pcfg.AdvisoryStream = stream, prefix, fmt.Sprintf("BENCH_PADV_%d", i)
+		pcfg.Registerer = nil
+		if err := mustNew(b, pcfg).reconcile(ctx, js); err != nil {
 			b.Fatal(err)
 		}
 		pnc, _ := br.js(b)
