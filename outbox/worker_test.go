@@ -450,7 +450,9 @@ func TestRetentionSweep(t *testing.T) {
 	pending := b.enqueue(t, outbox.Event{Type: "other", NotBefore: b.clock.Now().Add(365 * 24 * time.Hour)})
 	ctx := context.Background()
 
-	b.clock.Advance(5*24*time.Hour + time.Millisecond) // old rows are 7 days and 1 ms old
+	// Old rows are 7 days and a minute old: the minute covers owner tokens
+	// issued a few milliseconds ahead of the clock.
+	b.clock.Advance(5*24*time.Hour + time.Minute)
 	res, err := rw.w.Sweep(ctx)
 	if err != nil || res.Done != 2 || res.Ledger != 0 {
 		t.Fatalf("sweep = %+v, %v; want 2 done rows", res, err)
@@ -464,7 +466,7 @@ func TestRetentionSweep(t *testing.T) {
 	if l := b.ledger(t, old[0]); l["h"].Status != outbox.LedgerDone {
 		t.Fatalf("ledger swept too early: %+v", l)
 	}
-	b.clock.Advance(23 * 24 * time.Hour) // old ledger rows are 30 days and 1 ms old
+	b.clock.Advance(23 * 24 * time.Hour) // old ledger rows are 30 days and a minute old
 	res, err = rw.w.Sweep(ctx)
 	if err != nil || res.Ledger != 2 || res.Done != 1 {
 		t.Fatalf("sweep = %+v, %v; want 2 ledger rows and the recent done row", res, err)
