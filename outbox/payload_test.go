@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqlite"
 )
 
 // bigPayload is a JSON payload longer than outbox.InlinePayload.
@@ -317,5 +320,63 @@ func TestSweepWalksDoneRowsInIDOrder(t *testing.T) {
 	var payloads int
 	if err := b.db.Read.QueryRow(`SELECT COUNT(*) FROM event_payloads`).Scan(&payloads); err != nil || payloads != 2 {
 		t.Fatalf("%d payloads left, %v; want those of the pending and the dead row", payloads, err)
+	}
+}
+
+// A database at version 7 (payloads inline, an index of done rows) moves to
+// the current schema with its rows intact: they read as before, a claim
+// takes them, and the retention sweep deletes the old done ones.
+func TestUpgradeKeepsInlinePayloads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Write.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,
+		applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range all {
+		if m.Version > 7 {
+			break
+		}
+		if _, err := db.Write.Exec(m.SQL); err != nil {
+			t.Fatalf("migration %d: %v", m.Version, err)
+		}
+		if _, err := db.Write.Exec(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := string(bigPayload(1))
+	for i, st := range []string{"done", "done", "pending"} {
+		if _, err := db.Write.Exec(`INSERT INTO event_queue (event_id, type, payload, status, next_attempt_at,
+			occurred_at, created_at, updated_at) VALUES (?, 'activity.outgoing', ?, ?, 0, 0, 0, 0)`,
+			fmt.Sprintf("00000000-0000-4000-8000-00000000000%d", i), big, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applied, err := migrations.Apply(ctx, db.Write, migrations.Options{})
+	if err != nil || len(applied) == 0 || applied[0] != 8 {
+		t.Fatalf("upgrade applied %v, %v; want 8 onwards", applied, err)
+	}
+	var doneIndex int
+	if err := db.Read.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE name = 'event_queue_done'`).
+		Scan(&doneIndex); err != nil || doneIndex != 0 {
+		t.Fatalf("index of done rows after the upgrade: %d, %v", doneIndex, err)
+	}
+	q := outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read})
+	rows, err := q.Claim(ctx, 10, time.Minute)
+	if err != nil || len(rows) != 1 || string(rows[0].Event.Payload) != big {
+		t.Fatalf("claim after the upgrade = %+v, %v", rows, err)
+	}
+	res, err := q.Sweep(ctx, time.UnixMilli(1), time.UnixMilli(1))
+	if err != nil || res.Done != 2 {
+		t.Fatalf("sweep after the upgrade = %+v, %v; want the 2 old done rows", res, err)
 	}
 }
