@@ -113,7 +113,7 @@ func TestLargePayloadsLiveBesideTheirRows(t *testing.T) {
 	}
 }
 
-// SettleAndClaimIDs claims like SettleAndClaim (stale claims first, then the
+// SettleAndClaimIDs claims like Claim (stale claims first, then the
 // oldest due), reading only ids; Load reads the claimed rows in claim order,
 // and leaves out a row another claim has taken since.
 func TestClaimIDsThenLoad(t *testing.T) {

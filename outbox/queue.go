@@ -397,9 +397,9 @@ const (
 		attempts, next_attempt_at, occurred_at, republished FROM event_queue `
 )
 
-// SettleAndClaimIDs is SettleAndClaim for a claimer that reads its rows
-// elsewhere: it settles, then claims up to limit rows as Claim does, in one
-// write transaction, but reads only the claimed rows' ids. The writer, which
+// SettleAndClaimIDs settles, then claims up to limit rows as Claim does, in
+// one write transaction (a relay that completes the batch it published and
+// claims the next pays for one commit), reading only the claimed rows' ids. The writer, which
 // every producer waits for, spends nothing on the rows' contents; Load reads
 // them afterwards on the read pool, concurrently with the next write. When
 // it fails, nothing was settled or claimed.
@@ -589,35 +589,6 @@ func (q *Queue) Settle(ctx context.Context, settlements ...Settlement) (int, err
 		return 0, fmt.Errorf("outbox: settle: %w", err)
 	}
 	return n, nil
-}
-
-// SettleAndClaim applies settlements, then claims up to limit rows as Claim
-// does, in one write transaction: a relay that completes the batch it
-// published and claims the next one pays for one commit instead of two. The
-// settlements follow the rules of Settle; limit 0 only settles. It returns
-// the claimed rows and how many settled rows were changed. When it fails,
-// nothing was settled or claimed.
-func (q *Queue) SettleAndClaim(ctx context.Context, limit int, lease time.Duration, settlements ...Settlement) ([]Row, int, error) {
-	var (
-		rows []Row
-		n    int
-	)
-	q.prepare(ctx)
-	err := inCachedTx(ctx, q.write, q.cache, func(s *stmts) error {
-		now := q.now()
-		var err error
-		if n, err = settleRows(s, now, settlements); err != nil {
-			return err
-		}
-		if limit > 0 {
-			rows, err = claimRows(s, q.tok.next(now), now, limit, lease)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("outbox: settle and claim: %w", err)
-	}
-	return rows, n, nil
 }
 
 // settleRows applies settlements in order and returns how many rows changed.

@@ -10,14 +10,23 @@ import (
 	"github.com/courier-ap/courier/outbox"
 )
 
-// SettleAndClaim settles the previous batch and claims the next in one
-// transaction: the settled rows take their outcome, the claimed rows carry
-// everything Claim returns, and a row deferred in the same call is not
-// claimed again before its time.
+// settleAndClaim is SettleAndClaimIDs followed by Load of what it claimed.
+func settleAndClaim(q *outbox.Queue, limit int, lease time.Duration, settle ...outbox.Settlement) ([]outbox.Row, int, error) {
+	c, n, err := q.SettleAndClaimIDs(context.Background(), limit, lease, settle...)
+	if err != nil {
+		return nil, n, err
+	}
+	rows, err := q.Load(context.Background(), c)
+	return rows, n, err
+}
+
+// SettleAndClaimIDs settles the previous batch and claims the next in one
+// transaction: the settled rows take their outcome, the claimed rows (read
+// by Load) carry everything a claim needs, and a row deferred in the same
+// call is not claimed again before its time.
 func TestSettleAndClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := context.Background()
 	evs := make([]outbox.Event, 5)
 	for i := range evs {
 		evs[i] = outbox.Event{Type: "note", Target: "remote.example", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
@@ -26,26 +35,26 @@ func TestSettleAndClaim(t *testing.T) {
 	q := b.queue()
 	const lease = time.Minute
 
-	first, n, err := q.SettleAndClaim(ctx, 3, lease)
+	first, n, err := settleAndClaim(q, 3, lease)
 	if err != nil || n != 0 || len(first) != 3 {
 		t.Fatalf("first claim = %d rows, %d settled, %v", len(first), n, err)
 	}
 	for i, r := range first {
 		if r.Event.ID != ids[i] || r.Event.Type != "note" || r.Event.Target != "remote.example" ||
 			string(r.Event.Payload) != fmt.Sprintf(`{"n":%d}`, i) || r.Event.OccurredAt.IsZero() ||
-			r.Status != outbox.StatusProcessing || r.Attempts != 0 || r.CreatedAt.IsZero() ||
-			!r.UpdatedAt.Equal(b.clock.Now()) || r.ClaimedAt.IsZero() || !r.ClaimedAt.Equal(first[0].ClaimedAt) {
+			r.Status != outbox.StatusProcessing || r.Attempts != 0 ||
+			r.ClaimedAt.IsZero() || !r.ClaimedAt.Equal(first[0].ClaimedAt) {
 			t.Fatalf("claimed row %d = %+v", i, r)
 		}
 		// What the claim returns is what the row holds.
 		if got := b.row(t, ids[i]); got.Status != r.Status || !got.ClaimedAt.Equal(r.ClaimedAt) ||
-			!got.UpdatedAt.Equal(r.UpdatedAt) || !got.NextAttemptAt.Equal(r.NextAttemptAt) || got.ID != r.ID {
+			!got.UpdatedAt.Equal(b.clock.Now()) || !got.NextAttemptAt.Equal(r.NextAttemptAt) || got.ID != r.ID {
 			t.Fatalf("row %d holds %+v, claim returned %+v", i, got, r)
 		}
 	}
 
 	until := b.clock.Now().Add(time.Minute)
-	second, n, err := q.SettleAndClaim(ctx, 10, lease,
+	second, n, err := settleAndClaim(q, 10, lease,
 		outbox.Settlement{Row: first[0], Result: outbox.Result{Outcome: outbox.Succeeded}},
 		outbox.Settlement{Row: first[1], Result: outbox.Result{Outcome: outbox.Succeeded}},
 		outbox.Settlement{Row: first[2], Result: outbox.Result{Outcome: outbox.Deferred, Next: until}})
@@ -65,7 +74,7 @@ func TestSettleAndClaim(t *testing.T) {
 	}
 
 	// Limit 0 only settles.
-	none, n, err := q.SettleAndClaim(ctx, 0, lease, outbox.Settlement{Row: second[0], Result: outbox.Result{Outcome: outbox.Succeeded}})
+	none, n, err := settleAndClaim(q, 0, lease, outbox.Settlement{Row: second[0], Result: outbox.Result{Outcome: outbox.Succeeded}})
 	if err != nil || n != 1 || len(none) != 0 {
 		t.Fatalf("settle only = %d rows, %d settled, %v", len(none), n, err)
 	}
@@ -74,7 +83,7 @@ func TestSettleAndClaim(t *testing.T) {
 	b.clock.Advance(time.Minute)
 	bad := second[1]
 	bad.ClaimedAt = time.Time{}
-	if rows, n, err := q.SettleAndClaim(ctx, 10, lease,
+	if rows, n, err := settleAndClaim(q, 10, lease,
 		outbox.Settlement{Row: second[1], Result: outbox.Result{Outcome: outbox.Succeeded}},
 		outbox.Settlement{Row: bad, Result: outbox.Result{Outcome: outbox.Succeeded}}); err == nil || len(rows) != 0 || n != 0 {
 		t.Fatalf("settle and claim with an unclaimed row = %d rows, %d settled, %v; want an error", len(rows), n, err)
@@ -163,7 +172,7 @@ func TestQueueSurvivesNewWriterConnections(t *testing.T) {
 		for i, r := range prev {
 			settle[i] = outbox.Settlement{Row: r, Result: outbox.Result{Outcome: outbox.Succeeded}}
 		}
-		rows, n, err := q.SettleAndClaim(ctx, 8, time.Minute, settle...)
+		rows, n, err := settleAndClaim(q, 8, time.Minute, settle...)
 		if err != nil || n != len(prev) || len(rows) != 8 {
 			t.Fatalf("round %d: %d rows, %d settled, %v", round, len(rows), n, err)
 		}

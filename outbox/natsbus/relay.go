@@ -26,17 +26,9 @@ type Queue interface {
 	Settle(ctx context.Context, settlements ...outbox.Settlement) (int, error)
 }
 
-// settleClaimer is a Queue that can settle rows and claim the next ones in
-// one write transaction (*outbox.Queue can). The relay uses it when its
-// Queue has it, so completing the batch it published and claiming the next
-// one cost a single commit; otherwise it settles and claims separately.
-type settleClaimer interface {
-	SettleAndClaim(ctx context.Context, limit int, lease time.Duration, settlements ...outbox.Settlement) ([]outbox.Row, int, error)
-}
-
 // idClaimer is a Queue that can claim rows by id in its write transaction
 // and read them afterwards (*outbox.Queue can). The relay then reads the
-// claimed rows on its publishing goroutine, so the one writer does nothing
+// claimed rows on a goroutine of their own, so the one writer does nothing
 // but change statuses.
 type idClaimer interface {
 	SettleAndClaimIDs(ctx context.Context, limit int, lease time.Duration, settlements ...outbox.Settlement) (outbox.Claimed, int, error)
@@ -382,15 +374,6 @@ func (r *relayRun) settleAndClaim(ctx context.Context, limit int) (claim, error)
 			r.lag(time.Time{}, limit)
 		}
 		return claim{ids: c}, nil
-	}
-	if sc, ok := q.(settleClaimer); ok {
-		rows, _, err := sc.SettleAndClaim(ctx, limit, r.b.cfg.Lease, r.pending...)
-		if err != nil {
-			return claim{}, err
-		}
-		r.settled()
-		r.lag(oldestDue(rows), limit)
-		return claim{rows: rows}, nil
 	}
 	if len(r.pending) > 0 {
 		if _, err := q.Settle(ctx, r.pending...); err != nil {

@@ -25,7 +25,7 @@ func TestRelayWithAQueueThatCannotSettleAndClaim(t *testing.T) {
 	cfg := fastConfig(br.url(), db, nil, nil)
 	cfg.Queue = queueOnly{outbox.NewQueue(db.Write, outbox.QueueOptions{})}
 	cfg.BatchSize = 16
-	if _, ok := cfg.Queue.(settleClaimer); ok {
+	if _, ok := cfg.Queue.(idClaimer); ok {
 		t.Fatal("the wrapped queue still settles and claims at once; the test proves nothing")
 	}
 	bus := mustNew(t, cfg)
