@@ -399,10 +399,10 @@ const (
 
 // SettleAndClaimIDs settles, then claims up to limit rows as Claim does, in
 // one write transaction (a relay that completes the batch it published and
-// claims the next pays for one commit), reading only the claimed rows' ids. The writer, which
-// every producer waits for, spends nothing on the rows' contents; Load reads
-// them afterwards on the read pool, concurrently with the next write. When
-// it fails, nothing was settled or claimed.
+// claims the next pays for one commit), reading only the claimed rows' ids:
+// the writer, which every producer waits for, spends nothing on the rows'
+// contents; Load reads them afterwards on the read pool, concurrently with
+// the next write. When it fails, nothing was settled or claimed.
 func (q *Queue) SettleAndClaimIDs(ctx context.Context, limit int, lease time.Duration, settlements ...Settlement) (Claimed, int, error) {
 	var (
 		c Claimed

@@ -134,8 +134,8 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 	r := &relayRun{b: b, nc: nc, js: js,
 		claimed: make(chan claim, window), resolved: make(chan *batch, window)}
 	// The channels hold window batches each, and at most window batches
-	// are in flight, so neither the publisher nor the waiter ever blocks
-	// on a send.
+	// are in flight, so neither the loader, the publisher nor the waiter
+	// ever blocks on a send.
 	loaded := make(chan *batch, window)
 	published := make(chan *batch, window)
 	var wg sync.WaitGroup
@@ -368,11 +368,7 @@ func (r *relayRun) settleAndClaim(ctx context.Context, limit int) (claim, error)
 			return claim{}, err
 		}
 		r.settled()
-		if len(c.IDs) > 0 {
-			r.lag(c.OldestDue, limit)
-		} else {
-			r.lag(time.Time{}, limit)
-		}
+		r.lag(c.OldestDue, limit) // zero when nothing was due
 		return claim{ids: c}, nil
 	}
 	if len(r.pending) > 0 {
