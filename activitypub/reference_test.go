@@ -250,43 +250,16 @@ func refStringOrMap(raw json.RawMessage) string {
 	return m[best]
 }
 
-// refParseTime reads an xsd:dateTime string; anything else gives the zero time.
+// refParseTime reads an xsd:dateTime string; anything else gives the zero
+// time (the layouts are parseTimeString's, which the rewrite kept).
 func refParseTime(raw json.RawMessage) time.Time {
-	s := refFirstString(raw)
-	if s == "" {
-		return time.Time{}
-	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04:05Z0700"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC()
-		}
-	}
-	return time.Time{}
-}
-
-// refObjectItems reads a property that holds one object or a list of them:
-// the items as raw JSON, nil for anything else.
-func refObjectItems(raw json.RawMessage) []json.RawMessage {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil
-	}
-	switch raw[0] {
-	case '{':
-		return []json.RawMessage{raw}
-	case '[':
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) == nil {
-			return items
-		}
-	}
-	return nil
+	return parseTimeString(refFirstString(raw))
 }
 
 // refParseTags reads a tag property: one tag object or a list of them.
 func refParseTags(raw json.RawMessage) []Tag {
 	var out []Tag
-	for _, it := range refObjectItems(raw) {
+	for _, it := range objectItems(raw) {
 		var w wire
 		if refDecodeObject(it, &w) != nil {
 			continue
