@@ -95,23 +95,6 @@ const payloadColumn = `CASE WHEN payload = '' THEN
 const rowColumns = `id, event_id, type, target, ` + payloadColumn + `, status, attempts, next_attempt_at,
 	claimed_at, last_error, occurred_at, created_at, updated_at, republished`
 
-// claimColumns is what a claim reads of each row: rowColumns without the
-// three values the claim itself writes (status, claimed_at, updated_at).
-const claimColumns = `id, event_id, type, target, ` + payloadColumn + `, attempts, next_attempt_at,
-	last_error, occurred_at, created_at, republished`
-
-// A claim reads the rows it takes, then marks them by id, in one write
-// transaction: the write lock keeps the rows as they were read. Reading
-// first costs less than UPDATE ... RETURNING, which buffers every returned
-// row before handing out the first, and it is the shape a claim takes on
-// PostgreSQL too (SELECT ... FOR UPDATE SKIP LOCKED, then UPDATE).
-const (
-	sqlSelectStale = `SELECT ` + claimColumns + ` FROM event_queue
-		WHERE status = 'processing' AND claimed_at <= ? ORDER BY claimed_at LIMIT ?`
-	sqlSelectDue = `SELECT ` + claimColumns + ` FROM event_queue
-		WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`
-)
-
 const (
 	sqlRowDone = `UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
 		WHERE id = ? AND status = 'processing' AND claimed_at = ?`
@@ -238,7 +221,7 @@ func execIDs(s *stmts, byWidth map[int]string, rangeQuery string, args []any, id
 // hotQueries are the statements of claiming and settling, which the queue
 // keeps prepared.
 var hotQueries = func() []string {
-	qs := []string{sqlSelectStale, sqlSelectDue, sqlSelectStaleIDs, sqlSelectDueIDs, sqlRowDefer, sqlRowDead,
+	qs := []string{sqlSelectStaleIDs, sqlSelectDueIDs, sqlLoadRange, sqlLoadClaimed, sqlRowDefer, sqlRowDead,
 		sqlRangeClaim, sqlRangeDone}
 	for w := 1; w <= maxIDs; w *= 2 {
 		qs = append(qs, sqlRowsClaim[w], sqlRowsDone[w])
@@ -272,70 +255,21 @@ func (q *Queue) Claim(ctx context.Context, limit int, lease time.Duration) ([]Ro
 	return rows, nil
 }
 
-// claimRows claims up to limit rows with owner token token: first rows
-// whose claim is older than lease, then due pending rows, oldest first.
+// claimRows claims up to limit rows with owner token token, as claimIDs
+// does, and reads them in the claim's transaction.
 func claimRows(s *stmts, token int64, now time.Time, limit int, lease time.Duration) ([]Row, error) {
-	if limit <= 0 {
-		return nil, nil
+	c, err := claimIDs(s, token, now, limit, lease)
+	if err != nil || len(c.IDs) == 0 {
+		return nil, err
 	}
-	nowMs := now.UnixMilli()
-	rows, err := selectClaim(s, nil, sqlSelectStale, nowMs-lease.Milliseconds(), limit)
+	rows, err := loadClaimed(c, s.query)
 	if err != nil {
 		return nil, err
 	}
-	if len(rows) < limit {
-		if rows, err = selectClaim(s, rows, sqlSelectDue, nowMs, limit-len(rows)); err != nil {
-			return nil, err
-		}
-	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	ids := make([]int64, len(rows))
-	claimedAt, updatedAt := time.UnixMilli(token), time.UnixMilli(nowMs)
-	for i := range rows {
-		ids[i] = rows[i].ID
-		rows[i].Status, rows[i].ClaimedAt, rows[i].UpdatedAt = StatusProcessing, claimedAt, updatedAt
-	}
-	n, err := execIDs(s, sqlRowsClaim, sqlRangeClaim, []any{token, nowMs}, ids)
-	if err != nil {
-		return nil, err
-	}
-	if n != int64(len(rows)) {
-		return nil, fmt.Errorf("claimed %d of the %d rows read", n, len(rows))
+	if len(rows) != len(c.IDs) {
+		return nil, fmt.Errorf("read %d of the %d rows claimed", len(rows), len(c.IDs))
 	}
 	return rows, nil
-}
-
-// selectClaim reads up to limit rows to claim (args: the bound, then the
-// limit) and appends them to out.
-func selectClaim(s *stmts, out []Row, query string, bound int64, limit int) ([]Row, error) {
-	rs, err := s.query(query, bound, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	if out == nil {
-		out = make([]Row, 0, limit)
-	}
-	for rs.Next() {
-		var (
-			r                    Row
-			eventID, target, msg sql.NullString
-			payload              []byte
-			next, occ, cr        int64
-		)
-		if err := rs.Scan(&r.ID, &eventID, &r.Event.Type, &target, &payload, &r.Attempts, &next,
-			&msg, &occ, &cr, &r.Republished); err != nil {
-			return nil, err
-		}
-		r.Event.ID, r.Event.Target, r.LastError = eventID.String, target.String, msg.String
-		r.Event.Payload = payload
-		r.Event.OccurredAt = time.UnixMilli(occ)
-		r.NextAttemptAt, r.CreatedAt = time.UnixMilli(next), time.UnixMilli(cr)
-		out = append(out, r)
-	}
-	return out, rs.Err()
 }
 
 type scanner interface{ Scan(...any) error }
@@ -377,8 +311,14 @@ type Claimed struct {
 	OldestDue time.Time
 }
 
-// Statements of SettleAndClaimIDs: the ids to claim and their due times,
-// both answered from the partial index of their status alone for due rows.
+// Statements of a claim: the ids to claim and their due times (due rows'
+// from their partial index alone), then the rows to read. A claim reads
+// ids, marks them, then reads the rows it needs, in one write transaction
+// (or, for the relay, the rows on the read pool afterwards): the write lock
+// keeps the rows as they were read. That costs less than UPDATE ...
+// RETURNING, which buffers every returned row before handing out the first,
+// and it is the shape a claim takes on PostgreSQL too (SELECT ... FOR
+// UPDATE SKIP LOCKED, then UPDATE).
 const (
 	sqlSelectStaleIDs = `SELECT id, next_attempt_at FROM event_queue
 		WHERE status = 'processing' AND claimed_at <= ? ORDER BY claimed_at LIMIT ?`
@@ -426,9 +366,13 @@ func (q *Queue) SettleAndClaimIDs(ctx context.Context, limit int, lease time.Dur
 	return c, n, nil
 }
 
-// claimIDs claims up to limit rows with owner token token, as claimRows
-// does, reading only their ids and due times.
+// claimIDs claims up to limit rows with owner token token: first rows
+// whose claim is older than lease, then due pending rows, oldest first. It
+// reads only their ids and due times.
 func claimIDs(s *stmts, token int64, now time.Time, limit int, lease time.Duration) (Claimed, error) {
+	if limit <= 0 {
+		return Claimed{}, nil
+	}
 	nowMs := now.UnixMilli()
 	ids := make([]int64, 0, limit)
 	oldest := int64(0)
@@ -481,6 +425,27 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 	if len(c.IDs) == 0 {
 		return nil, nil
 	}
+	rows, err := loadClaimed(c, func(query string, args ...any) (*sql.Rows, error) {
+		st := q.rcache.get(query)
+		if st == nil {
+			q.rcache.prepare(ctx, query)
+			if st = q.rcache.get(query); st == nil {
+				// Not kept prepared: a one-off query.
+				return q.read.QueryContext(ctx, query, args...)
+			}
+		}
+		return st.QueryContext(ctx, args...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
+	}
+	return rows, nil
+}
+
+// loadClaimed reads the rows of claim c with run (the read pool's
+// statements for Load, the claim's transaction for Claim), in the order of
+// c.IDs, leaving out those the claim no longer holds.
+func loadClaimed(c Claimed, run func(query string, args ...any) (*sql.Rows, error)) ([]Row, error) {
 	// index finds a row's place in c.IDs: by its offset in a range of
 	// consecutive ids, else through a map.
 	var index func(id int64) (int, bool)
@@ -507,20 +472,9 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 			return i, ok
 		}
 	}
-	st := q.rcache.get(query)
-	if st == nil {
-		q.rcache.prepare(ctx, query)
-		if st = q.rcache.get(query); st == nil {
-			var err error
-			if st, err = q.read.PrepareContext(ctx, query); err != nil {
-				return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
-			}
-			defer st.Close()
-		}
-	}
-	rs, err := st.QueryContext(ctx, args...)
+	rs, err := run(query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
+		return nil, err
 	}
 	defer rs.Close()
 	found := make([]Row, len(c.IDs))
@@ -535,7 +489,7 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 		)
 		if err := rs.Scan(&r.ID, &r.Event.ID, &r.Event.Type, &r.Event.Target, &payload, &attempts, &next,
 			&occ, &repub); err != nil {
-			return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
+			return nil, err
 		}
 		i, ok := index(r.ID)
 		if !ok || found[i].ID != 0 {
@@ -548,7 +502,7 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 		n++
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: load claimed rows: %w", err)
+		return nil, err
 	}
 	if n == len(found) {
 		return found, nil
