@@ -31,11 +31,8 @@ const maxURLs = 4
 type parsedURL struct {
 	raw    string
 	valid  bool      // url.Parse accepts raw
-	scheme string    // lower case
 	host   string    // the authority without user information, as written
-	user   bool      // the authority has user information
-	origin urlOrigin // zero until asked for, or when raw has none
-	done   bool      // origin was computed
+	origin urlOrigin // zero when raw has none
 }
 
 // urlOrigin is the scheme and lower-cased host (with port) of an absolute
@@ -60,7 +57,10 @@ func (c *urls) get(raw string) *parsedURL {
 		e = &parsedURL{raw: raw}
 	}
 	if u, err := url.Parse(raw); err == nil {
-		e.valid, e.scheme, e.host, e.user = true, u.Scheme, u.Host, u.User != nil
+		e.valid, e.host = true, u.Host
+		if (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.User == nil {
+			e.origin = urlOrigin{scheme: u.Scheme, host: strings.ToLower(u.Host)}
+		}
 	}
 	return e
 }
@@ -69,12 +69,6 @@ func (c *urls) get(raw string) *parsedURL {
 // anything else.
 func (c *urls) origin(raw string) (urlOrigin, bool) {
 	e := c.get(raw)
-	if !e.done {
-		e.done = true
-		if e.valid && (e.scheme == "https" || e.scheme == "http") && e.host != "" && !e.user {
-			e.origin = urlOrigin{scheme: e.scheme, host: strings.ToLower(e.host)}
-		}
-	}
 	return e.origin, e.origin.host != ""
 }
 
