@@ -98,33 +98,6 @@ type Tag struct {
 	Href string `json:"href,omitempty"`
 }
 
-// wire is the loose shape of the properties actor documents share with
-// objects; ParseActor decodes into it (activities and objects are read in
-// one pass, see decode.go).
-type wire struct {
-	ID           json.RawMessage `json:"id"`
-	Type         json.RawMessage `json:"type"`
-	Actor        json.RawMessage `json:"actor"`
-	Object       json.RawMessage `json:"object"`
-	Target       json.RawMessage `json:"target"`
-	AttributedTo json.RawMessage `json:"attributedTo"`
-	To           json.RawMessage `json:"to"`
-	Cc           json.RawMessage `json:"cc"`
-	Bto          json.RawMessage `json:"bto"`
-	Bcc          json.RawMessage `json:"bcc"`
-	Audience     json.RawMessage `json:"audience"`
-	Published    json.RawMessage `json:"published"`
-	Updated      json.RawMessage `json:"updated"`
-	Name         json.RawMessage `json:"name"`
-	Summary      json.RawMessage `json:"summary"`
-	Content      json.RawMessage `json:"content"`
-	MediaType    json.RawMessage `json:"mediaType"`
-	URL          json.RawMessage `json:"url"`
-	InReplyTo    json.RawMessage `json:"inReplyTo"`
-	Sensitive    json.RawMessage `json:"sensitive"`
-	Tag          json.RawMessage `json:"tag"`
-}
-
 // ParseActivity decodes an activity. It requires a JSON object with non-empty
 // "id", "type" and "actor"; a missing one is reported as *MissingFieldError.
 // Everything else is optional and decoded tolerantly.

@@ -74,9 +74,15 @@ func (a *Actor) Key(keyID string) (PublicKey, bool) {
 	return PublicKey{}, false
 }
 
+// actorWire holds the raw properties of an actor document that ParseActor
+// reads.
 type actorWire struct {
-	wire
+	ID                        json.RawMessage `json:"id"`
+	Type                      json.RawMessage `json:"type"`
 	PreferredUsername         json.RawMessage `json:"preferredUsername"`
+	Name                      json.RawMessage `json:"name"`
+	Summary                   json.RawMessage `json:"summary"`
+	URL                       json.RawMessage `json:"url"`
 	Inbox                     json.RawMessage `json:"inbox"`
 	Outbox                    json.RawMessage `json:"outbox"`
 	Followers                 json.RawMessage `json:"followers"`
@@ -85,8 +91,6 @@ type actorWire struct {
 	ManuallyApprovesFollowers json.RawMessage `json:"manuallyApprovesFollowers"`
 	PublicKey                 json.RawMessage `json:"publicKey"`
 	AdditionalPublicKeys      json.RawMessage `json:"additionalPublicKeys"`
-	Owner                     json.RawMessage `json:"owner"`
-	PublicKeyPem              json.RawMessage `json:"publicKeyPem"`
 }
 
 // ParseActor decodes an actor document. It requires "id" and "inbox"
@@ -164,7 +168,11 @@ func ParsePublicKeyDocument(data []byte) (*PublicKey, error) {
 func parseKeys(raw json.RawMessage) []PublicKey {
 	var out []PublicKey
 	for _, it := range objectItems(raw) {
-		var w actorWire
+		var w struct {
+			ID           json.RawMessage `json:"id"`
+			Owner        json.RawMessage `json:"owner"`
+			PublicKeyPem json.RawMessage `json:"publicKeyPem"`
+		}
 		it = bytes.TrimSpace(it)
 		if len(it) == 0 || it[0] != '{' || json.Unmarshal(it, &w) != nil {
 			continue

@@ -17,11 +17,12 @@ import (
 // those values into strings and ids by walking them in place.
 //
 // The result is the one encoding/json would give with the loose shapes of
-// wire: the documents accepted are those json.Valid accepts, which are
-// those json.Unmarshal accepts; property names match as
-// encoding/json matches them to struct fields (exactly, else
-// case-insensitively with Unicode simple folding), the last of repeated
-// properties wins, and strings are unquoted as encoding/json unquotes them.
+// the reference decoder's wire (reference_test.go): the documents accepted
+// are those json.Valid accepts, which are those json.Unmarshal accepts;
+// property names match as encoding/json matches them to struct fields
+// (exactly, else case-insensitively with Unicode simple folding), the last
+// of repeated properties wins, and strings are unquoted as encoding/json
+// unquotes them.
 // reference_test.go keeps the decoder this one replaced (json.Unmarshal
 // into json.RawMessage properties, then each property again); the
 // differential tests and fuzz targets of decode_test.go hold the two to the
@@ -150,10 +151,9 @@ func foldRune(r rune) rune {
 // slices of that copy. Errors wrap ErrMalformed with encoding/json's
 // message.
 func decodeProps(data []byte) (props, []byte, error) {
-	var p props
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
-		return p, nil, fmt.Errorf("%w: not a JSON object", ErrMalformed)
+		return props{}, nil, fmt.Errorf("%w: not a JSON object", ErrMalformed)
 	}
 	// encoding/json validates (its scanner, nesting limit included); the
 	// walkers below only read what it accepted.
@@ -162,17 +162,12 @@ func decodeProps(data []byte) (props, []byte, error) {
 		// anything is decoded, so the target does not matter).
 		var v struct{}
 		if err := json.Unmarshal(data, &v); err != nil {
-			return p, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+			return props{}, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
-		return p, nil, fmt.Errorf("%w: invalid JSON", ErrMalformed)
+		return props{}, nil, fmt.Errorf("%w: invalid JSON", ErrMalformed)
 	}
 	data = bytes.Clone(data)
-	members(data, func(key, val []byte) {
-		if idx := propIndex(key); idx >= 0 {
-			p[idx] = val[:len(val):len(val)]
-		}
-	})
-	return p, data, nil
+	return objectProps(data), data, nil
 }
 
 // skipSpace returns the index of the first byte at or after i that is not
@@ -277,12 +272,12 @@ func members(v []byte, fn func(key, val []byte)) {
 }
 
 // objectProps returns the raw values of the properties of the valid
-// object v.
+// object v, slices of v capped at their length.
 func objectProps(v []byte) props {
 	var p props
 	members(v, func(key, val []byte) {
 		if idx := propIndex(key); idx >= 0 {
-			p[idx] = val
+			p[idx] = val[:len(val):len(val)]
 		}
 	})
 	return p

@@ -229,13 +229,13 @@ func (f *Fetcher) FetchKey(ctx context.Context, keyID string) (crypto.PublicKey,
 	if a, err := ParseActor(body); err == nil {
 		switch {
 		case idMatches(a.ID, keyID, final):
-			return keyOf(a, keyID)
+			return KeyOf(a, keyID)
 		case sameHost(a.ID, keyID):
 			owner, err := f.FetchActor(ctx, a.ID)
 			if err != nil {
 				return nil, nil, err
 			}
-			return keyOf(owner, keyID)
+			return KeyOf(owner, keyID)
 		}
 		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w: id %s", keyID, ErrIDMismatch, a.ID)
 	}
@@ -250,7 +250,7 @@ func (f *Fetcher) FetchKey(ctx context.Context, keyID string) (crypto.PublicKey,
 	if err != nil {
 		return nil, nil, err
 	}
-	return keyOf(owner, keyID)
+	return KeyOf(owner, keyID)
 }
 
 // sameHost reports whether two URLs have the same scheme and host.
@@ -261,8 +261,12 @@ func sameHost(a, b string) bool {
 		strings.EqualFold(ua.Host, ub.Host) && ua.Scheme == ub.Scheme
 }
 
-// keyOf returns the parsed key keyID of actor a.
-func keyOf(a *Actor, keyID string) (crypto.PublicKey, *Actor, error) {
+// KeyOf returns the public key keyID of actor a, parsed from its PEM, and a
+// as the key's owner. The key must be one of a's keys (see Actor.Key) and,
+// when it names an owner, be owned by a; otherwise the error matches
+// ErrKeyNotFound. A PEM that ParsePublicKeyPEM refuses gives an error
+// matching ErrBadKey.
+func KeyOf(a *Actor, keyID string) (crypto.PublicKey, *Actor, error) {
 	k, ok := a.Key(keyID)
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: %s not in actor %s", ErrKeyNotFound, keyID, a.ID)

@@ -3,6 +3,7 @@ package activitypub
 import (
 	"context"
 	"crypto"
+	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
@@ -425,7 +426,7 @@ func TestResolverKeyRotation(t *testing.T) {
 	if err != nil || owner != b.remote.url("/users/rotating") {
 		t.Fatalf("Key: %v (owner %q)", err, owner)
 	}
-	newKey, err := rsa.GenerateKey(randReader(), 2048)
+	newKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}

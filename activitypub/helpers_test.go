@@ -1,20 +1,11 @@
 package activitypub
 
 import (
-	"bytes"
-	"crypto/rand"
-	"crypto/sha512"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 )
-
-func sha512Sum(b []byte) []byte {
-	s := sha512.Sum512(b)
-	return s[:]
-}
 
 func mustURL(t testing.TB, s string) *url.URL {
 	t.Helper()
@@ -25,12 +16,6 @@ func mustURL(t testing.TB, s string) *url.URL {
 	return u
 }
 
-func readAllLimit(r io.Reader, n int64) ([]byte, error) {
-	return io.ReadAll(io.LimitReader(r, n))
-}
-
-func readCloser(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
-
 func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
@@ -39,5 +24,3 @@ func readTestdata(t testing.TB, name string) []byte {
 	}
 	return b
 }
-
-func randReader() io.Reader { return rand.Reader }

@@ -1,7 +1,6 @@
 package activitypub
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,15 +54,10 @@ func NewActivity(baseURL, eventID, typ, actor string, object any, to, cc []strin
 	case published.IsZero():
 		return nil, "", fmt.Errorf("%w: zero published time", ErrBuild)
 	}
-	if raw, ok := object.(json.RawMessage); ok {
-		if !json.Valid(raw) {
-			return nil, "", fmt.Errorf("%w: object is not valid JSON", ErrBuild)
-		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, raw); err != nil {
-			return nil, "", fmt.Errorf("%w: %v", ErrBuild, err)
-		}
-		object = json.RawMessage(buf.Bytes())
+	// json.Marshal validates and compacts a json.RawMessage object, but
+	// writes a nil one as null.
+	if raw, ok := object.(json.RawMessage); ok && raw == nil {
+		return nil, "", fmt.Errorf("%w: object is not valid JSON", ErrBuild)
 	}
 	id := ActivityID(baseURL, eventID, typ)
 	doc := activityDoc{

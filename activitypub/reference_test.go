@@ -12,6 +12,32 @@ import (
 // document into json.RawMessage properties with encoding/json and each
 // property again. The differential tests and fuzz targets compare the two.
 
+// wire is the loose shape of the properties of an activity, an object or a
+// tag, into which the reference decoder decodes them.
+type wire struct {
+	ID           json.RawMessage `json:"id"`
+	Type         json.RawMessage `json:"type"`
+	Actor        json.RawMessage `json:"actor"`
+	Object       json.RawMessage `json:"object"`
+	Target       json.RawMessage `json:"target"`
+	AttributedTo json.RawMessage `json:"attributedTo"`
+	To           json.RawMessage `json:"to"`
+	Cc           json.RawMessage `json:"cc"`
+	Bto          json.RawMessage `json:"bto"`
+	Bcc          json.RawMessage `json:"bcc"`
+	Audience     json.RawMessage `json:"audience"`
+	Published    json.RawMessage `json:"published"`
+	Updated      json.RawMessage `json:"updated"`
+	Name         json.RawMessage `json:"name"`
+	Summary      json.RawMessage `json:"summary"`
+	Content      json.RawMessage `json:"content"`
+	MediaType    json.RawMessage `json:"mediaType"`
+	URL          json.RawMessage `json:"url"`
+	InReplyTo    json.RawMessage `json:"inReplyTo"`
+	Sensitive    json.RawMessage `json:"sensitive"`
+	Tag          json.RawMessage `json:"tag"`
+}
+
 // refParseActivity decodes an activity. It requires a JSON object with non-empty
 // "id", "type" and "actor"; a missing one is reported as *MissingFieldError.
 // Everything else is optional and decoded tolerantly.

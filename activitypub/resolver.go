@@ -149,7 +149,7 @@ func (r *Resolver) Key(ctx context.Context, keyID string, refresh bool) (crypto.
 		if a == nil {
 			continue
 		}
-		pub, owner, err := keyOf(a, keyID)
+		pub, owner, err := KeyOf(a, keyID)
 		if err != nil {
 			continue
 		}

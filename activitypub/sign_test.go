@@ -5,9 +5,11 @@ import (
 	"crypto"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -243,9 +245,9 @@ func TestVerifyDigest(t *testing.T) {
 	}
 	// SHA-512 is checked when present, alongside SHA-256, in either header layout.
 	body := []byte("payload")
-	s256, s512 := sha256.Sum256(body), sha512Sum(body)
+	s256, s512 := sha256.Sum256(body), sha512.Sum512(body)
 	good256 := "SHA-256=" + base64.StdEncoding.EncodeToString(s256[:])
-	good512 := "sha-512=" + base64.StdEncoding.EncodeToString(s512)
+	good512 := "sha-512=" + base64.StdEncoding.EncodeToString(s512[:])
 	for _, tc := range []struct {
 		vals []string
 		ok   bool
@@ -417,7 +419,7 @@ func TestSignVerifyOverHTTP(t *testing.T) {
 	type result struct{ err error }
 	results := make(chan result, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := readAllLimit(r.Body, 1<<20)
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if r.Header.Get("X-Tamper") == "host" {
 			r.Host = "evil.example"
 		}
@@ -440,7 +442,7 @@ func TestSignVerifyOverHTTP(t *testing.T) {
 			body = tamper(req, body)
 		}
 		if body != nil {
-			req.Body = readCloser(body)
+			req.Body = io.NopCloser(bytes.NewReader(body))
 			req.ContentLength = int64(len(body))
 		}
 		resp, err := srv.Client().Do(req)

@@ -364,78 +364,21 @@ func Verify(r *http.Request, body []byte, pub crypto.PublicKey, opts VerifyOptio
 // every check Verify makes, with p in place of a second parse of r's
 // Signature header. p must be the signature of r; r is not modified.
 func VerifySignature(r *http.Request, p *SignatureParams, body []byte, pub crypto.PublicKey, opts VerifyOptions) error {
-	opts = opts.withDefaults()
-	if p == nil {
-		return ErrNoSignature
-	}
-	for _, v := range []string{p.KeyID, p.Algorithm, p.Signature} {
-		if strings.ContainsAny(v, "\"\\,") {
-			return fmt.Errorf("%w: unsupported character in a parameter", ErrMalformedSignature)
-		}
-	}
-	var algo httpsig.Algorithm
-	switch k := pub.(type) {
-	case *rsa.PublicKey:
-		algo = httpsig.RSA_SHA256
-	case ed25519.PublicKey:
-		if len(k) != ed25519.PublicKeySize {
-			// httpsig would panic on it.
-			return fmt.Errorf("%w: Ed25519 key of %d bytes", ErrUnsupportedKey, len(k))
-		}
-		algo = httpsig.ED25519
-	default:
-		return fmt.Errorf("%w: %T", ErrUnsupportedKey, pub)
-	}
-	for _, h := range []string{httpsig.RequestTarget, "host"} {
-		if !p.signed(h) {
-			return &MissingSignedHeaderError{Header: h}
-		}
-	}
-	if !p.signed("date") && !p.signed("(created)") {
-		return &MissingSignedHeaderError{Header: "date"}
-	}
-	needDigest := opts.RequireDigest || len(body) > 0
-	switch r.Method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		needDigest = true
-	}
-	if needDigest && !p.signed("digest") {
-		return &MissingSignedHeaderError{Header: "digest"}
-	}
-	if needDigest || r.Header.Get("Digest") != "" {
-		if err := checkDigest(r.Header.Values("Digest"), body); err != nil {
-			return err
-		}
-	}
-	now := opts.Now()
-	if p.signed("date") {
-		date := r.Header.Get("Date")
-		d, err := http.ParseTime(date)
-		if err != nil {
-			return fmt.Errorf("%w: unparseable Date", ErrDateOutOfWindow)
-		}
-		if skew := now.Sub(d); skew > opts.Window || skew < -opts.Window {
-			return fmt.Errorf("%w: Date %s is %s from now", ErrDateOutOfWindow, date, skew.Round(time.Second))
-		}
-	}
-	if p.Created != 0 {
-		if skew := now.Sub(time.Unix(p.Created, 0)); skew > opts.Window || skew < -opts.Window {
-			return fmt.Errorf("%w: created is %s from now", ErrDateOutOfWindow, skew.Round(time.Second))
-		}
-	}
-	if p.Expires != 0 && now.After(time.Unix(p.Expires, 0)) {
-		return fmt.Errorf("%w: signature expired", ErrDateOutOfWindow)
+	algo, err := checkSignature(r, p, body, pub, opts)
+	if err != nil {
+		return err
 	}
 
 	// Verify with httpsig on a minimal request of its own: its
 	// (request-target) is URL.Path + "?" + RawQuery, so give it the raw path;
 	// give it a header map holding only what it reads: the canonical form of
-	// the Signature header (its parser breaks on whitespace after commas),
-	// the Host, and the signed headers (their values shared with r, which
-	// httpsig only reads). Authorization is left out, as it may carry the
-	// signature itself and httpsig refuses two signature headers.
+	// the Signature header (its parser breaks on whitespace after commas)
+	// and the signed headers, host among them (r.Host when set, else the
+	// Host header), their values shared with r, which httpsig only reads.
+	// Authorization is left out, as it may carry the signature itself and
+	// httpsig refuses two signature headers.
 	path, query := rawTarget(r)
-	hdr := make(http.Header, len(p.Headers)+2)
+	hdr := make(http.Header, len(p.Headers)+1)
 	for _, h := range p.Headers {
 		if strings.HasPrefix(h, "(") {
 			continue
@@ -453,11 +396,6 @@ func VerifySignature(r *http.Request, p *SignatureParams, body []byte, pub crypt
 		}
 		hdr[name] = v
 	}
-	if r.Host != "" {
-		hdr["Host"] = []string{r.Host}
-	} else if v, ok := r.Header["Host"]; ok {
-		hdr["Host"] = v
-	}
 	hdr["Signature"] = []string{p.String()}
 	cp := &http.Request{
 		Method: r.Method,
@@ -473,6 +411,75 @@ func VerifySignature(r *http.Request, p *SignatureParams, body []byte, pub crypt
 		return fmt.Errorf("%w: %v", ErrBadSignature, err)
 	}
 	return nil
+}
+
+// checkSignature makes VerifySignature's checks that come before the
+// signature itself: p's parameters, the key type, the signed header list,
+// the digest and the dates. It returns the algorithm of pub.
+func checkSignature(r *http.Request, p *SignatureParams, body []byte, pub crypto.PublicKey, opts VerifyOptions) (httpsig.Algorithm, error) {
+	opts = opts.withDefaults()
+	if p == nil {
+		return "", ErrNoSignature
+	}
+	for _, v := range []string{p.KeyID, p.Algorithm, p.Signature} {
+		if strings.ContainsAny(v, "\"\\,") {
+			return "", fmt.Errorf("%w: unsupported character in a parameter", ErrMalformedSignature)
+		}
+	}
+	var algo httpsig.Algorithm
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		algo = httpsig.RSA_SHA256
+	case ed25519.PublicKey:
+		if len(k) != ed25519.PublicKeySize {
+			// httpsig would panic on it.
+			return "", fmt.Errorf("%w: Ed25519 key of %d bytes", ErrUnsupportedKey, len(k))
+		}
+		algo = httpsig.ED25519
+	default:
+		return "", fmt.Errorf("%w: %T", ErrUnsupportedKey, pub)
+	}
+	for _, h := range []string{httpsig.RequestTarget, "host"} {
+		if !p.signed(h) {
+			return "", &MissingSignedHeaderError{Header: h}
+		}
+	}
+	if !p.signed("date") && !p.signed("(created)") {
+		return "", &MissingSignedHeaderError{Header: "date"}
+	}
+	needDigest := opts.RequireDigest || len(body) > 0
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		needDigest = true
+	}
+	if needDigest && !p.signed("digest") {
+		return "", &MissingSignedHeaderError{Header: "digest"}
+	}
+	if needDigest || r.Header.Get("Digest") != "" {
+		if err := checkDigest(r.Header.Values("Digest"), body); err != nil {
+			return "", err
+		}
+	}
+	now := opts.Now()
+	if p.signed("date") {
+		date := r.Header.Get("Date")
+		d, err := http.ParseTime(date)
+		if err != nil {
+			return "", fmt.Errorf("%w: unparseable Date", ErrDateOutOfWindow)
+		}
+		if skew := now.Sub(d); skew > opts.Window || skew < -opts.Window {
+			return "", fmt.Errorf("%w: Date %s is %s from now", ErrDateOutOfWindow, date, skew.Round(time.Second))
+		}
+	}
+	if p.Created != 0 {
+		if skew := now.Sub(time.Unix(p.Created, 0)); skew > opts.Window || skew < -opts.Window {
+			return "", fmt.Errorf("%w: created is %s from now", ErrDateOutOfWindow, skew.Round(time.Second))
+		}
+	}
+	if p.Expires != 0 && now.After(time.Unix(p.Expires, 0)) {
+		return "", fmt.Errorf("%w: signature expired", ErrDateOutOfWindow)
+	}
+	return algo, nil
 }
 
 // rawTarget returns the path and query of r as they appeared on the wire.

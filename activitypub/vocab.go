@@ -9,6 +9,12 @@ import (
 // Public is the special collection addressing an activity to everyone.
 const Public = "https://www.w3.org/ns/activitystreams#Public"
 
+// IsPublic reports whether v names the public collection: Public, or its
+// compact forms "as:Public" and "Public".
+func IsPublic(v string) bool {
+	return v == Public || v == "as:Public" || v == "Public"
+}
+
 // ActivityStreams is the ActivityStreams JSON-LD context and profile URI.
 const ActivityStreams = "https://www.w3.org/ns/activitystreams"
 

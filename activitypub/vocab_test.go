@@ -55,3 +55,27 @@ func TestAccepts(t *testing.T) {
 		}
 	}
 }
+
+func TestIsPublic(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		v    string
+		want bool
+	}{
+		{Public, true},
+		{"as:Public", true},
+		{"Public", true},
+		{"", false},
+		{"public", false},
+		{"as:public", false},
+		{"https://www.w3.org/ns/activitystreams#public", false},
+		{"http://www.w3.org/ns/activitystreams#Public", false},
+		{Public + "/", false},
+		{"https://courier.example/users/alice/followers", false},
+	}
+	for _, tt := range tests {
+		if got := IsPublic(tt.v); got != tt.want {
+			t.Errorf("IsPublic(%q) = %v, want %v", tt.v, got, tt.want)
+		}
+	}
+}
