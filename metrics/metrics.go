@@ -217,7 +217,7 @@ func NewWithConfig(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "go_version": b.GoVersion},
 	})
 	buildInfo.Set(1)
-	r.register("courier_build_info", buildInfo)
+	register(r, buildInfo, "courier_build_info")
 	if !cfg.NoRuntimeCollectors {
 		r.registerForeign(collectors.NewGoCollector())
 		r.registerForeign(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -230,10 +230,7 @@ func NewWithConfig(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 		relay:    newRelay(r),
 	}
 	stats := newStatsCollector(cfg, r.guard)
-	m.stats = stats
-	if got, ok := r.registerCollector(stats, stats.names()...).(*statsCollector); ok {
-		m.stats = got // New ran before on this registry: share its sources
-	}
+	m.stats = register(r, stats, stats.names()...) // after an earlier New, share its sources
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -295,18 +292,19 @@ type registrar struct {
 
 func (r *registrar) guard() *labelGuard { return newLabelGuard(r.max) }
 
-// register registers c under name and returns the collector to use: c
-// itself, or the one already registered when New runs twice on a registry.
-func (r *registrar) register(name string, c prometheus.Collector) prometheus.Collector {
-	r.names = append(r.names, name)
-	return r.registerForeign(c)
-}
-
-func (r *registrar) registerCollector(c prometheus.Collector, names ...string) prometheus.Collector {
+// register registers c, which exports the metrics names, and returns the
+// collector to use: c itself, or the one of the same type already
+// registered when New runs twice on a registry.
+func register[C prometheus.Collector](r *registrar, c C, names ...string) C {
 	r.names = append(r.names, names...)
-	return r.registerForeign(c)
+	if got, ok := r.registerForeign(c).(C); ok {
+		return got
+	}
+	return c
 }
 
+// registerForeign registers c without naming its metrics, and returns c or
+// the collector already registered in its place.
 func (r *registrar) registerForeign(c prometheus.Collector) prometheus.Collector {
 	if r.reg == nil || r.err != nil {
 		return c
@@ -322,43 +320,27 @@ func (r *registrar) registerForeign(c prometheus.Collector) prometheus.Collector
 }
 
 func counterVec(r *registrar, subsystem, name, help string, labels ...string) *prometheus.CounterVec {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+	return register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
-	}, labels)
-	if got, ok := r.register(prometheus.BuildFQName(Namespace, subsystem, name), v).(*prometheus.CounterVec); ok {
-		return got
-	}
-	return v
+	}, labels), prometheus.BuildFQName(Namespace, subsystem, name))
 }
 
 func counter(r *registrar, subsystem, name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{
+	return register(r, prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
-	})
-	if got, ok := r.register(prometheus.BuildFQName(Namespace, subsystem, name), c).(prometheus.Counter); ok {
-		return got
-	}
-	return c
+	}), prometheus.BuildFQName(Namespace, subsystem, name))
 }
 
 func gauge(r *registrar, subsystem, name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
+	return register(r, prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
-	})
-	if got, ok := r.register(prometheus.BuildFQName(Namespace, subsystem, name), g).(prometheus.Gauge); ok {
-		return got
-	}
-	return g
+	}), prometheus.BuildFQName(Namespace, subsystem, name))
 }
 
 func histogramVec(r *registrar, subsystem, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	return register(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: buckets,
-	}, labels)
-	if got, ok := r.register(prometheus.BuildFQName(Namespace, subsystem, name), v).(*prometheus.HistogramVec); ok {
-		return got
-	}
-	return v
+	}, labels), prometheus.BuildFQName(Namespace, subsystem, name))
 }
 
 // durationBuckets covers handler and HTTP delivery times, from a ledger hit

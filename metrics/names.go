@@ -29,9 +29,6 @@ var (
 // Dashboard returns the Grafana dashboard JSON (grafana/courier.json).
 func Dashboard() []byte { return slices.Clone(dashboard) }
 
-// AlertRules returns the Prometheus rule file (alerts.yml).
-func AlertRules() []byte { return slices.Clone(alertRules) }
-
 // Names returns the sorted names of the metric families g exposes now.
 // Vectors that have no series yet (a counter by outcome before the first
 // event) are absent: compare against (*Metrics).Names for the full set.

@@ -216,13 +216,8 @@ func (c *statsCollector) collectQueue(ctx context.Context, q QueueStats, out *[]
 	// only once per label set.
 	type key struct{ status, typ string }
 	sums := map[key]float64{}
-	var order []key
 	err := q.CountRows(ctx, func(status, eventType string, rows int64) {
-		k := key{c.statuses.value(status), c.types.value(eventType)}
-		if _, ok := sums[k]; !ok {
-			order = append(order, k)
-		}
-		sums[k] += float64(rows)
+		sums[key{c.statuses.value(status), c.types.value(eventType)}] += float64(rows)
 	})
 	if err != nil {
 		return err
@@ -239,8 +234,8 @@ func (c *statsCollector) collectQueue(ctx context.Context, q QueueStats, out *[]
 	if ok && due.Before(now) {
 		age = now.Sub(due).Seconds()
 	}
-	for _, k := range order {
-		*out = append(*out, prometheus.MustNewConstMetric(c.rows, prometheus.GaugeValue, sums[k], k.status, k.typ))
+	for k, n := range sums {
+		*out = append(*out, prometheus.MustNewConstMetric(c.rows, prometheus.GaugeValue, n, k.status, k.typ))
 	}
 	*out = append(*out, prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, age))
 	return nil
@@ -248,13 +243,8 @@ func (c *statsCollector) collectQueue(ctx context.Context, q QueueStats, out *[]
 
 func (c *statsCollector) collectHosts(ctx context.Context, h HostStats, out *[]prometheus.Metric) error {
 	sums := map[string]float64{}
-	var order []string
 	err := h.CountHosts(ctx, func(state string, hosts int64) {
-		s := c.states.value(state)
-		if _, ok := sums[s]; !ok {
-			order = append(order, s)
-		}
-		sums[s] += float64(hosts)
+		sums[c.states.value(state)] += float64(hosts)
 	})
 	if err != nil {
 		return err
@@ -263,8 +253,8 @@ func (c *statsCollector) collectHosts(ctx context.Context, h HostStats, out *[]p
 	if err != nil {
 		return err
 	}
-	for _, s := range order {
-		*out = append(*out, prometheus.MustNewConstMetric(c.hostsDesc, prometheus.GaugeValue, sums[s], s))
+	for s, n := range sums {
+		*out = append(*out, prometheus.MustNewConstMetric(c.hostsDesc, prometheus.GaugeValue, n, s))
 	}
 	*out = append(*out, prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(parked)))
 	return nil

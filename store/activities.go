@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/outbox"
 )
 
@@ -196,22 +197,14 @@ func (s *Store) newEvent() pendingEvent {
 	return pendingEvent{ID: uuid.NewString(), At: s.clock()}
 }
 
-// EnqueueActivityTx builds the activity typ of the local actor about
-// object (an id string or an embedded document), addressed to to and cc,
-// stores it, and enqueues the outgoing event that carries it, all in tx.
-// Inbound handlers use it for the Accept or Reject of a Follow.
-func (s *Store) EnqueueActivityTx(ctx context.Context, tx *sql.Tx, actor *Actor, typ string, object any, to, cc []string) (*Activity, error) {
-	return s.emitTx(ctx, tx, s.newEvent(), actor, typ, object, to, cc)
-}
-
 // emitTx builds, stores and enqueues one outgoing activity in tx; see the
 // package documentation.
 func (s *Store) emitTx(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Actor, typ string, object any, to, cc []string) (*Activity, error) {
-	doc, id, err := buildActivity(s.uris.Base, ev.ID, typ, actor.URI, object, to, cc, ev.At)
+	doc, id, err := activitypub.NewActivity(s.uris.Base, ev.ID, typ, actor.URI, object, to, cc, ev.At)
 	if err != nil {
 		return nil, fmt.Errorf("store: build %s: %w", typ, err)
 	}
-	payload, err := outgoingPayload(actor.URI, doc)
+	payload, err := json.Marshal(activitypub.Outgoing{Actor: actor.URI, Activity: doc})
 	if err != nil {
 		return nil, fmt.Errorf("store: build %s: %w", typ, err)
 	}
@@ -231,7 +224,7 @@ func (s *Store) emitTx(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *
 		return nil, wrap("store activity", err)
 	}
 	if err := outbox.Enqueue(ctx, tx, outbox.Event{
-		ID: ev.ID, Type: outgoingEventType, Payload: payload, OccurredAt: ev.At,
+		ID: ev.ID, Type: activitypub.EventOutgoing, Payload: payload, OccurredAt: ev.At,
 	}); err != nil {
 		return nil, err
 	}

@@ -154,11 +154,13 @@ func encodeKey(key *rsa.PrivateKey) (privPEM, pubPEM string, err error) {
 const actorColumns = `id, name, display_name, summary, manually_approves_followers,
 	private_key_pem, public_key_pem, created_at, updated_at`
 
-func (s *Store) scanActor(row interface{ Scan(...any) error }) (*Actor, error) {
+// scanActor scans actorColumns, then any further columns into extra.
+func (s *Store) scanActor(row interface{ Scan(...any) error }, extra ...any) (*Actor, error) {
 	var a Actor
 	var created, updated int64
-	if err := row.Scan(&a.ID, &a.Name, &a.DisplayName, &a.Summary, &a.ManuallyApprovesFollowers,
-		&a.PrivateKeyPEM, &a.PublicKeyPEM, &created, &updated); err != nil {
+	dest := []any{&a.ID, &a.Name, &a.DisplayName, &a.Summary, &a.ManuallyApprovesFollowers,
+		&a.PrivateKeyPEM, &a.PublicKeyPEM, &created, &updated}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
 	a.CreatedAt, a.UpdatedAt = fromMS(created), fromMS(updated)
@@ -194,12 +196,17 @@ func (s *Store) ActorByID(ctx context.Context, id int64) (*Actor, error) {
 // ActorByURI returns the local actor whose ActivityPub id (or key id) is
 // uri, or ENOTFOUND.
 func (s *Store) ActorByURI(ctx context.Context, uri string) (*Actor, error) {
+	return s.localActor(ctx, s.db.Read, uri)
+}
+
+// localActor is ActorByURI read through q.
+func (s *Store) localActor(ctx context.Context, q queryer, uri string) (*Actor, error) {
 	uri, _, _ = strings.Cut(uri, "#")
 	name, ok := s.uris.ActorName(uri)
 	if !ok {
 		return nil, Errorf(ENOTFOUND, "no local actor %q", uri)
 	}
-	return s.ActorByName(ctx, name)
+	return s.actorByName(ctx, q, name)
 }
 
 // dummyHash keeps Authenticate's timing the same for unknown names.
@@ -210,23 +217,24 @@ var dummyHash = hashToken("courier-no-such-actor")
 // EUNAUTHORIZED, with the same message.
 func (s *Store) Authenticate(ctx context.Context, name, token string) (*Actor, error) {
 	stored := dummyHash
-	known := false
+	var a *Actor
 	if ValidName(name) {
-		err := s.db.Read.QueryRowContext(ctx, `SELECT token_hash FROM actors WHERE name = ?`, name).Scan(&stored)
+		var hash string
+		var err error
+		a, err = s.scanActor(s.db.Read.QueryRowContext(ctx,
+			`SELECT `+actorColumns+`, token_hash FROM actors WHERE name = ?`, name), &hash)
 		switch {
 		case err == nil:
-			known = true
-		case errors.Is(err, sql.ErrNoRows):
-			stored = dummyHash
-		default:
+			stored = hash
+		case !errors.Is(err, sql.ErrNoRows):
 			return nil, wrap("authenticate", err)
 		}
 	}
 	ok := subtle.ConstantTimeCompare([]byte(hashToken(token)), []byte(stored)) == 1
-	if !ok || !known || token == "" {
+	if !ok || a == nil || token == "" {
 		return nil, Errorf(EUNAUTHORIZED, "invalid bearer token")
 	}
-	return s.ActorByName(ctx, name)
+	return a, nil
 }
 
 // ActorUpdate changes a local actor's profile. Nil fields are left alone.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
@@ -135,7 +136,7 @@ func (s *Store) ActorDocument(a *Actor) *ActorDocument {
 
 // ActorJSON returns a's actor document as JSON.
 func (s *Store) ActorJSON(a *Actor) ([]byte, error) {
-	b, err := marshalJSON(s.ActorDocument(a))
+	b, err := json.Marshal(s.ActorDocument(a))
 	if err != nil {
 		return nil, wrap("actor document", err)
 	}

@@ -35,14 +35,14 @@ func (c *DomainBlockChecker) IsDomainBlocked(ctx context.Context, host string) (
 	if h == "" {
 		return false, nil
 	}
+	return c.blocked(ctx, h)
+}
+
+// blocked checks the normalized host h and each of its parent domains.
+func (c *DomainBlockChecker) blocked(ctx context.Context, h string) (bool, error) {
 	var cands []any
-	for d := h; d != ""; {
+	for _, d := range domainSuffixes(h) {
 		cands = append(cands, d)
-		_, rest, ok := strings.Cut(d, ".")
-		if !ok {
-			break
-		}
-		d = rest
 	}
 	for len(cands) > 0 {
 		n := min(len(cands), domainCandidates)

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"time"
+
+	"github.com/courier-ap/courier/activitypub"
 )
 
 // This file holds the queries the inbound import handlers (package inbox)
@@ -22,7 +24,7 @@ func (s *Store) EnqueueEventActivityTx(ctx context.Context, tx *sql.Tx, eventID 
 	if eventID == "" || actor == nil {
 		return nil, false, Errorf(EINVALID, "an activity needs an event id and a local actor")
 	}
-	existing, err := activityByURI(ctx, tx, activityID(s.uris.Base, eventID, typ))
+	existing, err := activityByURI(ctx, tx, activitypub.ActivityID(s.uris.Base, eventID, typ))
 	switch {
 	case err == nil:
 		return existing, false, nil
@@ -61,14 +63,5 @@ func (s *Store) ObjectByURITx(ctx context.Context, tx *sql.Tx, uri string) (*Obj
 // ActorByURITx returns the local actor whose id (or key id) is uri as tx
 // sees it, or ENOTFOUND.
 func (s *Store) ActorByURITx(ctx context.Context, tx *sql.Tx, uri string) (*Actor, error) {
-	return s.localActorTx(ctx, tx, uri)
-}
-
-// BlocksTx reports whether the local actor actorID blocks remoteURI (an
-// outgoing block), read in tx.
-func (s *Store) BlocksTx(ctx context.Context, tx *sql.Tx, actorID int64, remoteURI string) (bool, error) {
-	var n int
-	err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM blocks
-		WHERE actor_id = ? AND remote_uri = ? AND direction = 'outgoing'`, actorID, remoteURI).Scan(&n)
-	return n > 0, wrap("blocks", err)
+	return s.localActor(ctx, tx, uri)
 }

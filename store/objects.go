@@ -260,9 +260,7 @@ func (s *Store) TombstoneTx(ctx context.Context, tx *sql.Tx, uri, actorURI strin
 		if existing.Deleted() {
 			return false, nil
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE objects SET former_type = type, type = 'Tombstone', content = '',
-			summary = '', document = '', deleted_at = ?, modified_at = ? WHERE id = ?`, ms(t), ms(t), existing.RowID)
-		if err != nil {
+		if _, err := tombstoneObjects(ctx, tx, t, `id = ?`, existing.RowID); err != nil {
 			return false, wrap("tombstone", err)
 		}
 	case errors.Is(err, ErrNotFound):
@@ -296,13 +294,10 @@ func (s *Store) DeleteActorContentTx(ctx context.Context, tx *sql.Tx, actorURI s
 		return 0, Errorf(EFORBIDDEN, "actor %q is local", actorURI)
 	}
 	t := s.clock()
-	res, err := tx.ExecContext(ctx, `UPDATE objects SET former_type = type, type = 'Tombstone', content = '',
-		summary = '', document = '', deleted_at = ?, modified_at = ?
-		WHERE attributed_to = ? AND actor_id IS NULL AND deleted_at IS NULL`, ms(t), ms(t), actorURI)
+	n, err := tombstoneObjects(ctx, tx, t, `attributed_to = ? AND actor_id IS NULL AND deleted_at IS NULL`, actorURI)
 	if err != nil {
 		return 0, wrap("delete actor content", err)
 	}
-	n, _ := res.RowsAffected()
 	for _, q := range []string{
 		`DELETE FROM reactions WHERE object_uri IN (SELECT uri FROM objects WHERE attributed_to = ? AND actor_id IS NULL)`,
 		`DELETE FROM followers WHERE follower_uri = ?`,
@@ -319,10 +314,24 @@ func (s *Store) DeleteActorContentTx(ctx context.Context, tx *sql.Tx, actorURI s
 		AND object_uri IN (SELECT uri FROM objects WHERE attributed_to = ? AND actor_id IS NULL)`, ms(t), actorURI); err != nil {
 		return 0, wrap("delete actor content", err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE remote_actors SET gone_at = ? WHERE uri = ? AND gone_at IS NULL`, ms(t), actorURI); err != nil {
+	if err := s.MarkRemoteActorGoneTx(ctx, tx, actorURI); err != nil {
 		return 0, wrap("delete actor content", err)
 	}
 	return int(n), nil
+}
+
+// tombstoneObjects turns the objects matching where (with args) into
+// tombstones deleted at t, in tx: content, summary and document are
+// cleared and the type is kept as former_type. It returns the number of
+// objects changed.
+func tombstoneObjects(ctx context.Context, tx *sql.Tx, t time.Time, where string, args ...any) (int64, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE objects SET former_type = type, type = 'Tombstone', content = '',
+		summary = '', document = '', deleted_at = ?, modified_at = ? WHERE `+where, append([]any{ms(t), ms(t)}, args...)...)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
 }
 
 // RecentPublicNotes returns up to limit of the local actor actorID's public

@@ -97,9 +97,7 @@ func (s *Store) RemoveFollowerEverywhere(ctx context.Context, remoteActorURI str
 			return err
 		}
 		n, _ = res.RowsAffected()
-		_, err = tx.ExecContext(ctx, `UPDATE remote_actors SET gone_at = ? WHERE uri = ? AND gone_at IS NULL`,
-			ms(s.clock()), remoteActorURI)
-		return err
+		return s.MarkRemoteActorGoneTx(ctx, tx, remoteActorURI)
 	})
 	return int(n), wrap("remove follower everywhere", err)
 }
@@ -264,7 +262,7 @@ func (s *Store) SetFollowingStateTx(ctx context.Context, tx *sql.Tx, ref Followi
 		args = append(args, ref.FollowActivityID)
 	}
 	if ref.LocalActor != "" {
-		a, err := s.localActorTx(ctx, tx, ref.LocalActor)
+		a, err := s.localActor(ctx, tx, ref.LocalActor)
 		if err != nil {
 			return 0, err
 		}
@@ -287,15 +285,6 @@ func (s *Store) SetFollowingStateTx(ctx context.Context, tx *sql.Tx, ref Followi
 	}
 	n, _ := res.RowsAffected()
 	return int(n), nil
-}
-
-func (s *Store) localActorTx(ctx context.Context, q queryer, uri string) (*Actor, error) {
-	uri, _, _ = strings.Cut(uri, "#")
-	name, ok := s.uris.ActorName(uri)
-	if !ok {
-		return nil, Errorf(ENOTFOUND, "no local actor %q", uri)
-	}
-	return s.actorByName(ctx, q, name)
 }
 
 // Block directions.
@@ -347,18 +336,27 @@ func (s *Store) addBlockTx(ctx context.Context, tx *sql.Tx, actorID int64, remot
 // Blocks reports whether the local actor actorID blocks remoteURI (an
 // outgoing block), so inbound activities from it are dropped.
 func (s *Store) Blocks(ctx context.Context, actorID int64, remoteURI string) (bool, error) {
-	var n int
-	err := s.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM blocks
-		WHERE actor_id = ? AND remote_uri = ? AND direction = 'outgoing'`, actorID, remoteURI).Scan(&n)
-	return n > 0, wrap("blocks", err)
+	return blockExists(ctx, s.db.Read, "blocks", actorID, remoteURI, BlockOutgoing)
+}
+
+// BlocksTx is Blocks read in tx.
+func (s *Store) BlocksTx(ctx context.Context, tx *sql.Tx, actorID int64, remoteURI string) (bool, error) {
+	return blockExists(ctx, tx, "blocks", actorID, remoteURI, BlockOutgoing)
 }
 
 // BlockedBy reports whether remoteURI blocked the local actor actorID.
 func (s *Store) BlockedBy(ctx context.Context, actorID int64, remoteURI string) (bool, error) {
+	return blockExists(ctx, s.db.Read, "blocked by", actorID, remoteURI, BlockIncoming)
+}
+
+// blockExists reports whether the block of the given direction between
+// the local actor actorID and remoteURI exists, read through q; op names
+// the check in errors.
+func blockExists(ctx context.Context, q queryer, op string, actorID int64, remoteURI, direction string) (bool, error) {
 	var n int
-	err := s.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM blocks
-		WHERE actor_id = ? AND remote_uri = ? AND direction = 'incoming'`, actorID, remoteURI).Scan(&n)
-	return n > 0, wrap("blocked by", err)
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM blocks
+		WHERE actor_id = ? AND remote_uri = ? AND direction = ?`, actorID, remoteURI, direction).Scan(&n)
+	return n > 0, wrap(op, err)
 }
 
 // Reaction types.
@@ -535,28 +533,33 @@ func (s *Store) DomainBlocks(ctx context.Context) ([]DomainBlock, error) {
 }
 
 // IsDomainBlocked reports whether host (a host name, host:port or URL) is
-// a blocked domain or a subdomain of one.
+// a blocked domain or a subdomain of one. It asks through a
+// DomainBlockChecker the store prepares on first use.
 func (s *Store) IsDomainBlocked(ctx context.Context, host string) (bool, error) {
 	h := NormalizeDomain(host)
 	if h == "" {
 		return false, nil
 	}
-	// Check the host and each parent domain: a.b.example.com, b.example.com, ...
-	cands := []any{}
-	for d := h; d != ""; {
-		cands = append(cands, d)
-		_, rest, ok := strings.Cut(d, ".")
-		if !ok {
-			break
+	c, err := s.domainChecker(ctx)
+	if err != nil {
+		return false, err
+	}
+	return c.blocked(ctx, h)
+}
+
+// domainChecker returns the store's DomainBlockChecker, preparing it on
+// the first call; a failed preparation is tried again on the next call.
+func (s *Store) domainChecker(ctx context.Context) (*DomainBlockChecker, error) {
+	s.checkerMu.Lock()
+	defer s.checkerMu.Unlock()
+	if s.checker == nil {
+		c, err := s.NewDomainBlockChecker(ctx)
+		if err != nil {
+			return nil, err
 		}
-		d = rest
+		s.checker = c
 	}
-	q := `SELECT COUNT(*) FROM domain_blocks WHERE domain IN (?` + strings.Repeat(", ?", len(cands)-1) + `)`
-	var n int
-	if err := s.db.Read.QueryRowContext(ctx, q, cands...).Scan(&n); err != nil {
-		return false, wrap("is domain blocked", err)
-	}
-	return n > 0, nil
+	return s.checker, nil
 }
 
 func (s *Store) domainBlockSet(ctx context.Context) (map[string]bool, error) {
@@ -572,17 +575,31 @@ func (s *Store) domainBlockSet(ctx context.Context) (map[string]bool, error) {
 }
 
 func domainBlocked(set map[string]bool, host string) bool {
-	for d := host; d != "" && len(set) > 0; {
+	if len(set) == 0 {
+		return false
+	}
+	for _, d := range domainSuffixes(host) {
 		if set[d] {
 			return true
 		}
+	}
+	return false
+}
+
+// domainSuffixes returns host and each of its parent domains, longest
+// first: a.b.example.com, b.example.com, example.com, com. It returns none
+// for an empty host.
+func domainSuffixes(host string) []string {
+	var out []string
+	for d := host; d != ""; {
+		out = append(out, d)
 		_, rest, ok := strings.Cut(d, ".")
 		if !ok {
-			return false
+			break
 		}
 		d = rest
 	}
-	return false
+	return out
 }
 
 // Page limits.

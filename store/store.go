@@ -39,6 +39,9 @@ type Store struct {
 
 	mu            sync.Mutex
 	domainChanged []func()
+
+	checkerMu sync.Mutex
+	checker   *DomainBlockChecker // prepared on first IsDomainBlocked
 }
 
 // New returns a store over db for the instance at baseURL (its public
@@ -98,11 +101,6 @@ func nullString(s string) any {
 	}
 	return s
 }
-
-// marshalJSON encodes v as encoding/json does (compact, HTML characters
-// escaped), the form activitypub.NewActivity embeds it in, so a stored
-// document is byte-for-byte the one inside its activity.
-func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }
 
 func marshalList(v []string) string {
 	if v == nil {

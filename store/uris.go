@@ -78,15 +78,6 @@ func (u URIs) ActorName(uri string) (string, bool) {
 	return rest, true
 }
 
-// ObjectID returns the local id of the local object whose id is uri.
-func (u URIs) ObjectID(uri string) (string, bool) {
-	rest, ok := strings.CutPrefix(uri, u.Base+"/objects/")
-	if !ok || rest == "" || strings.ContainsAny(rest, "/?#") {
-		return "", false
-	}
-	return rest, true
-}
-
 // hostOf returns the lower-cased host (without port) of an absolute URL.
 func hostOf(raw string) string {
 	p, err := url.Parse(raw)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"net/url"
 	"unicode/utf8"
+
+	"github.com/courier-ap/courier/activitypub"
 )
 
 // Limits of a note.
@@ -102,7 +104,10 @@ func ptr(s string) *string {
 	return &s
 }
 
-// noteDocument builds the stored form of a local note.
+// noteDocument builds the stored form of a local note. It is stored as
+// json.Marshal encodes it (compact, HTML characters escaped), the form
+// activitypub.NewActivity embeds it in, so the stored document is
+// byte-for-byte the one inside its activity.
 func (s *Store) noteDocument(o *Object, sensitive bool) *NoteDocument {
 	d := &NoteDocument{
 		ID: o.URI, Type: "Note", AttributedTo: o.AttributedTo,
@@ -132,7 +137,7 @@ func (s *Store) CreateNote(ctx context.Context, actor *Actor, in NoteInput) (*Ac
 	}
 	ev := s.newEvent()
 	o := &Object{
-		URI: objectID(s.uris.Base, ev.ID), LocalID: objectUUID(ev.ID), Type: "Note",
+		URI: activitypub.ObjectID(s.uris.Base, ev.ID), LocalID: activitypub.ObjectUUID(ev.ID), Type: "Note",
 		AttributedTo: actor.URI, ActorID: actor.ID, Content: in.Content, Summary: in.Summary,
 		InReplyTo: in.InReplyTo, To: in.To, CC: in.CC,
 		Visibility: Visibility(in.To, in.CC, s.uris.Followers(actor.Name)), Published: ev.At,
@@ -140,7 +145,7 @@ func (s *Store) CreateNote(ctx context.Context, actor *Actor, in NoteInput) (*Ac
 	doc := s.noteDocument(o, in.Sensitive)
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		b, err := marshalJSON(doc)
+		b, err := json.Marshal(doc)
 		if err != nil {
 			return err
 		}
@@ -200,7 +205,7 @@ func (s *Store) UpdateNote(ctx context.Context, actor *Actor, uri string, in Not
 		}
 		o.Content, o.Summary, o.Updated = in.Content, in.Summary, ev.At
 		doc := s.noteDocument(o, in.Sensitive)
-		b, err := marshalJSON(doc)
+		b, err := json.Marshal(doc)
 		if err != nil {
 			return err
 		}
@@ -230,8 +235,7 @@ func (s *Store) DeleteNote(ctx context.Context, actor *Actor, uri string) (*Acti
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE objects SET former_type = type, type = 'Tombstone', content = '',
-			summary = '', document = '', deleted_at = ?, modified_at = ? WHERE id = ?`, ms(ev.At), ms(ev.At), o.RowID); err != nil {
+		if _, err := tombstoneObjects(ctx, tx, ev.At, `id = ?`, o.RowID); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM reactions WHERE object_uri = ?`, o.URI); err != nil {
@@ -281,23 +285,22 @@ func (s *Store) Follow(ctx context.Context, actor *Actor, target string) (*Activ
 	ev := s.newEvent()
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		var blocked int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM blocks WHERE actor_id = ? AND remote_uri = ? AND direction = 'outgoing'`,
-			actor.ID, target).Scan(&blocked); err != nil {
+		blocked, err := s.BlocksTx(ctx, tx, actor.ID, target)
+		if err != nil {
 			return err
 		}
-		if blocked > 0 {
+		if blocked {
 			return Errorf(ECONFLICT, "you block %q; undo the block first", target)
 		}
 		var state string
-		err := tx.QueryRowContext(ctx, `SELECT state FROM following WHERE actor_id = ? AND target_uri = ?`, actor.ID, target).Scan(&state)
+		err = tx.QueryRowContext(ctx, `SELECT state FROM following WHERE actor_id = ? AND target_uri = ?`, actor.ID, target).Scan(&state)
 		switch {
 		case err == nil && state == StateAccepted:
 			return Errorf(ECONFLICT, "already following %q", target)
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
-		id := activityID(s.uris.Base, ev.ID, "Follow")
+		id := activitypub.ActivityID(s.uris.Base, ev.ID, "Follow")
 		if _, err := tx.ExecContext(ctx, `INSERT INTO following (actor_id, target_uri, follow_activity_id, state, created_at, updated_at)
 			VALUES (?, ?, ?, 'pending', ?, ?)
 			ON CONFLICT (actor_id, target_uri) DO UPDATE SET follow_activity_id = excluded.follow_activity_id, updated_at = excluded.updated_at`,
@@ -370,7 +373,7 @@ func (s *Store) react(ctx context.Context, actor *Actor, typ, uri string) (*Acti
 				cc = append(cc, author)
 			}
 		}
-		id := activityID(s.uris.Base, ev.ID, typ)
+		id := activitypub.ActivityID(s.uris.Base, ev.ID, typ)
 		added, err := s.AddReactionTx(ctx, tx, Reaction{ActivityURI: id, Type: typ, ActorURI: actor.URI, ObjectURI: uri})
 		if err != nil {
 			return err
@@ -397,7 +400,7 @@ func (s *Store) Block(ctx context.Context, actor *Actor, target string) (*Activi
 	ev := s.newEvent()
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		added, err := s.addBlockTx(ctx, tx, actor.ID, target, BlockOutgoing, activityID(s.uris.Base, ev.ID, "Block"))
+		added, err := s.addBlockTx(ctx, tx, actor.ID, target, BlockOutgoing, activitypub.ActivityID(s.uris.Base, ev.ID, "Block"))
 		if err != nil {
 			return err
 		}
@@ -606,11 +609,11 @@ func (s *Store) answerFollower(ctx context.Context, actor *Actor, followerURI, t
 		if err != nil {
 			return notFound(err, ENOTFOUND, "no pending follow request from %q", followerURI)
 		}
+		// The row is pending: the query above found it in this transaction.
 		if typ == "Accept" {
-			_, err = tx.ExecContext(ctx, `UPDATE followers SET state = 'accepted', updated_at = ? WHERE actor_id = ? AND follower_uri = ?`,
-				ms(ev.At), actor.ID, followerURI)
+			_, err = s.AcceptFollowerTx(ctx, tx, actor.ID, followerURI)
 		} else {
-			_, err = tx.ExecContext(ctx, `DELETE FROM followers WHERE actor_id = ? AND follower_uri = ?`, actor.ID, followerURI)
+			_, err = s.RemoveFollowerTx(ctx, tx, actor.ID, followerURI)
 		}
 		if err != nil {
 			return err

@@ -242,7 +242,7 @@ func TestFollowAndAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An answer from someone else, or for the old Follow, changes nothing.
-	err = b.store.Tx(b.ctx, func(tx *sql.Tx) error {
+	b.tx(t, func(tx *sql.Tx) error {
 		n, err := b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: "https://evil.test/users/eve", FollowActivityID: f2.URI}, StateAccepted)
 		if n != 0 || err != nil {
 			t.Errorf("foreign accept: %d, %v", n, err)
@@ -257,9 +257,6 @@ func TestFollowAndAnswers(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if st, _ := b.store.FollowingState(b.ctx, a.ID, remoteActor); st != StateAccepted {
 		t.Fatalf("state %q", st)
 	}
@@ -284,16 +281,13 @@ func TestFollowAndAnswers(t *testing.T) {
 		t.Fatalf("follow blocked domain: %v", err)
 	}
 	// Reject removes the follow.
-	err = b.store.Tx(b.ctx, func(tx *sql.Tx) error {
+	b.tx(t, func(tx *sql.Tx) error {
 		n, err := b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: remoteActor, FollowActivityID: f2.URI}, StateRejected)
 		if n != 1 {
 			t.Errorf("reject changed %d", n)
 		}
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := b.store.FollowingState(b.ctx, a.ID, remoteActor); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("after reject: %v", err)
 	}
@@ -305,16 +299,13 @@ func TestReactionsAndUndo(t *testing.T) {
 	a := b.actor(t, "alice")
 	carol := b.actor(t, "carol")
 	const remoteNote = "https://remote.test/notes/1"
-	err := b.store.Tx(b.ctx, func(tx *sql.Tx) error {
+	b.tx(t, func(tx *sql.Tx) error {
 		_, err := b.store.UpsertRemoteObjectTx(b.ctx, tx, RemoteObject{
 			URI: remoteNote, AttributedTo: remoteActor, Content: "hi", To: []string{Public},
 			Document: json.RawMessage(`{"id":"` + remoteNote + `","type":"Note"}`),
 		})
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	like, err := b.store.Like(b.ctx, a, remoteNote)
 	if err != nil {
 		t.Fatal(err)
@@ -395,13 +386,10 @@ func TestBlockSeversAndUndo(t *testing.T) {
 	if _, err := b.store.Follow(b.ctx, a, remoteActor); err != nil {
 		t.Fatal(err)
 	}
-	err := b.store.Tx(b.ctx, func(tx *sql.Tx) error {
+	b.tx(t, func(tx *sql.Tx) error {
 		_, err := b.store.AddFollowerTx(b.ctx, tx, Follower{ActorID: a.ID, URI: remoteActor, Inbox: remoteActor + "/inbox"})
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	blk, err := b.store.Block(b.ctx, a, remoteActor)
 	if err != nil {
 		t.Fatal(err)
@@ -489,7 +477,7 @@ func TestApproveAndRejectFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 	const followID = "https://remote.test/follows/1"
-	err = b.store.Tx(b.ctx, func(tx *sql.Tx) error {
+	b.tx(t, func(tx *sql.Tx) error {
 		for _, uri := range []string{remoteActor, "https://remote.test/users/carl"} {
 			if _, err := b.store.AddFollowerTx(b.ctx, tx, Follower{ActorID: a.ID, URI: uri, Inbox: uri + "/inbox",
 				FollowActivityID: followID, State: StatePending}); err != nil {
@@ -498,9 +486,6 @@ func TestApproveAndRejectFollower(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if in, _ := b.store.FollowerInboxes(b.ctx, a.ID); len(in) != 0 {
 		t.Fatalf("pending followers get deliveries: %v", in)
 	}
