@@ -44,39 +44,15 @@ type advisory struct {
 // read back from the events stream, then acked. A redelivered advisory is
 // recorded and counted once (advisory_id is unique).
 func (b *Bus) recordAdvisories(ctx context.Context, js jetstream.JetStream) error {
-	pause := b.cfg.PauseMin
-	for {
-		started := time.Now()
-		err := b.recordFrom(ctx, js)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if time.Since(started) > b.cfg.PauseMax {
-			pause = b.cfg.PauseMin // it ran a good while: a fresh failure
-		}
-		b.log.WarnContext(ctx, "advisory recorder stopped; restarting", "stream", b.cfg.AdvisoryStream,
-			"delay", pause, "err", err)
-		if !b.sleep(ctx, pause) {
-			return nil
-		}
-		pause = min(pause*2, b.cfg.PauseMax)
-	}
+	return b.restart(ctx, func(ctx context.Context) error { return b.recordFrom(ctx, js) },
+		"advisory recorder stopped; restarting", "stream", b.cfg.AdvisoryStream)
 }
 
+// recordFrom records the advisories of one pull iterator until it fails.
 func (b *Bus) recordFrom(ctx context.Context, js jetstream.JetStream) error {
-	cons, err := js.Consumer(ctx, b.cfg.AdvisoryStream, b.cfg.AdvisoryDurable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		if rerr := b.reconcile(ctx, js); rerr != nil {
-			return fmt.Errorf("recreate advisory consumer: %w", rerr)
-		}
-		cons, err = js.Consumer(ctx, b.cfg.AdvisoryStream, b.cfg.AdvisoryDurable)
-	}
+	it, err := b.messages(ctx, js, "advisory consumer", b.cfg.AdvisoryStream, b.cfg.AdvisoryDurable, 16)
 	if err != nil {
-		return fmt.Errorf("consumer %s > %s: %w", b.cfg.AdvisoryStream, b.cfg.AdvisoryDurable, err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(16))
-	if err != nil {
-		return fmt.Errorf("consumer %s > %s: messages: %w", b.cfg.AdvisoryStream, b.cfg.AdvisoryDurable, err)
+		return err
 	}
 	defer it.Stop()
 	for {
@@ -109,25 +85,19 @@ func (b *Bus) recordAdvisory(ctx context.Context, js jetstream.JetStream, subjec
 	if a.Reason != "" {
 		detail = sql.NullString{String: a.Reason, Valid: true}
 	}
-	s, err := js.Stream(ctx, a.Stream)
-	var raw *jetstream.RawStreamMsg
-	if err == nil {
-		raw, err = s.GetMsg(ctx, a.StreamSeq)
-	}
+	raw, err := storedMsg(ctx, js, a.Stream, a.StreamSeq)
 	switch {
-	case err == nil:
-		ev, derr := decodeRaw(raw)
+	case err != nil:
+		return err
+	case raw != nil:
+		ev, derr := decode(raw.Header, raw.Data)
 		eventID = sql.NullString{String: ev.ID, Valid: ev.ID != ""}
 		eventType = sql.NullString{String: ev.Type, Valid: ev.Type != ""}
 		if derr != nil && !detail.Valid {
 			detail = sql.NullString{String: derr.Error(), Valid: true}
 		}
-	case errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound):
-		if !detail.Valid {
-			detail = sql.NullString{String: "message no longer in the stream", Valid: true}
-		}
-	default:
-		return fmt.Errorf("read %s #%d: %w", a.Stream, a.StreamSeq, err)
+	case !detail.Valid:
+		detail = sql.NullString{String: "message no longer in the stream", Valid: true}
 	}
 	at := a.Time
 	if at.IsZero() {
@@ -148,6 +118,23 @@ func (b *Bus) recordAdvisory(ctx context.Context, js jetstream.JetStream, subjec
 			"type", eventType.String, "reason", reason, "stream_seq", a.StreamSeq, "deliveries", a.Deliveries)
 	}
 	return nil
+}
+
+// storedMsg reads message seq of stream; it returns nil and no error when
+// the message or the stream is gone.
+func storedMsg(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	s, err := js.Stream(ctx, stream)
+	var raw *jetstream.RawStreamMsg
+	if err == nil {
+		raw, err = s.GetMsg(ctx, seq)
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read %s #%d: %w", stream, seq, err)
+	}
+	return raw, nil
 }
 
 // Exhausted is one recorded message the consumer gave up on.
@@ -392,42 +379,30 @@ func (b *Bus) replayOne(ctx context.Context, js jetstream.JetStream, r replayReq
 
 // replayMsg builds the message of a replay, or ErrNotFound.
 func (b *Bus) replayMsg(ctx context.Context, js jetstream.JetStream, r replayReq) (*nats.Msg, error) {
-	s, err := js.Stream(ctx, r.stream)
-	if err == nil {
-		var raw *jetstream.RawStreamMsg
-		raw, err = s.GetMsg(ctx, r.seq)
-		if err == nil {
-			m := nats.NewMsg(raw.Subject)
-			for k, vs := range raw.Header {
-				if strings.HasPrefix(k, "Nats-") {
-					continue // the broker's own headers (msg id, expectations)
-				}
-				m.Header[k] = append([]string(nil), vs...)
-			}
-			m.Data = raw.Data
-			return m, nil
-		}
+	raw, err := storedMsg(ctx, js, r.stream, r.seq)
+	if err != nil {
+		return nil, err
 	}
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("read %s #%d: %w", r.stream, r.seq, err)
+	if raw != nil {
+		m := nats.NewMsg(raw.Subject)
+		for k, vs := range raw.Header {
+			if strings.HasPrefix(k, "Nats-") {
+				continue // the broker's own headers (msg id, expectations)
+			}
+			m.Header[k] = append([]string(nil), vs...)
+		}
+		m.Data = raw.Data
+		return m, nil
 	}
 	if r.eventID == "" {
 		return nil, ErrNotFound
 	}
-	var (
-		ev      outbox.Event
-		target  sql.NullString
-		payload string
-		occ     int64
-	)
-	err = b.cfg.DB.QueryRowContext(ctx, `SELECT type, target, payload, occurred_at FROM event_queue_payloads WHERE event_id = ?`,
-		r.eventID).Scan(&ev.Type, &target, &payload, &occ)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	rows, err := b.rows.List(ctx, outbox.Filter{EventID: r.eventID, Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("read outbox row of %s: %w", r.eventID, err)
 	}
-	ev.ID, ev.Target, ev.Payload, ev.OccurredAt = r.eventID, target.String, []byte(payload), time.UnixMilli(occ)
-	return encode(b.cfg.SubjectPrefix, ev), nil
+	if len(rows) == 0 {
+		return nil, ErrNotFound
+	}
+	return encode(b.cfg.SubjectPrefix, rows[0].Event), nil
 }

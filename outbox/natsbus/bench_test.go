@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqlite"
 )
@@ -203,14 +202,5 @@ func processCPU(b *testing.B) time.Duration {
 // benchDB is a fresh database with the production settings.
 func benchDB(b *testing.B) *sqlite.DB {
 	b.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		b.Fatal(err)
-	}
-	return db
+	return openDBWith(b, filepath.Join(b.TempDir(), "courier.db"), sqlite.Options{})
 }

@@ -49,12 +49,12 @@ var ErrNotReady = errors.New("natsbus: not ready")
 var ErrRunning = errors.New("natsbus: bus already running")
 
 // Bus relays outbox rows to NATS and consumes them. Create it with New and
-// start it with Run (or RunRelay / RunConsumer); it is not reusable while
-// running.
+// start it with Run (or RunRelay); it is not reusable while running.
 type Bus struct {
 	cfg     Config
 	log     *slog.Logger
 	queue   Queue
+	rows    *outbox.Queue // reads the outbox rows of replays
 	metrics *busMetrics
 	running atomic.Bool
 
@@ -72,9 +72,10 @@ func New(cfg Config) (*Bus, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	rows := outbox.NewQueue(cfg.DB, outbox.QueueOptions{Read: cfg.Read, Now: cfg.Now})
 	q := cfg.Queue
 	if q == nil {
-		q = outbox.NewQueue(cfg.DB, outbox.QueueOptions{Read: cfg.Read, Now: cfg.Now})
+		q = rows
 	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
@@ -88,6 +89,7 @@ func New(cfg Config) (*Bus, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		queue:    q,
+		rows:     rows,
 		metrics:  m,
 		wake:     make(chan struct{}, 1),
 		back:     make(chan struct{}),
@@ -122,38 +124,25 @@ func (b *Bus) Ready() error {
 	return nil
 }
 
-// part selects what a Run method runs.
-type part uint8
-
-const (
-	partRelay part = 1 << iota
-	partConsumer
-	partRecorder
-)
-
 // Run runs the relay, the consumer and (in JetStream mode) the advisory
 // recorder until ctx ends, then returns after every goroutine has ended. It
 // returns nil after a clean shutdown; a broker that is down is waited out,
 // not returned.
 func (b *Bus) Run(ctx context.Context) error {
-	return b.run(ctx, partRelay|partConsumer|partRecorder)
+	return b.run(ctx, true)
 }
 
 // RunRelay runs only the relay: outbox rows to NATS.
-func (b *Bus) RunRelay(ctx context.Context) error { return b.run(ctx, partRelay) }
+func (b *Bus) RunRelay(ctx context.Context) error { return b.run(ctx, false) }
 
-// RunConsumer runs only the consumer and (in JetStream mode) the advisory
-// recorder: NATS messages to the handlers.
-func (b *Bus) RunConsumer(ctx context.Context) error {
-	return b.run(ctx, partConsumer|partRecorder)
-}
-
-func (b *Bus) run(ctx context.Context, parts part) error {
+// run runs the relay and, when consume is set, the consumer and (in
+// JetStream mode) the advisory recorder and the replayer.
+func (b *Bus) run(ctx context.Context, consume bool) error {
 	if !b.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	defer b.running.Store(false)
-	if parts&partConsumer != 0 && b.cfg.Runner == nil {
+	if consume && b.cfg.Runner == nil {
 		return errors.New("natsbus: config: Runner is required to consume")
 	}
 	nc, err := b.connect()
@@ -196,7 +185,7 @@ func (b *Bus) run(ctx context.Context, parts part) error {
 		coreSub *nats.Subscription
 		coreCh  chan *nats.Msg
 	)
-	if js == nil && parts&partConsumer != 0 {
+	if js == nil && consume {
 		if coreSub, coreCh, err = b.subscribeCore(nc); err != nil {
 			return err
 		}
@@ -212,19 +201,15 @@ func (b *Bus) run(ctx context.Context, parts part) error {
 			return nil
 		})
 	}
-	if parts&partRelay != 0 {
-		part("relay", func(ctx context.Context) error { return b.relay(ctx, nc, js) })
-	}
+	part("relay", func(ctx context.Context) error { return b.relay(ctx, nc, js) })
 	switch {
-	case parts&partConsumer == 0:
+	case !consume:
 	case js != nil:
 		part("consumer", func(ctx context.Context) error { return b.consume(ctx, js) })
-	default:
-		part("consumer", func(ctx context.Context) error { return b.consumeCore(ctx, coreSub, coreCh) })
-	}
-	if parts&partRecorder != 0 && js != nil {
 		part("advisory recorder", func(ctx context.Context) error { return b.recordAdvisories(ctx, js) })
 		part("replayer", func(ctx context.Context) error { return b.replayLoop(ctx, js) })
+	default:
+		part("consumer", func(ctx context.Context) error { return b.consumeCore(ctx, coreSub, coreCh) })
 	}
 	return g.Wait()
 }
@@ -248,8 +233,7 @@ func (b *Bus) connect() (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
-			// One line on the first failed try and one per ten after.
-			if n := failedTries.Add(1); n == 1 || n%10 == 0 {
+			if n := failedTries.Add(1); failureLevel(int(n)) == slog.LevelWarn {
 				log.Warn("nats unreachable; still trying", "url", redactURL(b.cfg.URL), "failures", n, "err", err)
 			}
 		}),
@@ -295,10 +279,8 @@ func (b *Bus) setup(ctx context.Context, js jetstream.JetStream) bool {
 		b.mu.Lock()
 		b.setupErr = fmt.Errorf("%w: set up JetStream: %w", ErrNotReady, err)
 		b.mu.Unlock()
-		level := slog.LevelWarn
-		if attempt > 1 && attempt%10 != 0 {
-			level = slog.LevelDebug // one line per ten failed tries is enough
-		} else if errors.Is(err, errUnusable) {
+		level := failureLevel(attempt)
+		if level == slog.LevelWarn && errors.Is(err, errUnusable) {
 			level = slog.LevelError // retrying cannot fix it: an operator must
 		}
 		b.log.Log(ctx, level, "jetstream setup failed; retrying", "attempt", attempt, "delay", pause, "err", err)
@@ -307,6 +289,16 @@ func (b *Bus) setup(ctx context.Context, js jetstream.JetStream) bool {
 		}
 		pause = min(pause*2, b.cfg.PauseMax)
 	}
+}
+
+// failureLevel is the level of the line logged on the n-th failure in a
+// row: warn on the first and every tenth, debug between, so a long outage
+// logs one line per ten failures.
+func failureLevel(n int) slog.Level {
+	if n > 1 && n%10 != 0 {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // signalBack wakes everything waiting for the connection to come back.

@@ -123,7 +123,7 @@ const (
 	DefaultPollInterval    = time.Second
 	DefaultPauseMin        = 500 * time.Millisecond
 	DefaultPauseMax        = 30 * time.Second
-	DefaultLease           = 600 * time.Second
+	DefaultLease           = outbox.DefaultLease
 	DefaultConcurrency     = 8
 	DefaultShutdownGrace   = 10 * time.Second
 	DefaultReconnectWait   = 2 * time.Second
@@ -188,11 +188,11 @@ type Config struct {
 	// default Queue reads the rows the relay claimed from it, off the
 	// writer. Default DB.
 	Read *sql.DB
-	// Queue claims, completes and defers outbox rows for the relay.
+	// Queue claims and settles outbox rows for the relay.
 	// Default: outbox.NewQueue(DB) with Read and Now.
 	Queue Queue
 	// Runner runs the handlers of an event through the ledger. Required
-	// for the consumer (RunConsumer, Run); the relay alone does not need it.
+	// for the consumer (Run); the relay alone (RunRelay) does not need it.
 	Runner Runner
 
 	// BatchSize is how many rows the relay claims at once.

@@ -39,18 +39,27 @@ func (b *Bus) consume(ctx context.Context, js jetstream.JetStream) error {
 		wg.Wait()
 		stop()
 	}()
+	return b.restart(ctx, func(ctx context.Context) error { return b.pull(ctx, js, work) },
+		"jetstream consumer stopped; restarting", "stream", b.cfg.Stream, "consumer", b.cfg.Consumer)
+}
+
+// restart runs fn until ctx ends: each time fn returns before then, msg is
+// logged (with attrs, the pause and fn's error) and fn runs again after a
+// pause that grows from PauseMin to PauseMax, and starts again from PauseMin
+// once a run lasted longer than PauseMax.
+func (b *Bus) restart(ctx context.Context, fn func(context.Context) error, msg string, attrs ...any) error {
+	log := b.log.With(attrs...)
 	pause := b.cfg.PauseMin
 	for {
 		started := time.Now()
-		err := b.pull(ctx, js, work)
+		err := fn(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if time.Since(started) > b.cfg.PauseMax {
 			pause = b.cfg.PauseMin // it ran a good while: a fresh failure
 		}
-		b.log.WarnContext(ctx, "jetstream consumer stopped; restarting", "stream", b.cfg.Stream,
-			"consumer", b.cfg.Consumer, "delay", pause, "err", err)
+		log.WarnContext(ctx, msg, "delay", pause, "err", err)
 		if !b.sleep(ctx, pause) {
 			return nil
 		}
@@ -85,19 +94,9 @@ func (b *Bus) handlerContext(ctx context.Context) (hctx context.Context, stop fu
 // iterator fails. At shutdown the messages the client had buffered are
 // nak'ed so another worker gets them at once instead of after AckWait.
 func (b *Bus) pull(ctx context.Context, js jetstream.JetStream, work chan<- jetstream.Msg) error {
-	cons, err := js.Consumer(ctx, b.cfg.Stream, b.cfg.Consumer)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		if rerr := b.reconcile(ctx, js); rerr != nil {
-			return fmt.Errorf("recreate consumer: %w", rerr)
-		}
-		cons, err = js.Consumer(ctx, b.cfg.Stream, b.cfg.Consumer)
-	}
+	it, err := b.messages(ctx, js, "consumer", b.cfg.Stream, b.cfg.Consumer, b.cfg.Concurrency)
 	if err != nil {
-		return fmt.Errorf("consumer %s > %s: %w", b.cfg.Stream, b.cfg.Consumer, err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(b.cfg.Concurrency))
-	if err != nil {
-		return fmt.Errorf("consumer %s > %s: messages: %w", b.cfg.Stream, b.cfg.Consumer, err)
+		return err
 	}
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
@@ -117,6 +116,28 @@ func (b *Bus) pull(ctx context.Context, js jetstream.JetStream, work chan<- jets
 			return nil
 		}
 	}
+}
+
+// messages opens a pull iterator, fetching up to batch messages at once, on
+// the durable consumer name of stream. When the consumer or its stream is
+// gone it sets the streams and consumers up again first; what names the
+// consumer in that error.
+func (b *Bus) messages(ctx context.Context, js jetstream.JetStream, what, stream, name string, batch int) (jetstream.MessagesContext, error) {
+	cons, err := js.Consumer(ctx, stream, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		if rerr := b.reconcile(ctx, js); rerr != nil {
+			return nil, fmt.Errorf("recreate %s: %w", what, rerr)
+		}
+		cons, err = js.Consumer(ctx, stream, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s > %s: %w", stream, name, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(batch))
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s > %s: messages: %w", stream, name, err)
+	}
+	return it, nil
 }
 
 // drain stops it and naks the messages it still buffers (bounded).

@@ -12,29 +12,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqlite"
 )
-
-// counterValue reads a counter from a registry; 0 when absent.
-func counterValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			var sum float64
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-			return sum
-		}
-	}
-	return 0
-}
 
 // A handler that always fails is delivered exactly max_deliver times on the
 // backoff schedule; then the max-deliveries advisory is counted and recorded
@@ -97,7 +79,7 @@ func testAlwaysFailingExhaustsMaxDeliver(t *testing.T, newBroker brokerFunc) {
 			t.Errorf("gap before delivery %d = %s, want about %s", i+1, gap, want)
 		}
 	}
-	if v := counterValue(t, prom, "courier_jetstream_max_deliveries_total"); v != 1 {
+	if v := testutil.ToFloat64(bus.metrics.maxDeliveries); v != 1 {
 		t.Errorf("courier_jetstream_max_deliveries_total = %v, want 1", v)
 	}
 	recs := logs.records("event exhausted max deliveries")
@@ -161,7 +143,7 @@ func testPermanentFailureTerminates(t *testing.T, newBroker brokerFunc) {
 	if serverAtLeast(nc.ConnectedServerVersion(), 2, 10, 4) && !strings.Contains(list[0].Detail, "410 gone") {
 		t.Errorf("record detail %q: want the terminate reason", list[0].Detail)
 	}
-	if v := counterValue(t, prom, "courier_jetstream_terminated_total"); v != 1 {
+	if v := testutil.ToFloat64(bus.metrics.terminated); v != 1 {
 		t.Errorf("courier_jetstream_terminated_total = %v, want 1", v)
 	}
 }

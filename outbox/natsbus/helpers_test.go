@@ -174,8 +174,14 @@ func (b *broker) js(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 // openDB opens (creating and migrating) the SQLite file at path.
 func openDB(t testing.TB, path string) *sqlite.DB {
 	t.Helper()
+	return openDBWith(t, path, sqlite.Options{Synchronous: "NORMAL"})
+}
+
+// openDBWith is openDB with the given options.
+func openDBWith(t testing.TB, path string, opts sqlite.Options) *sqlite.DB {
+	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "NORMAL"})
+	db, err := sqlite.Open(ctx, path, opts)
 	if err != nil {
 		t.Fatalf("open db: %v", err)
 	}

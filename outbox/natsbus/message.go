@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/courier-ap/courier/outbox"
 )
@@ -129,7 +128,9 @@ func encode(prefix string, ev outbox.Event) *nats.Msg {
 	return m
 }
 
-// decode reads an event back from a message's headers and body.
+// decode reads an event back from a message's headers and body. The
+// event's payload is data itself, not a copy: nats.go gives every message,
+// stream message and reply a buffer of its own.
 func decode(h nats.Header, data []byte) (outbox.Event, error) {
 	ev := outbox.Event{
 		ID:     h.Get(HeaderEventID),
@@ -152,11 +153,6 @@ func decode(h nats.Header, data []byte) (outbox.Event, error) {
 	if !json.Valid(data) {
 		return ev, fmt.Errorf("%w: payload is not JSON", errBadMessage)
 	}
-	ev.Payload = append(json.RawMessage(nil), data...)
+	ev.Payload = data
 	return ev, nil
-}
-
-// decodeRaw reads the event of a stored stream message.
-func decodeRaw(m *jetstream.RawStreamMsg) (outbox.Event, error) {
-	return decode(m.Header, m.Data)
 }

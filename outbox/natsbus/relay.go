@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -15,14 +14,11 @@ import (
 )
 
 // Queue is what the relay needs of the outbox table: claim due rows with a
-// lease, mark published rows done, put rows back without spending an
-// attempt, and dead-letter a row the broker can never take. *outbox.Queue
-// satisfies it.
+// lease, and settle the claimed rows: mark published rows done, put rows
+// back without spending an attempt, and dead-letter a row the broker can
+// never take. *outbox.Queue satisfies it.
 type Queue interface {
 	Claim(ctx context.Context, limit int, lease time.Duration) ([]outbox.Row, error)
-	Complete(ctx context.Context, rows ...outbox.Row) (int, error)
-	Defer(ctx context.Context, until time.Time, rows ...outbox.Row) (int, error)
-	Release(ctx context.Context, rows ...outbox.Row) (int, error)
 	Settle(ctx context.Context, settlements ...outbox.Settlement) (int, error)
 }
 
@@ -349,11 +345,7 @@ func (r *relayRun) write(ctx context.Context, limit int) (claim, error) {
 		r.failures, r.failingSince = 0, time.Time{}
 		return claim{}, err
 	}
-	level := slog.LevelWarn
-	if r.failures > 1 && r.failures%10 != 0 {
-		level = slog.LevelDebug // one line per ten failed writes is enough
-	}
-	r.b.log.Log(ctx, level, "relay could not settle and claim rows; retrying", "rows", len(r.pending),
+	r.b.log.Log(ctx, failureLevel(r.failures), "relay could not settle and claim rows; retrying", "rows", len(r.pending),
 		"failures", r.failures, "err", err)
 	return claim{}, err
 }
@@ -405,10 +397,7 @@ func (b *Bus) load(ctx context.Context, c claim) (rows, unloaded []outbox.Row) {
 	if len(c.ids.IDs) == 0 {
 		return c.rows, nil
 	}
-	ic, ok := b.queue.(idClaimer)
-	if !ok {
-		return nil, c.placeholders(nil)
-	}
+	ic := b.queue.(idClaimer) // only an idClaimer's claim has ids
 	// Rows claimed just before shutdown are still published, so the load
 	// outlives the run's context (bounded on its own).
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
@@ -593,11 +582,7 @@ func (b *Bus) pauseRelay(ctx context.Context, s *relayState, rows int, err error
 		b.cfg.Gauges.SetPaused(true)
 	}
 	s.failures++
-	level := slog.LevelWarn
-	if s.failures > 1 && s.failures%10 != 0 {
-		level = slog.LevelDebug
-	}
-	b.log.Log(ctx, level, "nats unreachable; relay paused, rows deferred without spending an attempt",
+	b.log.Log(ctx, failureLevel(s.failures), "nats unreachable; relay paused, rows deferred without spending an attempt",
 		"delay", s.pause, "rows", rows, "failures", s.failures, "err", err)
 	return s.pause
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqlite"
 )
@@ -114,19 +113,8 @@ func TestRelayKeepsOutcomesWhileTheDatabaseIsLocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "courier.db")
 	// A short busy timeout, so the relay's writes fail quickly while the
 	// lock is held.
-	db, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "NORMAL", BusyTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	other, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { other.Close() })
+	db := openDBWith(t, path, sqlite.Options{Synchronous: "NORMAL", BusyTimeout: 50 * time.Millisecond})
+	other := openDB(t, path)
 
 	const n = 64
 	enqueue(t, db, testEvents(n, "delivery.post")...)
