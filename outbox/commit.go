@@ -142,21 +142,11 @@ func inTx(ctx context.Context, db *sql.DB, fn func(*stmts) error) error {
 // inCachedTx runs fn in one write transaction on db, with the statements
 // of cache (prepared on db) at hand.
 func inCachedTx(ctx context.Context, db *sql.DB, cache *stmtCache, fn func(*stmts) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	s := newStmts(ctx, tx, cache)
-	if err := fn(s); err != nil {
-		s.close()
-		_ = tx.Rollback()
-		return err
-	}
-	s.close()
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return plainTx(ctx, db, func(tx *sql.Tx) error {
+		s := newStmts(ctx, tx, cache)
+		defer s.close() // before the commit or rollback
+		return fn(s)
+	})
 }
 
 // GroupConfig configures a Group.

@@ -3,13 +3,9 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
 )
 
 // A group of writes shares one transaction; when one write of the group
@@ -17,14 +13,7 @@ import (
 func TestCommitterIsolatesAFailingWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	db := setupGroup(t).db
 	c, err := newCommitter(db.Write, 64)
 	if err != nil {
 		t.Fatal(err)
@@ -59,17 +48,7 @@ func TestCommitterIsolatesAFailingWrite(t *testing.T) {
 		}
 		wg.Go(func() { errs[i] = c.Do(ctx, insert(id)) })
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		k := c.queued()
-		if k == n-1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d callers queued", k)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitQueued(t, c, n-1)
 	close(queued)
 	wg.Wait()
 	for i, err := range errs {

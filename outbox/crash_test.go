@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
 )
 
 const (
@@ -211,14 +209,7 @@ func TestCrashHelper(t *testing.T) {
 		t.Skip("the worker process of TestCrashRecovery")
 	}
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, dbPath, "FULL")
 	logf, err := os.OpenFile(os.Getenv(crashEnvLog), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -45,15 +45,6 @@ type Event struct {
 	NotBefore time.Time
 }
 
-// New builds an event with a random id, marshalling payload to JSON.
-func New(typ string, payload any, occurredAt time.Time) (Event, error) {
-	b, err := json.Marshal(payload)
-	if err != nil {
-		return Event{}, fmt.Errorf("outbox: marshal %s payload: %w", typ, err)
-	}
-	return Event{ID: uuid.NewString(), Type: typ, Payload: b, OccurredAt: occurredAt}, nil
-}
-
 // childSpace is the UUID namespace of derived event ids.
 var childSpace = uuid.MustParse("6f0d9a3c-4f1e-5b8a-9c61-2d7e0b4a8f15")
 
@@ -132,9 +123,9 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 		if ev.Target != "" {
 			target = ev.Target
 		}
-		inline := string(payload)
-		if len(payload) > InlinePayload {
-			inline = ""
+		inline := ""
+		if len(payload) <= InlinePayload {
+			inline = string(payload)
 		}
 		res, err := stmt.ExecContext(ctx, ev.ID, ev.Type, target, inline,
 			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli())

@@ -128,7 +128,7 @@ func lead(t *testing.T, g *Group[*groupItem], ctx context.Context, key string) (
 }
 
 // waitQueued waits until n callers wait for a group.
-func waitQueued(t *testing.T, g *Group[*groupItem], n int) {
+func waitQueued[T any](t *testing.T, g *Group[T], n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for g.queued() != n {

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 )
 
@@ -53,18 +52,6 @@ func (r *Registry) Handlers(eventType string) []NamedHandler {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return append([]NamedHandler(nil), r.handlers[eventType]...)
-}
-
-// Types returns every event type with a handler, sorted.
-func (r *Registry) Types() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	ts := make([]string, 0, len(r.handlers))
-	for t := range r.handlers {
-		ts = append(ts, t)
-	}
-	sort.Strings(ts)
-	return ts
 }
 
 type ctxKey int

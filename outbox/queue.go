@@ -245,8 +245,9 @@ func (q *Queue) Claim(ctx context.Context, limit int, lease time.Duration) ([]Ro
 	q.prepare(ctx)
 	var rows []Row
 	err := inCachedTx(ctx, q.write, q.cache, func(s *stmts) error {
+		now := q.now()
 		var err error
-		rows, err = claimRows(s, q.tok.next(q.now()), q.now(), limit, lease)
+		rows, err = claimRows(s, q.tok.next(now), now, limit, lease)
 		return err
 	})
 	if err != nil {
@@ -596,22 +597,24 @@ func settleRows(s *stmts, now time.Time, settlements []Settlement) (int, error) 
 
 // Complete marks claimed rows done.
 func (q *Queue) Complete(ctx context.Context, rows ...Row) (int, error) {
-	return q.Settle(ctx, settleAll(rows, Result{Outcome: Succeeded})...)
+	return q.Settle(ctx, SettleAll(rows, Result{Outcome: Succeeded})...)
 }
 
 // Defer puts claimed rows back to pending, due at until, without spending an
 // attempt (the relay's answer to an unreachable broker).
 func (q *Queue) Defer(ctx context.Context, until time.Time, rows ...Row) (int, error) {
-	return q.Settle(ctx, settleAll(rows, Result{Outcome: Deferred, Next: until})...)
+	return q.Settle(ctx, SettleAll(rows, Result{Outcome: Deferred, Next: until})...)
 }
 
 // Release puts claimed rows back to pending, due now, without spending an
 // attempt (shutdown).
 func (q *Queue) Release(ctx context.Context, rows ...Row) (int, error) {
-	return q.Settle(ctx, settleAll(rows, Result{Outcome: Released, Next: q.now()})...)
+	return q.Settle(ctx, SettleAll(rows, Result{Outcome: Released, Next: q.now()})...)
 }
 
-func settleAll(rows []Row, res Result) []Settlement {
+// SettleAll returns one settlement per row, each applying res, for Settle
+// or SettleAndClaimIDs.
+func SettleAll(rows []Row, res Result) []Settlement {
 	out := make([]Settlement, len(rows))
 	for i, r := range rows {
 		out[i] = Settlement{Row: r, Result: res}
@@ -785,14 +788,13 @@ func (q *Queue) change(ctx context.Context, op string, id int64, query string, a
 // backing off for a host that is known to be back). Attempts are kept. It
 // returns how many rows it changed.
 func (q *Queue) ReleaseTarget(ctx context.Context, target string) (int64, error) {
-	var n int64
 	now := q.now().UnixMilli()
-	err := inTx(ctx, q.write, func(s *stmts) error {
-		var err error
-		n, err = s.exec(`UPDATE event_queue SET next_attempt_at = ?, updated_at = ?
-			WHERE target = ? AND status = 'pending' AND next_attempt_at > ?`, now, now, target, now)
-		return err
-	})
+	res, err := q.write.ExecContext(ctx, `UPDATE event_queue SET next_attempt_at = ?, updated_at = ?
+		WHERE target = ? AND status = 'pending' AND next_attempt_at > ?`, now, now, target, now)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: release target: %w", err)
+	}
+	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, fmt.Errorf("outbox: release target: %w", err)
 	}
@@ -903,13 +905,12 @@ const (
 func (q *Queue) Sweep(ctx context.Context, ledgerBefore, doneBefore time.Time) (SweepResult, error) {
 	var res SweepResult
 	for range sweepChunks {
-		var n int64
-		err := inTx(ctx, q.write, func(s *stmts) error {
-			var err error
-			n, err = s.exec(`DELETE FROM processed_events WHERE rowid IN
-				(SELECT rowid FROM processed_events WHERE started_at < ? LIMIT ?)`, ledgerBefore.UnixMilli(), sweepChunk)
-			return err
-		})
+		r, err := q.write.ExecContext(ctx, `DELETE FROM processed_events WHERE rowid IN
+			(SELECT rowid FROM processed_events WHERE started_at < ? LIMIT ?)`, ledgerBefore.UnixMilli(), sweepChunk)
+		if err != nil {
+			return res, fmt.Errorf("outbox: sweep: %w", err)
+		}
+		n, err := r.RowsAffected()
 		if err != nil {
 			return res, fmt.Errorf("outbox: sweep: %w", err)
 		}

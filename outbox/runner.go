@@ -344,13 +344,13 @@ func (r *Runner) execute(ctx, hctx context.Context, d *delivery) (Result, []ledg
 		hctx = WithEnqueueObserver(hctx, o.Enqueued)
 	}
 	var (
-		ops                     []ledgerOp
-		failures                []error
-		permanent               error
-		deferUntil              time.Time
-		deferReason             string
-		retryAfter              time.Duration
-		interrupted, anyFailure bool
+		ops         []ledgerOp
+		failures    []error
+		permanent   error
+		deferUntil  time.Time
+		deferReason string
+		retryAfter  time.Duration
+		interrupted bool
 	)
 	deferTo := func(t time.Time, reason string) {
 		if t.After(deferUntil) {
@@ -407,7 +407,6 @@ func (r *Runner) execute(ctx, hctx context.Context, d *delivery) (Result, []ledg
 			interrupted = true
 		default:
 			r.obs.handled(ev.Type, name, HandledFailure, took)
-			anyFailure = true
 			failures = append(failures, fmt.Errorf("%s: %w", name, err))
 			if errors.As(err, &ra) && ra.After > retryAfter {
 				retryAfter = ra.After
@@ -422,7 +421,7 @@ func (r *Runner) execute(ctx, hctx context.Context, d *delivery) (Result, []ledg
 		r.log.ErrorContext(ctx, "outbox: event dead-lettered: permanent error", "event_id", ev.ID,
 			"type", ev.Type, "attempt", d.attempt, "err", permanent)
 		return Result{Outcome: Dead, Err: permanent}, ops
-	case anyFailure:
+	case len(failures) > 0:
 		next := time.Time{}
 		if retryAfter > 0 {
 			next = now.Add(retryAfter)

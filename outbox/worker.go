@@ -173,13 +173,6 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	return &Worker{cfg: cfg, runner: r, queue: q, log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
 }
 
-// Runner returns the worker's Runner (one per process: it issues the
-// ledger's owner tokens).
-func (w *Worker) Runner() *Runner { return w.runner }
-
-// Queue returns the worker's Queue.
-func (w *Worker) Queue() *Queue { return w.queue }
-
 // Notify wakes an idle worker to look for due rows now. It never blocks;
 // wire it to sqlite.DB.OnWrite so a local enqueue is handled at once.
 func (w *Worker) Notify() {
@@ -329,11 +322,12 @@ func (w *Worker) claimLoop(ctx context.Context, jobs chan<- *job, slots chan str
 	}
 }
 
-// claim claims up to n due rows and their ledger entries in one transaction.
+// claim claims up to n due rows and their ledger entries in one transaction,
+// with the queue's prepared statements.
 func (w *Worker) claim(ctx context.Context, n int) ([]*job, error) {
+	w.queue.prepare(ctx)
 	var jobs []*job
-	err := inTx(ctx, w.cfg.DB, func(s *stmts) error {
-		jobs = jobs[:0]
+	err := inCachedTx(ctx, w.cfg.DB, w.queue.cache, func(s *stmts) error {
 		now := w.cfg.Now()
 		token := w.runner.tokens.next(now)
 		rows, err := claimRows(s, token, now, n, w.cfg.Lease)
@@ -406,11 +400,13 @@ func (w *Worker) complete(ctx context.Context, results <-chan *job, slots <-chan
 }
 
 // settle writes the outcome of a group of jobs in one transaction, or one
-// transaction per job when the group fails. A job whose write fails keeps
-// its row 'processing'; the lease brings it back.
+// transaction per job when the group fails, with the queue's prepared
+// statements. A job whose write fails keeps its row 'processing'; the lease
+// brings it back.
 func (w *Worker) settle(ctx context.Context, group []*job) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
+	w.queue.prepare(sctx)
 	one := func(s *stmts, j *job) error {
 		if err := w.runner.settleLedger(s, j.ops); err != nil {
 			return err
@@ -425,7 +421,7 @@ func (w *Worker) settle(ctx context.Context, group []*job) {
 		}
 		return nil
 	}
-	err := inTx(sctx, w.cfg.DB, func(s *stmts) error {
+	err := inCachedTx(sctx, w.cfg.DB, w.queue.cache, func(s *stmts) error {
 		for _, j := range group {
 			if err := one(s, j); err != nil {
 				return err
@@ -435,7 +431,7 @@ func (w *Worker) settle(ctx context.Context, group []*job) {
 	})
 	if err != nil && len(group) > 1 {
 		for _, j := range group {
-			if err := inTx(sctx, w.cfg.DB, func(s *stmts) error { return one(s, j) }); err != nil {
+			if err := inCachedTx(sctx, w.cfg.DB, w.queue.cache, func(s *stmts) error { return one(s, j) }); err != nil {
 				w.log.Error("outbox: settle failed; the row returns after its lease", "event_id", j.row.Event.ID,
 					"row", j.row.ID, "err", err)
 			} else {

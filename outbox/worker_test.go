@@ -595,10 +595,7 @@ func TestRunnerReportsEventsEnqueuedByHandlers(t *testing.T) {
 				outbox.Event{ID: outbox.ChildID(ev.ID, "b"), Type: "child"})
 		})
 	})
-	r, err := outbox.NewRunner(outbox.RunnerConfig{DB: b.db.Write, Registry: b.reg, Now: b.clock.Now, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, b, b.reg, b.clock, obs)
 	ev := outbox.Event{ID: "6b0e7c1e-8f55-4d59-9d3c-2f1a0e1d9a77", Type: "parent"}
 	if res := r.Run(context.Background(), ev, 1); res.Outcome != outbox.Succeeded {
 		t.Fatalf("run = %+v", res)
