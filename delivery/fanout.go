@@ -35,10 +35,11 @@ type Post struct {
 
 // target is one inbox of an activity's audience.
 type target struct {
-	inbox      string
-	host       string
-	recipients map[string]bool // remote actors behind a personal inbox
-	shared     bool
+	inbox     string
+	host      string
+	recipient string // a remote actor behind a personal inbox
+	several   bool   // more than one remote actor is behind it
+	shared    bool
 }
 
 // fanout handles an activitypub.EventOutgoing event: it checks the
@@ -74,10 +75,8 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 	events := make([]outbox.Event, 0, len(targets))
 	for _, t := range targets {
 		p := Post{Actor: out.Actor, ActivityID: act.ID, Inbox: t.inbox}
-		if !t.shared && len(t.recipients) == 1 {
-			for r := range t.recipients {
-				p.Recipient = r
-			}
+		if !t.shared && !t.several {
+			p.Recipient = t.recipient
 		}
 		payload, err := json.Marshal(p)
 		if err != nil {
@@ -141,6 +140,7 @@ func isPublic(v string) bool {
 // inboxes, interleaved by host.
 func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activitypub.Activity) ([]target, error) {
 	followers := s.uris.Followers(actor.Name)
+	self := strings.ToLower(s.uris.Host())
 	byInbox := map[string]*target{}
 	add := func(inbox, recipient string, shared bool) {
 		host, ok := inboxHost(inbox)
@@ -149,17 +149,20 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 				"activity_id", act.ID, "inbox", inbox)
 			return
 		}
-		if s.uris.IsLocal(inbox) || host == strings.ToLower(s.uris.Host()) {
+		if s.uris.IsLocal(inbox) || host == self {
 			return // our own actors are not POSTed over HTTP
 		}
 		t := byInbox[inbox]
 		if t == nil {
-			t = &target{inbox: inbox, host: host, recipients: map[string]bool{}}
+			t = &target{inbox: inbox, host: host}
 			byInbox[inbox] = t
 		}
 		t.shared = t.shared || shared
-		if recipient != "" {
-			t.recipients[recipient] = true
+		switch {
+		case t.recipient == "":
+			t.recipient = recipient
+		case recipient != "" && recipient != t.recipient:
+			t.several = true
 		}
 	}
 	seen := map[string]bool{}
@@ -284,21 +287,18 @@ func (s *Service) named(ctx context.Context, actor *store.Actor, act *activitypu
 			"activity_id", act.ID, "recipient", r)
 		return nil
 	}
-	domainBlocked, err := s.store.IsDomainBlocked(ctx, r)
+	var blocked bool
+	var err error
+	if act.Type == "Block" && act.ObjectID == r {
+		blocked, err = s.store.IsDomainBlocked(ctx, r) // the blocked actor is told of its Block
+	} else {
+		blocked, err = s.store.DeliveryBlocked(ctx, actor.ID, r)
+	}
 	if err != nil {
 		return fmt.Errorf("delivery: audience of %s: %w", act.ID, err)
 	}
-	if domainBlocked {
+	if blocked {
 		return nil
-	}
-	if !(act.Type == "Block" && act.ObjectID == r) {
-		blocked, err := s.store.Blocks(ctx, actor.ID, r)
-		if err != nil {
-			return fmt.Errorf("delivery: audience of %s: %w", act.ID, err)
-		}
-		if blocked {
-			return nil
-		}
 	}
 	a, err := s.cfg.Resolver.Actor(ctx, r)
 	if err != nil {

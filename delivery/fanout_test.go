@@ -295,6 +295,25 @@ func TestFanoutRejectsForeignActivityID(t *testing.T) {
 	}
 }
 
+// inboxesOf runs the fan-out of ev and returns the inboxes of the deliveries
+// it enqueued, in order.
+func (b *bundle) inboxesOf(ev outbox.Event) []string {
+	b.t.Helper()
+	before := len(b.rows(delivery.EventPost))
+	if err := b.handle(ev); err != nil {
+		b.t.Fatalf("fan-out: %v", err)
+	}
+	var out []string
+	for _, r := range b.rows(delivery.EventPost)[before:] {
+		var p delivery.Post
+		if err := json.Unmarshal(r.Event.Payload, &p); err != nil {
+			b.t.Fatal(err)
+		}
+		out = append(out, p.Inbox)
+	}
+	return out
+}
+
 func TestNamedRecipients(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -324,18 +343,7 @@ func TestNamedRecipients(t *testing.T) {
 	}
 	ev := direct(rm.actorURL("bob"), rm.actorURL("carol"), rm.actorURL("gone"), rm.actorURL("missing"),
 		rm.actorURL("blocked"), b.st.URIs().Actor("local"))
-	before := b.rows(delivery.EventPost)
-	if err := b.handle(ev); err != nil {
-		t.Fatalf("fan-out: %v", err)
-	}
-	var inboxes []string
-	for _, r := range b.rows(delivery.EventPost)[len(before):] {
-		var p delivery.Post
-		if err := json.Unmarshal(r.Event.Payload, &p); err != nil {
-			t.Fatal(err)
-		}
-		inboxes = append(inboxes, p.Inbox)
-	}
+	inboxes := b.inboxesOf(ev)
 	// The Block of "blocked" went to its shared inbox too, before.
 	if strings.Join(inboxes, " ") != rm.URL()+"/inbox" {
 		t.Errorf("direct note goes to %v, want the shared inbox once", inboxes)
@@ -384,48 +392,32 @@ func TestReactionsToUnstoredObjectsReachTheAuthor(t *testing.T) {
 	rm.getStatus["note:gone"] = http.StatusGone
 	rm.getStatus["note:flaky"] = http.StatusServiceUnavailable
 	rm.mu.Unlock()
-	inboxesOf := func(ev outbox.Event) []string {
-		t.Helper()
-		before := len(b.rows(delivery.EventPost))
-		if err := b.handle(ev); err != nil {
-			t.Fatalf("fan-out: %v", err)
-		}
-		var out []string
-		for _, r := range b.rows(delivery.EventPost)[before:] {
-			var p delivery.Post
-			if err := json.Unmarshal(r.Event.Payload, &p); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, p.Inbox)
-		}
-		return out
-	}
 	like, err := b.st.Like(b.ctx, alice, rm.URL()+"/notes/bob")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := inboxesOf(b.eventOf(like)); strings.Join(got, " ") != rm.actorURL("bob")+"/inbox" {
+	if got := b.inboxesOf(b.eventOf(like)); strings.Join(got, " ") != rm.actorURL("bob")+"/inbox" {
 		t.Errorf("Like goes to %v, want bob's inbox", got)
 	}
 	undo, err := b.st.Undo(b.ctx, alice, like.URI)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := inboxesOf(b.eventOf(undo)); strings.Join(got, " ") != rm.actorURL("bob")+"/inbox" {
+	if got := b.inboxesOf(b.eventOf(undo)); strings.Join(got, " ") != rm.actorURL("bob")+"/inbox" {
 		t.Errorf("Undo of the Like goes to %v, want bob's inbox", got)
 	}
 	boost, err := b.st.Announce(b.ctx, alice, rm.URL()+"/notes/carol")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := inboxesOf(b.eventOf(boost)); !slices.Contains(got, rm.actorURL("carol")+"/inbox") {
+	if got := b.inboxesOf(b.eventOf(boost)); !slices.Contains(got, rm.actorURL("carol")+"/inbox") {
 		t.Errorf("Announce goes to %v, want carol's inbox among them", got)
 	}
 	gone, err := b.st.Like(b.ctx, alice, rm.URL()+"/notes/gone")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := inboxesOf(b.eventOf(gone)); len(got) != 0 {
+	if got := b.inboxesOf(b.eventOf(gone)); len(got) != 0 {
 		t.Errorf("Like of a gone note goes to %v, want nowhere", got)
 	}
 	flaky, err := b.st.Like(b.ctx, alice, rm.URL()+"/notes/flaky")

@@ -94,7 +94,7 @@ func (h *Health) entry(ctx context.Context, host string) (*hostState, error) {
 	if fresh {
 		return e, nil
 	}
-	row, found, err := h.read(ctx, h.s.db.Read, host)
+	row, found, err := h.read(ctx, host)
 	if err != nil {
 		if e != nil {
 			return e, nil // a stale copy beats failing the delivery
@@ -178,18 +178,6 @@ func nullTime(t time.Time) any {
 	return t.UnixMilli()
 }
 
-type queryRower interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// stmtRower runs a prepared statement where a queryRower is expected (the
-// query text is the statement's own).
-type stmtRower struct{ st *sql.Stmt }
-
-func (s stmtRower) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
-	return s.st.QueryRowContext(ctx, args...)
-}
-
 const sqlReadHost = `SELECT ` + hostColumns + ` FROM delivery_hosts WHERE host = ?`
 
 // readStmt returns the host read prepared once on the read pool (the
@@ -207,13 +195,15 @@ func (h *Health) readStmt(ctx context.Context) *sql.Stmt {
 	return h.stmt
 }
 
-func (h *Health) read(ctx context.Context, q queryRower, host string) (HostStatus, bool, error) {
-	if q == queryRower(h.s.db.Read) {
-		if st := h.readStmt(ctx); st != nil {
-			q = stmtRower{st}
-		}
+// read returns host's row, read on the read pool; false when there is none.
+func (h *Health) read(ctx context.Context, host string) (HostStatus, bool, error) {
+	var row *sql.Row
+	if stmt := h.readStmt(ctx); stmt != nil {
+		row = stmt.QueryRowContext(ctx, host)
+	} else {
+		row = h.s.db.Read.QueryRowContext(ctx, sqlReadHost, host)
 	}
-	st, err := scanHost(q.QueryRowContext(ctx, sqlReadHost, host))
+	st, err := scanHost(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return HostStatus{}, false, nil
 	}
@@ -479,7 +469,7 @@ func (h *Health) SignOfLife(ctx context.Context, host string) {
 // delivered to it).
 func (h *Health) Host(ctx context.Context, host string) (HostStatus, error) {
 	host = NormalizeHost(host, "")
-	st, found, err := h.read(ctx, h.s.db.Read, host)
+	st, found, err := h.read(ctx, host)
 	if err != nil {
 		return HostStatus{}, err
 	}
@@ -565,10 +555,9 @@ func (h *Health) Resume(ctx context.Context, host string) (int64, error) {
 	if err := h.change(ctx, "resume", host, `UPDATE delivery_hosts SET paused_at = NULL, pause_reason = '' WHERE host = ?`); err != nil {
 		return 0, err
 	}
-	h.forget(host)
-	n, err := h.s.queue.ReleaseTarget(ctx, host)
+	n, err := h.release(ctx, "resume", host)
 	if err != nil {
-		return 0, fmt.Errorf("delivery: resume %s: %w", host, err)
+		return 0, err
 	}
 	h.s.log.InfoContext(ctx, "delivery: host resumed", "host", host, "released", n)
 	return n, nil
@@ -586,12 +575,7 @@ func (h *Health) RetryNow(ctx context.Context, host string) (int64, error) {
 		probe_event_id = NULL, probe_deadline = NULL, updated_at = ? WHERE host = ?`, now, now, host); err != nil {
 		return 0, err
 	}
-	h.forget(host)
-	n, err := h.s.queue.ReleaseTarget(ctx, host)
-	if err != nil {
-		return 0, fmt.Errorf("delivery: retry %s: %w", host, err)
-	}
-	return n, nil
+	return h.release(ctx, "retry", host)
 }
 
 // Reset forgets host's health (it is healthy again, failures cleared; a
@@ -607,11 +591,10 @@ func (h *Health) Reset(ctx context.Context, host string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	h.forget(host)
 	h.s.rec.add(recOp{unpark: host})
-	n, err := h.s.queue.ReleaseTarget(ctx, host)
+	n, err := h.release(ctx, "reset", host)
 	if err != nil {
-		return 0, fmt.Errorf("delivery: reset %s: %w", host, err)
+		return 0, err
 	}
 	h.s.log.InfoContext(ctx, "delivery: host reset", "host", host, "released", n)
 	return n, nil
@@ -680,6 +663,18 @@ func (h *Health) change(ctx context.Context, op, host, query string, args ...any
 		return fmt.Errorf("delivery: %s %s: %w", op, host, err)
 	}
 	return nil
+}
+
+// release ends an operator's change of host's row: it drops the memory
+// copy and makes host's pending deliveries due now. It returns how many were
+// released.
+func (h *Health) release(ctx context.Context, op, host string) (int64, error) {
+	h.forget(host)
+	n, err := h.s.queue.ReleaseTarget(ctx, host)
+	if err != nil {
+		return 0, fmt.Errorf("delivery: %s %s: %w", op, host, err)
+	}
+	return n, nil
 }
 
 // CountHosts implements metrics.HostStats: hosts per health state, paused

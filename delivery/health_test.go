@@ -25,7 +25,7 @@ func (b *bundle) note(a *store.Actor, text string) *store.Activity {
 	return act
 }
 
-// hostState waits until host's recorded state is want and returns it.
+// waitHost waits until host's recorded state is want and returns it.
 func (b *bundle) waitHost(host, want string) delivery.HostStatus {
 	b.t.Helper()
 	var st delivery.HostStatus
@@ -35,6 +35,18 @@ func (b *bundle) waitHost(host, want string) delivery.HostStatus {
 		return err == nil && st.State == want
 	})
 	return st
+}
+
+// waitDelivered waits until a delivery row is done; its callers deliver to
+// one inbox.
+func (b *bundle) waitDelivered(what string) {
+	b.t.Helper()
+	waitFor(b.t, what, func() bool {
+		for _, r := range b.deliveryRows() {
+			return r.Status == outbox.StatusDone
+		}
+		return false
+	})
 }
 
 // settledRows waits until n delivery rows exist and none is claimed or due
@@ -261,13 +273,7 @@ func TestDeadLetterAfterParkMaxAndReplay(t *testing.T) {
 	if err := b.queue.Retry(b.ctx, row.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the replayed delivery", func() bool {
-		r := b.deliveryRows()
-		for _, x := range r {
-			return x.Status == outbox.StatusDone
-		}
-		return false
-	})
+	b.waitDelivered("the replayed delivery")
 	if rm.count() != posts+1 {
 		t.Errorf("replay sent %d POSTs, want 1", rm.count()-posts)
 	}
@@ -290,12 +296,7 @@ func TestSignOfLifeReleasesParkedDeliveries(t *testing.T) {
 	b.settledRows(1)
 	up.Store(true)
 	b.svc.Health().SignOfLife(b.ctx, rm.Host())
-	waitFor(t, "release on a sign of life", func() bool {
-		for _, r := range b.deliveryRows() {
-			return r.Status == outbox.StatusDone
-		}
-		return false
-	})
+	b.waitDelivered("release on a sign of life")
 	b.waitHost(rm.Host(), delivery.HostHealthy)
 }
 
@@ -329,12 +330,7 @@ func TestRetryAfterIsALowerBound(t *testing.T) {
 		t.Fatalf("re-sent before Retry-After: %d POSTs", rm.count())
 	}
 	b.clock.Advance(61 * time.Second)
-	waitFor(t, "delivery after Retry-After", func() bool {
-		for _, r := range b.deliveryRows() {
-			return r.Status == outbox.StatusDone
-		}
-		return false
-	})
+	b.waitDelivered("delivery after Retry-After")
 	if rm.count() != 2 {
 		t.Errorf("%d POSTs, want 2", rm.count())
 	}
@@ -535,12 +531,7 @@ func TestRetryNowResetAndHostStats(t *testing.T) {
 		t.Fatalf("retry now released %d (%v), want 1", n, err)
 	}
 	b.waitHost(rm.Host(), delivery.HostHealthy)
-	waitFor(t, "delivery after retry now", func() bool {
-		for _, r := range b.deliveryRows() {
-			return r.Status == outbox.StatusDone
-		}
-		return false
-	})
+	b.waitDelivered("delivery after retry now")
 	if rm.count() != posts+1 {
 		t.Errorf("retry now sent %d POSTs, want 1", rm.count()-posts)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
-	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
 )
@@ -81,8 +80,9 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	now = s.now()
 	d := Classify(status, header, postErr, now, s.cfg.RetryAfterMax)
 	wait := s.health.observe(ctx, host, ev.ID, d, adm.probe, now)
-	s.record(p, ev.ID, host, now, status, outcomeOf(d.Verdict), d.Reason, took)
-	s.cfg.Metrics.Attempt(metricOutcome(d.Verdict), status, took)
+	outcome := outcomeOf(d.Verdict)
+	s.record(p, ev.ID, host, now, status, outcome, d.Reason, took)
+	s.cfg.Metrics.Attempt(outcome, status, took)
 
 	switch d.Verdict {
 	case Delivered:
@@ -172,6 +172,8 @@ func (s *Service) record(p Post, eventID, host string, at time.Time, status int,
 		at: at, status: status, outcome: outcome, err: msg, took: took}})
 }
 
+// outcomeOf is the outcome of a POST with verdict v, both recorded and
+// counted.
 func outcomeOf(v Verdict) string {
 	switch v {
 	case Delivered:
@@ -182,18 +184,6 @@ func outcomeOf(v Verdict) string {
 		return OutcomeRefused
 	}
 	return OutcomeRetry
-}
-
-func metricOutcome(v Verdict) string {
-	switch v {
-	case Delivered:
-		return metrics.DeliveryDelivered
-	case Permanent:
-		return metrics.DeliveryPermanent
-	case Refused:
-		return metrics.DeliveryRefused
-	}
-	return metrics.DeliveryRetry
 }
 
 // slotSet bounds concurrent POSTs per host in this process.

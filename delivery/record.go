@@ -9,15 +9,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/sqlite"
 )
 
-// Attempt outcomes recorded in delivery_attempts.
+// Attempt outcomes recorded in delivery_attempts; those of a POST are the
+// outcome labels of the delivery metrics.
 const (
-	OutcomeDelivered = "delivered"
-	OutcomeRetry     = "retry"
-	OutcomePermanent = "permanent"
-	OutcomeRefused   = "refused"
+	OutcomeDelivered = metrics.DeliveryDelivered
+	OutcomeRetry     = metrics.DeliveryRetry
+	OutcomePermanent = metrics.DeliveryPermanent
+	OutcomeRefused   = metrics.DeliveryRefused
 	// OutcomeDead: the delivery was dead-lettered without a POST (parked
 	// longer than ParkMax).
 	OutcomeDead = "dead"

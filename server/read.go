@@ -212,19 +212,32 @@ func (s *Server) actorCollection(w http.ResponseWriter, r *http.Request,
 	writeDoc(w, r, http.StatusOK, page)
 }
 
-// visible reports whether the reader of r may see a local object or
-// activity of author: public and unlisted ones are for everyone, others
-// only for their author's bearer token. (Signed fetches by recipients are
-// not served: peers receive such items by delivery.)
-func (s *Server) visible(r *http.Request, public bool, authorID int64) (bool, error) {
+// visible returns nil when the reader of r may see a local object or
+// activity of author, and otherwise the not-found error of the kind's id:
+// public and unlisted ones are for everyone, others only for their author's
+// bearer token. (Signed fetches by recipients are not served: peers receive
+// such items by delivery.)
+func (s *Server) visible(r *http.Request, public bool, authorID int64, kind, id string) error {
 	if public {
-		return true, nil
+		return nil
 	}
 	a, err := s.st.ActorByID(r.Context(), authorID)
 	if err != nil {
-		return false, err
+		return err
 	}
-	return s.owner(r, a)
+	ok, err := s.owner(r, a)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return store.Errorf(store.ENOTFOUND, "no %s %q", kind, id)
+	}
+	return nil
+}
+
+// publicOrUnlisted reports whether o is for everyone to read.
+func publicOrUnlisted(o *store.Object) bool {
+	return o.Visibility == store.VisibilityPublic || o.Visibility == store.VisibilityUnlisted
 }
 
 // object serves /objects/{id}: the Note with likes and shares collections
@@ -246,14 +259,9 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 		writeDoc(w, r, http.StatusGone, t)
 		return
 	}
-	public := o.Visibility == store.VisibilityPublic || o.Visibility == store.VisibilityUnlisted
-	ok, err := s.visible(r, public, o.ActorID)
-	if err != nil {
+	public := publicOrUnlisted(o)
+	if err := s.visible(r, public, o.ActorID, "object", o.LocalID); err != nil {
 		s.writeError(w, r, err)
-		return
-	}
-	if !ok {
-		s.writeError(w, r, store.Errorf(store.ENOTFOUND, "no object %q", o.LocalID))
 		return
 	}
 	if !public {
@@ -297,13 +305,8 @@ func (s *Server) reactions(typ string) http.HandlerFunc {
 			s.writeError(w, r, store.Errorf(store.EGONE, "object %q was deleted", o.LocalID))
 			return
 		}
-		ok, err := s.visible(r, o.Visibility == store.VisibilityPublic || o.Visibility == store.VisibilityUnlisted, o.ActorID)
-		if err != nil {
+		if err := s.visible(r, publicOrUnlisted(o), o.ActorID, "object", o.LocalID); err != nil {
 			s.writeError(w, r, err)
-			return
-		}
-		if !ok {
-			s.writeError(w, r, store.Errorf(store.ENOTFOUND, "no object %q", o.LocalID))
 			return
 		}
 		likes, shares, err := s.st.ReactionCounts(r.Context(), o.URI)
@@ -327,13 +330,8 @@ func (s *Server) activity(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ok, err := s.visible(r, a.Public, a.ActorID)
-	if err != nil {
+	if err := s.visible(r, a.Public, a.ActorID, "activity", a.LocalID()); err != nil {
 		s.writeError(w, r, err)
-		return
-	}
-	if !ok {
-		s.writeError(w, r, store.Errorf(store.ENOTFOUND, "no activity %q", a.LocalID()))
 		return
 	}
 	if !a.Public {
