@@ -370,11 +370,24 @@ func (c *cli) commands() map[string]map[string]command {
 		all, dry                                                   bool
 	)
 	limitFlag := func(fs *flag.FlagSet) { fs.IntVar(&limit, "limit", 0, "page size") }
+	// pageFlags and pageQuery are the paging of a listing: --cursor and
+	// --limit.
+	pageFlags := func(fs *flag.FlagSet) func() error {
+		fs.StringVar(&cursor, "cursor", "", "continue a listing")
+		limitFlag(fs)
+		return nil
+	}
+	pageQuery := func(q url.Values) url.Values {
+		setIf(q, "cursor", cursor)
+		if limit > 0 {
+			q.Set("limit", strconv.Itoa(limit))
+		}
+		return q
+	}
 	filterFlags := func(fs *flag.FlagSet) {
 		fs.StringVar(&typ, "type", "", "event type")
 		fs.StringVar(&host, "host", "", "target host")
 		fs.StringVar(&older, "older-than", "", "only events enqueued longer ago (30m, 2h, 3d)")
-		limitFlag(fs)
 	}
 	filterQuery := func() url.Values {
 		q := url.Values{}
@@ -382,18 +395,13 @@ func (c *cli) commands() map[string]map[string]command {
 		setIf(q, "type", typ)
 		setIf(q, "host", host)
 		setIf(q, "older_than", older)
-		setIf(q, "cursor", cursor)
-		if limit > 0 {
-			q.Set("limit", strconv.Itoa(limit))
-		}
-		return q
+		return pageQuery(q)
 	}
 	listEvents := command{
 		flags: func(fs *flag.FlagSet) func() error {
 			fs.StringVar(&status, "status", "", "pending, processing, stuck, dead_lettered or done")
-			fs.StringVar(&cursor, "cursor", "", "continue a listing")
 			filterFlags(fs)
-			return nil
+			return pageFlags(fs)
 		},
 		nargs: []int{0},
 		run: func(ctx context.Context, _ []string) error {
@@ -403,9 +411,9 @@ func (c *cli) commands() map[string]map[string]command {
 			})
 		},
 	}
-	hostVerb := func(verb string, method string) command {
+	hostVerb := func(verb string) command {
 		return command{nargs: []int{1}, args: "HOST", run: func(ctx context.Context, pos []string) error {
-			return c.action(ctx, method, "/admin/hosts/"+esc(pos[0])+"/"+verb, nil, nil)
+			return c.action(ctx, http.MethodPost, "/admin/hosts/"+esc(pos[0])+"/"+verb, nil, nil)
 		}}
 	}
 	return map[string]map[string]command{
@@ -425,6 +433,7 @@ func (c *cli) commands() map[string]map[string]command {
 					fs.BoolVar(&all, "all", false, "retry every dead-lettered event matching the filter")
 					fs.BoolVar(&dry, "dry-run", false, "only count what --all would retry")
 					filterFlags(fs)
+					limitFlag(fs)
 					return func() error {
 						if !all && (typ != "" || host != "" || older != "" || limit != 0 || dry) {
 							return usagef("events retry: --type, --host, --older-than, --limit and --dry-run need --all")
@@ -463,19 +472,14 @@ func (c *cli) commands() map[string]map[string]command {
 				flags: func(fs *flag.FlagSet) func() error {
 					fs.StringVar(&eventID, "event", "", "only the records of this event")
 					fs.StringVar(&reason, "reason", "", "max_deliveries or terminated")
-					fs.StringVar(&cursor, "cursor", "", "continue a listing")
-					limitFlag(fs)
-					return nil
+					return pageFlags(fs)
 				},
 				nargs: []int{0},
 				run: func(ctx context.Context, _ []string) error {
 					q := url.Values{}
 					setIf(q, "event_id", eventID)
 					setIf(q, "reason", reason)
-					setIf(q, "cursor", cursor)
-					if limit > 0 {
-						q.Set("limit", strconv.Itoa(limit))
-					}
+					q = pageQuery(q)
 					var out ExhaustedList
 					return c.get(ctx, "/admin/jetstream/exhausted", q, &out, func(w io.Writer) {
 						renderExhausted(w, out, c.nextHint("exhausted", q, out.NextCursor))
@@ -500,18 +504,10 @@ func (c *cli) commands() map[string]map[string]command {
 			},
 		},
 		"activity": {"": {
-			flags: func(fs *flag.FlagSet) func() error {
-				fs.StringVar(&cursor, "cursor", "", "continue the inbox list")
-				limitFlag(fs)
-				return nil
-			},
+			flags: pageFlags,
 			nargs: []int{1}, args: "ID|URL [--limit N] [--cursor C]",
 			run: func(ctx context.Context, pos []string) error {
-				q := url.Values{}
-				setIf(q, "cursor", cursor)
-				if limit > 0 {
-					q.Set("limit", strconv.Itoa(limit))
-				}
+				q := pageQuery(url.Values{})
 				id := activityRef(pos[0])
 				var out ActivityStatus
 				return c.get(ctx, "/admin/activities/"+esc(id), q, &out, func(w io.Writer) {
@@ -521,18 +517,10 @@ func (c *cli) commands() map[string]map[string]command {
 		}},
 		"hosts": {
 			"": {
-				flags: func(fs *flag.FlagSet) func() error {
-					fs.StringVar(&cursor, "cursor", "", "continue a listing")
-					limitFlag(fs)
-					return nil
-				},
+				flags: pageFlags,
 				nargs: []int{0},
 				run: func(ctx context.Context, _ []string) error {
-					q := url.Values{}
-					setIf(q, "cursor", cursor)
-					if limit > 0 {
-						q.Set("limit", strconv.Itoa(limit))
-					}
+					q := pageQuery(url.Values{})
 					var out HostList
 					return c.get(ctx, "/admin/hosts", q, &out, func(w io.Writer) {
 						renderHosts(w, out, c.nextHint("hosts", q, out.NextCursor))
@@ -555,9 +543,9 @@ func (c *cli) commands() map[string]map[string]command {
 					return c.action(ctx, http.MethodPost, "/admin/hosts/"+esc(pos[0])+"/pause", q, nil)
 				},
 			},
-			"resume": hostVerb("resume", http.MethodPost),
-			"retry":  hostVerb("retry", http.MethodPost),
-			"reset":  hostVerb("reset", http.MethodPost),
+			"resume": hostVerb("resume"),
+			"retry":  hostVerb("retry"),
+			"reset":  hostVerb("reset"),
 			"drain": {
 				flags: func(fs *flag.FlagSet) func() error {
 					fs.StringVar(&confirm, "confirm", "", "the host's name again, to discard for real")

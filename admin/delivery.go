@@ -166,6 +166,7 @@ func inboxStatus(st delivery.InboxStatus) InboxStatus {
 		Inbox: st.Inbox, Host: st.Host, EventID: st.EventID, State: state, Attempts: st.Attempts,
 		LastStatus: st.LastStatus, LastOutcome: st.LastOutcome, LastError: st.LastError,
 		LastAttemptAt: utc(st.LastAttemptAt), NextAttemptAt: utc(st.NextAttemptAt), ParkedAt: utc(st.ParkedAt),
+		QueueStatus: st.QueueStatus,
 	}
 }
 

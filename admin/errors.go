@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/outbox/natsbus"
 	"github.com/courier-ap/courier/store"
@@ -44,13 +43,9 @@ const (
 	EINTERNAL Code = "internal"
 )
 
-// ErrNotFound and ErrConflict may be wrapped by implementations of Hosts and
-// Deliveries (through an adapter in cmd) to report an unknown host or
-// activity, or a state that forbids the action.
-var (
-	ErrNotFound = &Error{Code: ENOTFOUND}
-	ErrConflict = &Error{Code: ECONFLICT}
-)
+// ErrNotFound may be wrapped by implementations of Hosts and Deliveries (as
+// DeliveryState does) to report an unknown host or activity.
+var ErrNotFound = &Error{Code: ENOTFOUND}
 
 // Error is an admin error with a code and a message safe to show an
 // operator.
@@ -109,8 +104,7 @@ func classify(err error) (Code, string) {
 		return ae.Code, ae.Message
 	case errors.As(err, &mbe):
 		return ETOOLARGE, sprintf("request body over %d bytes", mbe.Limit)
-	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, natsbus.ErrNotFound),
-		errors.Is(err, delivery.ErrUnknownHost):
+	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, natsbus.ErrNotFound):
 		return ENOTFOUND, trimPrefix(err.Error())
 	case errors.Is(err, outbox.ErrState):
 		return ECONFLICT, trimPrefix(err.Error())

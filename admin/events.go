@@ -52,10 +52,8 @@ type eventFilter struct {
 // listing (or a bulk retry).
 func parseEventFilter(q url.Values, allowed map[string]bool, defLimit, maxLim int) (eventFilter, error) {
 	f := eventFilter{limit: defLimit}
-	for k := range q {
-		if !allowed[k] {
-			return f, errorf(EINVALID, "unknown parameter %q", k)
-		}
+	if err := checkParams(q, allowed); err != nil {
+		return f, err
 	}
 	switch s := q.Get("status"); s {
 	case "", outbox.StatusPending, outbox.StatusProcessing, outbox.StatusDone, outbox.StatusDeadLettered, statusStuck:
@@ -81,14 +79,46 @@ func parseEventFilter(q url.Values, allowed map[string]bool, defLimit, maxLim in
 		}
 		f.after = n
 	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxLim {
-			return f, errorf(EINVALID, "limit %q: want 1 to %d", s, maxLim)
-		}
-		f.limit = n
+	limit, err := parseLimit(q, defLimit, maxLim)
+	if err != nil {
+		return f, err
 	}
+	f.limit = limit
 	return f, nil
+}
+
+// checkParams refuses a parameter not in allowed.
+func checkParams(q url.Values, allowed map[string]bool) error {
+	for k := range q {
+		if !allowed[k] {
+			return errorf(EINVALID, "unknown parameter %q", k)
+		}
+	}
+	return nil
+}
+
+// parseLimit reads the limit parameter: 1 to maxLim, defLimit when absent.
+func parseLimit(q url.Values, defLimit, maxLim int) (int, error) {
+	s := q.Get("limit")
+	if s == "" {
+		return defLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxLim {
+		return 0, errorf(EINVALID, "limit %q: want 1 to %d", s, maxLim)
+	}
+	return n, nil
+}
+
+// trimPage cuts items, fetched with one more than limit asked for, to one
+// page; when more followed, it also returns the cursor that goes on after
+// the page's last item.
+func trimPage[T any](items []T, limit int, cursorOf func(T) string) ([]T, string) {
+	if len(items) <= limit {
+		return items, ""
+	}
+	items = items[:limit]
+	return items, cursorOf(items[limit-1])
 }
 
 // parseAge reads a duration such as 90s, 15m, 2h or 3d (days are accepted
@@ -123,8 +153,7 @@ func (a *API) scan(ctx context.Context, f eventFilter) ([]outbox.Row, string, er
 	filtered := false
 	if f.status == statusStuck {
 		of.Status, filtered = outbox.StatusProcessing, true
-		leaseCutoff := now.Add(-a.cfg.Lease)
-		match = func(r outbox.Row) bool { return !r.ClaimedAt.IsZero() && !r.ClaimedAt.After(leaseCutoff) }
+		match = func(r outbox.Row) bool { return a.stuck(r, now) }
 	}
 	// Row ids are assigned under the single write lock in the transaction
 	// that also stamps created_at, so id order is enqueue order: the first
@@ -174,6 +203,12 @@ func (a *API) scan(ctx context.Context, f eventFilter) ([]outbox.Row, string, er
 
 func cursor(id int64) string { return strconv.FormatInt(id, 10) }
 
+// stuck reports whether the processing row r was claimed a lease or longer
+// before now.
+func (a *API) stuck(r outbox.Row, now time.Time) bool {
+	return !r.ClaimedAt.IsZero() && !r.ClaimedAt.After(now.Add(-a.cfg.Lease))
+}
+
 // eventJSON converts a row; payload only when withPayload.
 func (a *API) eventJSON(r outbox.Row, now time.Time, withPayload bool) Event {
 	e := Event{
@@ -187,7 +222,7 @@ func (a *API) eventJSON(r outbox.Row, now time.Time, withPayload bool) Event {
 	}
 	if r.Status == outbox.StatusProcessing {
 		e.ClaimedAt = utc(r.ClaimedAt)
-		e.Stuck = !r.ClaimedAt.IsZero() && !r.ClaimedAt.After(now.Add(-a.cfg.Lease))
+		e.Stuck = a.stuck(r, now)
 	}
 	if withPayload {
 		e.Payload = append([]byte(nil), r.Event.Payload...)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -112,8 +111,7 @@ type DeliveryAttempt struct {
 type Deliveries interface {
 	// ActivityDeliveries returns up to limit inboxes of the activity with
 	// id activityID (its URL) whose URLs sort after `after`, in inbox
-	// order. State may be left empty: the API then derives it from the
-	// delivery's outbox row.
+	// order. An inbox whose State is left empty is reported as pending.
 	ActivityDeliveries(ctx context.Context, activityID, after string, limit int) ([]InboxStatus, error)
 	// EventAttempts returns the attempts recorded for the delivery event
 	// ev, oldest first (none for events that deliver nothing).
@@ -152,42 +150,41 @@ func (a *API) listHosts(w http.ResponseWriter, r *http.Request) error {
 		return errNoHosts
 	}
 	q := r.URL.Query()
-	for k := range q {
-		if !hostListParams[k] {
-			return errorf(EINVALID, "unknown parameter %q", k)
-		}
+	if err := checkParams(q, hostListParams); err != nil {
+		return err
 	}
-	limit := defaultLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxLimit {
-			return errorf(EINVALID, "limit %q: want 1 to %d", s, maxLimit)
-		}
-		limit = n
+	limit, err := parseLimit(q, defaultLimit, maxLimit)
+	if err != nil {
+		return err
 	}
 	hosts, err := a.cfg.Hosts.ListHosts(r.Context(), q.Get("cursor"), limit+1)
 	if err != nil {
 		return err
 	}
-	out := HostList{Hosts: hosts}
-	if len(hosts) > limit {
-		out.Hosts = hosts[:limit]
-		out.NextCursor = hosts[limit-1].Host
-	}
+	var out HostList
+	out.Hosts, out.NextCursor = trimPage(hosts, limit, func(h Host) string { return h.Host })
 	if out.Hosts == nil {
 		out.Hosts = []Host{}
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
-func (a *API) getHost(w http.ResponseWriter, r *http.Request) error {
-	if a.cfg.Hosts == nil {
-		return errNoHosts
+// withHost serves a route of one host: it answers errNoHosts without host
+// health and refuses a malformed {host}, else it runs fn with the host.
+func (a *API) withHost(fn func(w http.ResponseWriter, r *http.Request, host string) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if a.cfg.Hosts == nil {
+			return errNoHosts
+		}
+		host, err := hostParam(r)
+		if err != nil {
+			return err
+		}
+		return fn(w, r, host)
 	}
-	host, err := hostParam(r)
-	if err != nil {
-		return err
-	}
+}
+
+func (a *API) getHost(w http.ResponseWriter, r *http.Request, host string) error {
 	h, err := a.cfg.Hosts.Host(r.Context(), host)
 	if err != nil {
 		return hostError(err, host)
@@ -195,14 +192,7 @@ func (a *API) getHost(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, h)
 }
 
-func (a *API) pauseHost(w http.ResponseWriter, r *http.Request) error {
-	if a.cfg.Hosts == nil {
-		return errNoHosts
-	}
-	host, err := hostParam(r)
-	if err != nil {
-		return err
-	}
+func (a *API) pauseHost(w http.ResponseWriter, r *http.Request, host string) error {
 	q := r.URL.Query()
 	reason := q.Get("reason")
 	if len(reason) > 500 {
@@ -233,15 +223,8 @@ var (
 )
 
 // hostAction serves one releasingAction.
-func (a *API) hostAction(act releasingAction) func(w http.ResponseWriter, r *http.Request) error {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		if a.cfg.Hosts == nil {
-			return errNoHosts
-		}
-		host, err := hostParam(r)
-		if err != nil {
-			return err
-		}
+func (a *API) hostAction(act releasingAction) func(w http.ResponseWriter, r *http.Request, host string) error {
+	return func(w http.ResponseWriter, r *http.Request, host string) error {
 		n, err := act.do(a.cfg.Hosts)(r.Context(), host)
 		if err != nil {
 			return hostError(err, host)
@@ -253,14 +236,7 @@ func (a *API) hostAction(act releasingAction) func(w http.ResponseWriter, r *htt
 
 // drainHost discards a host's pending deliveries. Without confirm=<host> it
 // changes nothing and answers 409 with how many would be discarded.
-func (a *API) drainHost(w http.ResponseWriter, r *http.Request) error {
-	if a.cfg.Hosts == nil {
-		return errNoHosts
-	}
-	host, err := hostParam(r)
-	if err != nil {
-		return err
-	}
+func (a *API) drainHost(w http.ResponseWriter, r *http.Request, host string) error {
 	confirm := r.URL.Query().Get("confirm")
 	if confirm == "" {
 		h, err := a.cfg.Hosts.Host(r.Context(), host)
@@ -301,18 +277,12 @@ func (a *API) activityDeliveries(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := r.Context()
 	q := r.URL.Query()
-	for k := range q {
-		if !hostListParams[k] {
-			return errorf(EINVALID, "unknown parameter %q", k)
-		}
+	if err := checkParams(q, hostListParams); err != nil {
+		return err
 	}
-	limit := defaultLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxLimit {
-			return errorf(EINVALID, "limit %q: want 1 to %d", s, maxLimit)
-		}
-		limit = n
+	limit, err := parseLimit(q, defaultLimit, maxLimit)
+	if err != nil {
+		return err
 	}
 	ref := mux.Vars(r)["id"]
 	if _, err := uuid.Parse(ref); err != nil {
@@ -342,33 +312,8 @@ func (a *API) activityDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if len(inboxes) > limit {
-		inboxes = inboxes[:limit]
-		out.NextCursor = inboxes[limit-1].Inbox
-	}
+	inboxes, out.NextCursor = trimPage(inboxes, limit, func(in InboxStatus) string { return in.Inbox })
 	for _, in := range inboxes {
-		if in.EventID != "" {
-			rows, err := a.queue.List(ctx, outbox.Filter{EventID: in.EventID, Limit: 1})
-			if err != nil {
-				return err
-			}
-			if len(rows) == 1 {
-				row := rows[0]
-				in.QueueStatus = row.Status
-				if in.Attempts < row.Attempts {
-					in.Attempts = row.Attempts
-				}
-				if row.Status == outbox.StatusPending && in.NextAttemptAt.IsZero() {
-					in.NextAttemptAt = utc(row.NextAttemptAt)
-				}
-				if in.LastError == "" {
-					in.LastError = row.LastError
-				}
-				if in.State == "" {
-					in.State = stateOf(row)
-				}
-			}
-		}
 		if in.State == "" {
 			in.State = StatePending
 		}
@@ -380,17 +325,4 @@ func (a *API) activityDeliveries(w http.ResponseWriter, r *http.Request) error {
 		out.Inboxes = append(out.Inboxes, in)
 	}
 	return writeJSON(w, http.StatusOK, out)
-}
-
-// stateOf derives an inbox's delivery state from its outbox row.
-func stateOf(r outbox.Row) string {
-	switch r.Status {
-	case outbox.StatusDone:
-		return StateDelivered
-	case outbox.StatusDeadLettered:
-		return StateFailed
-	case outbox.StatusProcessing:
-		return StateInFlight
-	}
-	return StatePending
 }

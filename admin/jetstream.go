@@ -73,10 +73,8 @@ func (a *API) listExhausted(w http.ResponseWriter, r *http.Request) error {
 		return errNoJetStream
 	}
 	q := r.URL.Query()
-	for k := range q {
-		if !exhaustedParams[k] {
-			return errorf(EINVALID, "unknown parameter %q", k)
-		}
+	if err := checkParams(q, exhaustedParams); err != nil {
+		return err
 	}
 	reason := q.Get("reason")
 	if reason != "" && reason != "max_deliveries" && reason != "terminated" {
@@ -98,24 +96,17 @@ func (a *API) listExhausted(w http.ResponseWriter, r *http.Request) error {
 		}
 		before = n
 	}
-	limit := defaultLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxLimit {
-			return errorf(EINVALID, "limit %q: want 1 to %d", s, maxLimit)
-		}
-		limit = n
+	limit, err := parseLimit(q, defaultLimit, maxLimit)
+	if err != nil {
+		return err
 	}
 	// One more than asked tells whether a next page exists.
 	list, err := a.cfg.JetStream.ListExhausted(r.Context(), exhaustedFilter(eventID, reason, before, limit+1))
 	if err != nil {
 		return err
 	}
-	out := ExhaustedList{}
-	if len(list) > limit {
-		list = list[:limit]
-		out.NextCursor = strconv.FormatInt(list[limit-1].ID, 10)
-	}
+	var out ExhaustedList
+	list, out.NextCursor = trimPage(list, limit, func(e natsbus.Exhausted) string { return cursor(e.ID) })
 	out.Exhausted = exhaustedJSON(list)
 	return writeJSON(w, http.StatusOK, out)
 }

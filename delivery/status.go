@@ -40,6 +40,9 @@ type InboxStatus struct {
 	NextAttemptAt time.Time
 	// ParkedAt is when the delivery was parked (zero when it is not).
 	ParkedAt time.Time
+	// QueueStatus is the status of the outbox row ("" when the row is
+	// gone).
+	QueueStatus string
 }
 
 // StatusQuery pages Status.
@@ -109,7 +112,7 @@ func (s *Service) Status(ctx context.Context, activityID string, q StatusQuery) 
 			continue
 		}
 		r := qrows[0]
-		st.RowID, st.Attempts = r.ID, r.Attempts
+		st.RowID, st.Attempts, st.QueueStatus = r.ID, r.Attempts, r.Status
 		if r.LastError != "" && st.LastError == "" {
 			st.LastError = r.LastError
 		}

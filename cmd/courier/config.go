@@ -4,11 +4,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/courier-ap/courier/delivery"
+	"github.com/courier-ap/courier/inbox"
+	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/outbox/natsbus"
 )
 
 // Config is every setting courier reads. Each has a flag and an environment
@@ -80,22 +86,22 @@ func defaultConfig() Config {
 		Listen:      "127.0.0.1:8080",
 		BaseURL:     "http://localhost:8080",
 		Bus:         "db",
-		MaxAttempts: 10,
-		NATSURL:     "nats://127.0.0.1:4222",
+		MaxAttempts: outbox.DefaultMaxAttempts,
+		NATSURL:     natsbus.DefaultURL,
 		NATSMode:    "jetstream",
 		Worker:      true,
 		Concurrency: 128,
 		LogLevel:    "info",
-		ParkMax:     7 * 24 * time.Hour,
-		DateWindow:  time.Hour,
-		// The outbox's and delivery's own defaults, repeated so that -h shows them.
-		Lease:            600 * time.Second,
-		LedgerLease:      1800 * time.Second,
-		NATSAckWait:      5 * time.Minute,
-		DeliveryTimeout:  30 * time.Second,
-		UnavailableAfter: 10 * time.Minute,
-		ProbeInterval:    time.Minute,
-		ParkRecheck:      30 * time.Minute,
+		ParkMax:     delivery.DefaultParkMax,
+		DateWindow:  inbox.DefaultDateWindow,
+		// The outbox's, the bus's and delivery's own defaults, set here so that -h shows them.
+		Lease:            outbox.DefaultLease,
+		LedgerLease:      outbox.DefaultLedgerLease,
+		NATSAckWait:      natsbus.DefaultAckWait,
+		DeliveryTimeout:  delivery.DefaultTimeout,
+		UnavailableAfter: delivery.DefaultUnavailableAfter,
+		ProbeInterval:    delivery.DefaultProbeInterval,
+		ParkRecheck:      delivery.DefaultParkRecheck,
 	}
 }
 
@@ -104,7 +110,7 @@ func defaultConfig() Config {
 func parseConfig(name string, args []string, getenv func(string) string) (Config, []string, error) {
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("courier "+name, flag.ContinueOnError)
-	fs.SetOutput(discard{})
+	fs.SetOutput(io.Discard)
 	ss := settings(&cfg)
 	for _, s := range ss {
 		if v := getenv(s.env); v != "" {
@@ -177,10 +183,6 @@ func (c Config) validate() error {
 
 // BaseURL without a trailing slash.
 func (c Config) base() string { return strings.TrimSuffix(c.BaseURL, "/") }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 type stringValue string
 

@@ -108,9 +108,6 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		if len(extra) > 0 {
 			return usageError("%s: unexpected argument %q", cmd, extra[0])
 		}
-		if cmd == "serve" && getenv("COURIER_WORKER") == "" && !flagGiven(rest, "worker") {
-			cfg.Worker = true
-		}
 		logger := newLogger(stderr, cfg.LogLevel)
 		switch cmd {
 		case "migrate":
@@ -141,16 +138,6 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 func wantsHelp(args []string) bool {
 	for _, a := range args {
 		if a == "-h" || a == "--help" || a == "-help" {
-			return true
-		}
-	}
-	return false
-}
-
-func flagGiven(args []string, name string) bool {
-	for _, a := range args {
-		a = strings.TrimLeft(a, "-")
-		if a == name || strings.HasPrefix(a, name+"=") {
 			return true
 		}
 	}
