@@ -34,7 +34,7 @@ func BenchmarkEvaluate(b *testing.B) {
 			posts = append(posts, post{activityID: a, typ: "Create", objectID: o, host: h})
 		}
 		ev := fmt.Sprintf("e%d", i)
-		s.targets = append(s.targets, targetRow{eventID: ev, activity: a, inbox: "http://" + hosts[4] + "/inbox", host: hosts[4]})
+		s.targets = append(s.targets, targetRow{eventID: ev, activity: a, host: hosts[4]})
 		s.dead[ev] = deadRow{eventID: ev, typ: "delivery.post", reason: "delivery: host unavailable"}
 	}
 	var items []inboundActivity

@@ -16,10 +16,9 @@ import (
 
 // follow is a Follow a remote actor sent that courier acknowledged.
 type follow struct {
-	id       string // the Follow's id, the object of courier's Accept
-	follower string // remote actor id
-	host     string // the follower's host:port
-	local    string // the local actor followed
+	id    string // the Follow's id, the object of courier's Accept
+	host  string // the follower's host:port
+	local string // the local actor followed
 }
 
 // world is what the run knows independently of courier: who follows whom,
@@ -223,8 +222,8 @@ type snapshot struct {
 type activityRow struct{ uri, typ, actor, object string }
 
 type targetRow struct {
-	eventID, activity, inbox, host string
-	parked                         bool
+	eventID, activity, host string
+	parked                  bool
 }
 
 type deadRow struct{ eventID, typ, host, reason string }
@@ -264,10 +263,10 @@ func read(ctx context.Context, db *sql.DB, blackHole string) (*snapshot, error) 
 				s.activities = append(s.activities, a)
 				return err
 			}},
-		{"delivery_targets", `SELECT event_id, activity_id, inbox, host, parked_at IS NOT NULL FROM delivery_targets`, nil,
+		{"delivery_targets", `SELECT event_id, activity_id, host, parked_at IS NOT NULL FROM delivery_targets`, nil,
 			func(r *sql.Rows) error {
 				var t targetRow
-				err := r.Scan(&t.eventID, &t.activity, &t.inbox, &t.host, &t.parked)
+				err := r.Scan(&t.eventID, &t.activity, &t.host, &t.parked)
 				s.targets = append(s.targets, t)
 				return err
 			}},
@@ -507,14 +506,10 @@ func evaluate(w *world, s *snapshot, posts []post, writes writeStats, inbound []
 		if !strings.Contains(act, "://") {
 			act = byUUID[act]
 		}
-		h := t.host
-		if hh := hostOf(t.inbox); hh != "" {
-			h = hh
-		}
-		hostOfEvent[t.eventID] = h
+		hostOfEvent[t.eventID] = t.host
 		activityOfEvent[t.eventID] = act
 		if t.parked {
-			parked[pairKey{act, h}] = true
+			parked[pairKey{act, t.host}] = true
 		}
 	}
 	deadPairs := map[pairKey]bool{}
@@ -550,7 +545,9 @@ func evaluate(w *world, s *snapshot, posts []post, writes writeStats, inbound []
 		}
 	}
 
-	// Inbound activities and their effects.
+	// Inbound activities and their effects. sentLikes counts the distinct
+	// Likes of each note that courier recorded.
+	sentLikes := map[string]int{}
 	for _, a := range inbound {
 		if a.typ == "Follow" {
 			continue // set-up traffic, checked by the Accepts
@@ -576,6 +573,7 @@ func evaluate(w *world, s *snapshot, posts []post, writes writeStats, inbound []
 			n = s.objects[a.objectID]
 		case "Like":
 			n = s.likes[a.id]
+			sentLikes[a.objectID]++
 		}
 		if row.imported && s.ledger[row.eventID] != "done" {
 			r.LedgerNotDone++
@@ -590,14 +588,6 @@ func evaluate(w *world, s *snapshot, posts []post, writes writeStats, inbound []
 		}
 	}
 	// Like counts: a note's likes must equal the distinct likes sent.
-	sentLikes := map[string]int{}
-	for _, a := range inbound {
-		if a.typ == "Like" {
-			if _, ok := s.inbox[a.id]; ok {
-				sentLikes[a.objectID]++
-			}
-		}
-	}
 	for obj, n := range sentLikes {
 		if s.likesOf[obj] > n {
 			r.ImportedTwice += s.likesOf[obj] - n

@@ -82,9 +82,9 @@ func TestEvaluate(t *testing.T) {
 		VALUES ('http://h1/l1', 'Like', 'http://h1/u', ?, 0)`, obj("n1"))
 
 	w := newWorld("db", bh)
-	w.addFollow(follow{id: "http://" + h1 + "/follows/f1", follower: "http://" + h1 + "/users/u", host: h1, local: local})
-	w.addFollow(follow{id: "http://" + h2 + "/follows/f2", follower: "http://" + h2 + "/users/u", host: h2, local: local})
-	w.addFollow(follow{id: "http://" + bh + "/follows/f3", follower: "http://" + bh + "/users/u", host: bh, local: local})
+	w.addFollow(follow{id: "http://" + h1 + "/follows/f1", host: h1, local: local})
+	w.addFollow(follow{id: "http://" + h2 + "/follows/f2", host: h2, local: local})
+	w.addFollow(follow{id: "http://" + bh + "/follows/f3", host: bh, local: local})
 	posts := []post{
 		{activityID: act("a1"), typ: "Create", objectID: obj("n1"), host: h1},
 		{activityID: act("a1"), typ: "Create", objectID: obj("n1"), host: h1}, // a duplicate POST

@@ -114,7 +114,6 @@ const (
 // within the run. Production defaults are minutes to days; the logic is
 // the same.
 var DefaultChildEnv = []string{
-	"COURIER_ALLOW_PRIVATE_ADDRESSES=true",
 	"COURIER_LOG_LEVEL=info",
 	"EVENT_QUEUE_LEASE=15s",
 	"EVENT_QUEUE_LEDGER_LEASE=15s",

@@ -129,7 +129,7 @@ func TestWriterCountsOutcomes(t *testing.T) {
 	w := newWriter(srv.URL, []*localActor{a}, 1, slog.New(slog.DiscardHandler))
 	for i := 1; i <= 6; i++ {
 		w.mu.Lock()
-		w.attempted++
+		w.seq++
 		w.mu.Unlock()
 		w.write(context.Background(), a, i)
 	}

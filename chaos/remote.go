@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,8 +49,6 @@ type post struct {
 	typ        string
 	objectID   string
 	host       string // host:port of the inbox that got it
-	inbox      string // path of the inbox
-	at         time.Time
 }
 
 // recorder keeps every POST the simulated inboxes recorded. It is shared by
@@ -70,7 +67,7 @@ func (r *recorder) add(p post) {
 	r.mu.Lock()
 	r.posts = append(r.posts, p)
 	r.mu.Unlock()
-	r.touch(p.at)
+	r.touch(time.Now())
 }
 
 func (r *recorder) touch(t time.Time) { r.last.Store(t.UnixNano()) }
@@ -166,7 +163,6 @@ func (a *remoteActor) sign(req *http.Request, body []byte, now time.Time) error 
 
 // remoteHost is one simulated fediverse server on its own loopback port.
 type remoteHost struct {
-	name      string
 	behaviour Behaviour
 	base      string // http://127.0.0.1:port
 	hostport  string // 127.0.0.1:port
@@ -187,7 +183,6 @@ type remoteHost struct {
 	rngMu sync.Mutex
 	rng   *rand.Rand
 
-	ln  net.Listener
 	srv *http.Server
 }
 
@@ -217,13 +212,11 @@ func newRemoteHost(o hostOptions) (*remoteHost, error) {
 		return nil, fmt.Errorf("chaos: listen for host %s: %w", o.name, err)
 	}
 	h := &remoteHost{
-		name: o.name, behaviour: o.behaviour,
-		hostport: ln.Addr().String(), base: "http://" + ln.Addr().String(),
+		behaviour: o.behaviour, hostport: ln.Addr().String(), base: "http://" + ln.Addr().String(),
 		rec: o.rec, keys: o.keys, logger: o.logger,
 		failRate: o.failRate, lateFail: o.lateFail, slowMin: o.slowMin, slowMax: o.slowMax,
 		stopped: make(chan struct{}),
 		rng:     rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15)),
-		ln:      ln,
 	}
 	for i := range o.actors {
 		key, err := activitypub.GenerateKey()
@@ -290,7 +283,16 @@ func (h *remoteHost) between(lo, hi time.Duration) time.Duration {
 	}
 	h.rngMu.Lock()
 	defer h.rngMu.Unlock()
-	return lo + time.Duration(h.rng.Int64N(int64(hi-lo)))
+	return randBetween(h.rng, lo, hi)
+}
+
+// randBetween returns a duration drawn from rng in [lo, hi), or lo when
+// the range is empty.
+func randBetween(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 }
 
 // blackHoleGate holds every request of a black-holed host until the client
@@ -375,7 +377,7 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 	}
 	p := post{
 		activityID: act.ID, typ: act.Type, objectID: act.ObjectID,
-		host: h.hostport, inbox: r.URL.Path,
+		host: h.hostport,
 	}
 	switch h.behaviour {
 	case Flapping:
@@ -387,7 +389,6 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if x < h.failRate+h.lateFail {
-			p.at = time.Now()
 			h.rec.add(p)
 			http.Error(w, "gateway gave up after the work", http.StatusBadGateway)
 			return
@@ -405,7 +406,6 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p.at = time.Now()
 	h.rec.add(p)
 	w.WriteHeader(http.StatusAccepted)
 }
@@ -416,13 +416,4 @@ func (h *remoteHost) refuseSignature(w http.ResponseWriter, msg string, err erro
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	_, _ = fmt.Fprintf(w, "{\"error\":%q}\n", msg)
-}
-
-// hostOf returns the host:port of an absolute URL, or "" when it has none.
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Host
 }

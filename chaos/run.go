@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/courier-ap/courier/activitypub"
 )
 
 // Bounds of the run's own waits.
@@ -244,7 +246,7 @@ func (r *run) setup(ctx context.Context) error {
 	// hold them, so that verifying a delivery never depends on the server
 	// being up at that moment.
 	for _, a := range r.locals {
-		if _, err := r.keys.get(sctx, a.id+"#main-key"); err != nil {
+		if _, err := r.keys.get(sctx, activitypub.KeyID(a.id)); err != nil {
 			return fmt.Errorf("%w: %w", ErrSetup, err)
 		}
 	}
@@ -299,7 +301,7 @@ func (r *run) handshake(ctx context.Context) error {
 		}
 		if done == len(follows) {
 			for _, f := range follows {
-				r.world.addFollow(follow{id: f.id, follower: f.from.id, host: f.from.host.hostport, local: f.objectID})
+				r.world.addFollow(follow{id: f.id, host: f.from.host.hostport, local: f.objectID})
 			}
 			r.logger.Info("followed", "follows", done)
 			return nil
@@ -351,12 +353,6 @@ func (r *run) chaos(ctx context.Context) {
 	next := func(mean time.Duration) time.Time {
 		return time.Now().Add(time.Duration(float64(mean) * (0.5 + r.rng.Float64())))
 	}
-	pause := func(lo, hi time.Duration) time.Duration {
-		if hi <= lo {
-			return lo
-		}
-		return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
-	}
 	nextWorker := next(r.cfg.WorkerKillEvery)
 	nextServer := next(r.cfg.ServerRestartEvery)
 	nextBroker := next(r.cfg.BrokerOutageEvery)
@@ -371,7 +367,7 @@ func (r *run) chaos(ctx context.Context) {
 		}
 		now := time.Now()
 		if now.After(nextWorker) {
-			r.worker.kill(syscall.SIGKILL, pause(200*time.Millisecond, 2*time.Second))
+			r.worker.kill(syscall.SIGKILL, randBetween(r.rng, 200*time.Millisecond, 2*time.Second))
 			r.logger.Info("worker killed", "signal", signalName(syscall.SIGKILL))
 			nextWorker = next(r.cfg.WorkerKillEvery)
 		}
@@ -380,7 +376,7 @@ func (r *run) chaos(ctx context.Context) {
 			if r.rng.Float64() < 0.3 {
 				sig = syscall.SIGTERM
 			}
-			r.server.kill(sig, pause(200*time.Millisecond, 2*time.Second))
+			r.server.kill(sig, randBetween(r.rng, 200*time.Millisecond, 2*time.Second))
 			r.logger.Info("server restarted", "signal", signalName(sig))
 			nextServer = next(r.cfg.ServerRestartEvery)
 		}
@@ -399,7 +395,7 @@ func (r *run) chaos(ctx context.Context) {
 		if brokerBack.IsZero() && now.After(nextBroker) {
 			r.broker.stop()
 			r.brokerStops++
-			brokerBack = now.Add(pause(r.cfg.BrokerOutageMax/4, r.cfg.BrokerOutageMax))
+			brokerBack = now.Add(randBetween(r.rng, r.cfg.BrokerOutageMax/4, r.cfg.BrokerOutageMax))
 			r.logger.Info("broker stopped", "until", brokerBack.Format(time.TimeOnly))
 		}
 	}

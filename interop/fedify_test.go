@@ -192,9 +192,7 @@ func TestFedifyPeer(t *testing.T) {
 			if err := p.control(ctx, "like", map[string]string{"target": actor, "object": note}, &like); err != nil {
 				t.Fatal(err)
 			}
-			if err := eventually(ctx, func() error { return reactions(ctx, c, note, "likes", 1) }); err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
-			}
+			eventuallyImported(t, ctx, c, p, func() error { return reactions(ctx, c, note, "likes", 1) })
 			peerLike = like.ID
 		}},
 		{name: "announce", needs: []string{"create"}, title: "courier counts the peer's Announce of the note", run: func(t *testing.T) {
@@ -202,9 +200,7 @@ func TestFedifyPeer(t *testing.T) {
 			if err := p.control(ctx, "announce", map[string]string{"target": actor, "object": note}, &announce); err != nil {
 				t.Fatal(err)
 			}
-			if err := eventually(ctx, func() error { return reactions(ctx, c, note, "shares", 1) }); err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
-			}
+			eventuallyImported(t, ctx, c, p, func() error { return reactions(ctx, c, note, "shares", 1) })
 		}},
 		{name: "peer-create", needs: []string{"create"}, title: "courier imports the peer's reply (personal inbox)", run: func(t *testing.T) {
 			content := "<p>Hello from Fedify to courier</p>"
@@ -215,19 +211,12 @@ func TestFedifyPeer(t *testing.T) {
 			if err := p.control(ctx, "create", map[string]string{"target": actor, "content": content, "inReplyTo": note}, &sent); err != nil {
 				t.Fatal(err)
 			}
-			err := eventually(ctx, func() error {
-				o, err := storedObject(ctx, c.database(), sent.Object)
-				if err != nil {
-					return err
-				}
+			eventuallyStored(t, ctx, c, p, sent.Object, func(o object) error {
 				if o.content != content || o.attributedTo != p.actor || o.deleted || o.visibility != "public" || o.inReplyTo != note {
 					return fmt.Errorf("courier stored the note as %+v, want %q by %s, public, in reply to %s", o, content, p.actor, note)
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
-			}
 			// Fedify signs the body too (a Linked Data Signature with the
 			// RSA key, an Object Integrity Proof with the Ed25519 key):
 			// courier must take such documents as they are.
@@ -245,19 +234,12 @@ func TestFedifyPeer(t *testing.T) {
 			if err := p.control(ctx, "update", map[string]string{"target": actor, "object": peerNote, "content": content}, &sent); err != nil {
 				t.Fatal(err)
 			}
-			err := eventually(ctx, func() error {
-				o, err := storedObject(ctx, c.database(), peerNote)
-				if err != nil {
-					return err
-				}
+			eventuallyStored(t, ctx, c, p, peerNote, func(o object) error {
 				if o.content != content || !o.updated {
 					return fmt.Errorf("courier holds the note as %+v, want %q with its update time", o, content)
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
-			}
 			checkRecorded(t, ctx, c, sent.ID, "")
 		}},
 		{name: "courier-follow", needs: []string{"lookup"}, title: "courier follows the peer, which accepts", run: func(t *testing.T) {
@@ -302,7 +284,7 @@ func TestFedifyPeer(t *testing.T) {
 			if err := p.control(ctx, "rename", map[string]string{"target": actor, "name": name}, &sent); err != nil {
 				t.Fatal(err)
 			}
-			err := eventually(ctx, func() error {
+			eventuallyImported(t, ctx, c, p, func() error {
 				var got sql.NullString
 				err := c.database().QueryRowContext(ctx,
 					`SELECT json_extract(document, '$.name') FROM remote_actors WHERE uri = ?`, p.actor).Scan(&got)
@@ -314,9 +296,6 @@ func TestFedifyPeer(t *testing.T) {
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
-			}
 		}},
 		{name: "courier-like", needs: []string{"peer-create"}, title: "peer receives courier's Like of its note", run: func(t *testing.T) {
 			act := c2s(t, ctx, c, token, map[string]any{
@@ -363,9 +342,7 @@ func TestFedifyPeer(t *testing.T) {
 			if err := p.control(ctx, "undo", map[string]string{"target": actor, "id": peerLike}, &undo); err != nil {
 				t.Fatal(err)
 			}
-			if err := eventually(ctx, func() error { return reactions(ctx, c, note, "likes", 0) }); err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
-			}
+			eventuallyImported(t, ctx, c, p, func() error { return reactions(ctx, c, note, "likes", 0) })
 		}},
 		{name: "delete", needs: []string{"create"}, title: "peer receives the Delete of the note", run: func(t *testing.T) {
 			act := c2s(t, ctx, c, token, map[string]any{
@@ -391,19 +368,12 @@ func TestFedifyPeer(t *testing.T) {
 			if err := p.control(ctx, "delete", map[string]string{"target": actor, "object": peerNote}, &sent); err != nil {
 				t.Fatal(err)
 			}
-			err := eventually(ctx, func() error {
-				o, err := storedObject(ctx, c.database(), peerNote)
-				if err != nil {
-					return err
-				}
+			eventuallyStored(t, ctx, c, p, peerNote, func(o object) error {
 				if !o.deleted {
 					return fmt.Errorf("courier still holds the deleted note: %+v", o)
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
-			}
 		}},
 		{name: "redelivery", needs: []string{"follow"}, title: "courier redelivers to the peer once it is back", run: func(t *testing.T) {
 			u, err := url.Parse(p.origin)
@@ -470,7 +440,7 @@ func TestFedifyPeer(t *testing.T) {
 			if err := p.control(ctx, "undo", req, &undo); err != nil {
 				t.Fatal(err)
 			}
-			err := eventually(ctx, func() error {
+			eventuallyImported(t, ctx, c, p, func() error {
 				n, err := totalItems(ctx, c, "/users/alice/followers")
 				if err != nil {
 					return err
@@ -480,9 +450,6 @@ func TestFedifyPeer(t *testing.T) {
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
-			}
 		}},
 	}
 	runSteps(t, steps)
@@ -537,19 +504,12 @@ func checkPeerPost(t *testing.T, ctx context.Context, c *courier, p *peer, req m
 	if err := p.control(ctx, "post", req, &sent); err != nil {
 		t.Fatal(err)
 	}
-	err := eventually(ctx, func() error {
-		o, err := storedObject(ctx, c.database(), sent.Object)
-		if err != nil {
-			return err
-		}
+	eventuallyStored(t, ctx, c, p, sent.Object, func(o object) error {
 		if o.content != req["content"] || o.attributedTo != p.actor || o.visibility != visibility {
 			return fmt.Errorf("courier stored the note as %+v, want %q by %s, %s", o, req["content"], p.actor, visibility)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
-	}
 	checkRecorded(t, ctx, c, sent.ID, inbox)
 }
 
@@ -771,6 +731,28 @@ func reactions(ctx context.Context, c *courier, note, collection string, want in
 		return fmt.Errorf("the note's %s totalItems is %d, want %d", collection, *coll.TotalItems, want)
 	}
 	return nil
+}
+
+// eventuallyImported waits for check to pass and fails t otherwise, with
+// what courier recorded of the peer's activities.
+func eventuallyImported(t *testing.T, ctx context.Context, c *courier, p *peer, check func() error) {
+	t.Helper()
+	if err := eventually(ctx, check); err != nil {
+		t.Fatalf("%v\n%s", err, inboxOutcomes(ctx, c, p.actor))
+	}
+}
+
+// eventuallyStored waits for courier to store the object uri in a state
+// check accepts, as eventuallyImported does.
+func eventuallyStored(t *testing.T, ctx context.Context, c *courier, p *peer, uri string, check func(object) error) {
+	t.Helper()
+	eventuallyImported(t, ctx, c, p, func() error {
+		o, err := storedObject(ctx, c.database(), uri)
+		if err != nil {
+			return err
+		}
+		return check(o)
+	})
 }
 
 // object is a remote object as courier stored it.

@@ -362,10 +362,17 @@ function withId(ctx, activity) {
   return autoIdAssigner(activity, ctx);
 }
 
+// send sends activity as the peer's actor to target (an actor, or
+// "followers" for Fedify's fan-out) and keeps it for Undos.
 async function send(ctx, target, activity, options) {
   await ctx.sendActivity({ identifier: IDENTIFIER }, target, activity, options);
   sent.set(activity.id.href, activity);
   return activity;
+}
+
+// mention tags the actor target: its id, named @user@host.
+function mention(target) {
+  return new Mention({ href: target.id, name: `@${target.preferredUsername}@${target.id.host}` });
 }
 
 function ownNote(req) {
@@ -486,7 +493,7 @@ const controls = {
       content: req.content,
       to: PUBLIC_COLLECTION,
       ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
-      tags: [new Mention({ href: target.id, name: `@${target.preferredUsername}@${target.id.host}` })],
+      tags: [mention(target)],
       replyTarget: req.inReplyTo ? new URL(req.inReplyTo) : null,
       published,
     });
@@ -519,7 +526,7 @@ const controls = {
       target = await lookupActor(ctx, req.target);
       addressing = {
         to: target.id,
-        tags: [new Mention({ href: target.id, name: `@${target.preferredUsername}@${target.id.host}` })],
+        tags: [mention(target)],
       };
     } else {
       return json(400, { error: `audience must be followers or direct, not ${req.audience}` });
@@ -540,11 +547,10 @@ const controls = {
       to: addressing.to,
     });
     if (target == null) {
-      await ctx.sendActivity({ identifier: IDENTIFIER }, "followers", create, { preferSharedInbox: true });
+      await send(ctx, "followers", create, { preferSharedInbox: true });
     } else {
-      await ctx.sendActivity({ identifier: IDENTIFIER }, target, create);
+      await send(ctx, target, create);
     }
-    sent.set(create.id.href, create);
     return json(200, { id: create.id.href, object: note.id.href });
   },
 
