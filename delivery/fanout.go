@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -90,7 +91,7 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 	stored := &store.Activity{
 		URI: act.ID, ActorURI: out.Actor, ActorID: actor.ID, Type: act.Type, ObjectURI: act.ObjectID,
 		Document: out.Activity, Published: act.Published, EventID: ev.ID,
-		Public: hasPublic(act.To) || hasPublic(act.Cc),
+		Public: slices.ContainsFunc(act.To, activitypub.IsPublic) || slices.ContainsFunc(act.Cc, activitypub.IsPublic),
 	}
 	now := s.now().UnixMilli()
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
@@ -120,20 +121,6 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 	s.log.DebugContext(ctx, "delivery: fanned out", "event_id", ev.ID, "activity_id", act.ID,
 		"inboxes", len(events))
 	return nil
-}
-
-// hasPublic reports whether l addresses the public collection.
-func hasPublic(l []string) bool {
-	for _, v := range l {
-		if isPublic(v) {
-			return true
-		}
-	}
-	return false
-}
-
-func isPublic(v string) bool {
-	return v == activitypub.Public || v == "as:Public" || v == "Public"
 }
 
 // audience resolves the activity's to, cc, bto, bcc and audience to target
@@ -168,7 +155,7 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 	seen := map[string]bool{}
 	for _, list := range [][]string{act.To, act.Cc, act.Bto, act.Bcc, act.Audience} {
 		for _, r := range list {
-			if r == "" || seen[r] || isPublic(r) {
+			if r == "" || seen[r] || activitypub.IsPublic(r) {
 				continue
 			}
 			seen[r] = true

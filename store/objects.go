@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
+
+	"github.com/courier-ap/courier/activitypub"
 )
 
 // Visibilities of an object, derived from its addressing.
@@ -42,16 +45,7 @@ func Visibility(to, cc []string, followersURI string) string {
 // containsPublic reports whether l holds the public collection in any of
 // its spellings (full URI, "as:Public", "Public").
 func containsPublic(l []string) bool {
-	for _, v := range l {
-		if isPublic(v) {
-			return true
-		}
-	}
-	return false
-}
-
-func isPublic(v string) bool {
-	return v == Public || v == "as:Public" || v == "Public"
+	return slices.ContainsFunc(l, activitypub.IsPublic)
 }
 
 // Object is a Note (or another object type) by ActivityPub id, local or

@@ -78,7 +78,7 @@ func normalizeAudience(l []string) ([]string, error) {
 	out := make([]string, 0, len(l))
 	seen := map[string]bool{}
 	for _, v := range l {
-		if isPublic(v) {
+		if activitypub.IsPublic(v) {
 			v = Public
 		}
 		if !absoluteURL(v) {
