@@ -244,11 +244,10 @@ func TestDomainBlock(t *testing.T) {
 
 // TestDomainBlockChanges checks that the inbox follows domain blocks made
 // and lifted while it remembers its decisions: at once when the change is
-// committed through its database, within the cache's TTL when another
-// process makes it. Requests dated two hours back pass the domain check
-// and are then refused 401 without writing anything, so they show which
-// decision the inbox holds without changing it. No worker runs: its
-// writes would end the decisions too.
+// made through its store, within the cache's TTL when another process
+// makes it. Requests dated two hours back pass the domain check and are
+// then refused 401 without writing anything, so they show which decision
+// the inbox holds without changing it.
 func TestDomainBlockChanges(t *testing.T) {
 	t.Parallel()
 	clock := &testClock{t: time.Now()}

@@ -47,8 +47,6 @@ type Config struct {
 	Store *store.Store
 	// Resolver resolves keys and actors; required.
 	Resolver Resolver
-	// BaseURL is the instance's public origin (default Store.URIs().Base).
-	BaseURL string
 	// DateWindow is how far a request's Date may lie from now, either way
 	// (default 1 h: Mastodon accepts about 1 h ahead and 65 min behind).
 	DateWindow time.Duration
@@ -61,10 +59,9 @@ type Config struct {
 	KeyCacheTTL time.Duration
 	// DomainBlockTTL is how long the decision that a sender's host is or is
 	// not on a blocked domain is reused from memory (default 30 s; negative:
-	// no memory, every request asks the database). Any write committed
-	// through DB, which includes every change of domain blocks made by
-	// this process, ends every decision at once; the TTL bounds how long a
-	// change made by another process can go unseen.
+	// no memory, every request asks the database). A domain block added or
+	// removed through Store ends every decision at once; the TTL bounds how
+	// long a change made by another process can go unseen.
 	DomainBlockTTL time.Duration
 	// SignOfLifeInterval is the least time between two signs of life
 	// reported for one host (default 1 min).
@@ -102,9 +99,6 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if c.BaseURL == "" && c.Store != nil {
-		c.BaseURL = c.Store.URIs().Base
-	}
 	if c.DateWindow == 0 {
 		c.DateWindow = DefaultDateWindow
 	}
@@ -146,8 +140,8 @@ func (c Config) validate() error {
 		return errors.New("inbox: Config.Store is required")
 	case c.Resolver == nil:
 		return errors.New("inbox: Config.Resolver is required")
-	case c.BaseURL == "":
-		return errors.New("inbox: Config.BaseURL is required")
+	case c.Store.URIs().Base == "":
+		return errors.New("inbox: Config.Store has no base URL")
 	case c.DateWindow < time.Minute:
 		return fmt.Errorf("inbox: DateWindow must be at least 1m, not %s", c.DateWindow)
 	case c.MaxBody < 1<<10:

@@ -14,9 +14,7 @@ import (
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/inbox"
-	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -165,14 +163,7 @@ func TestImportCrashHelper(t *testing.T) {
 		t.Skip("the worker process of TestImportCrash")
 	}
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, dbPath, "")
 	pem, err := os.ReadFile(os.Getenv(crashEnvKey))
 	if err != nil {
 		t.Fatal(err)

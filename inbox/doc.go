@@ -18,9 +18,11 @@
 // claiming a local actor is refused before any fetch. Senders on
 // blocked domains, and actors blocked by the local actor an activity is for,
 // get 403. Whether a host is on a blocked domain is remembered per host
-// until the next write committed through the database (so a block made by
-// this process applies to the next request) or for Config.DomainBlockTTL. What cannot be verified gets 401, never 202, so that peers that
-// try an RFC 9421 signature first fall back to draft-cavage.
+// until the next change of domain blocks made through the store (so a block
+// made by this process applies to the next request) or for
+// Config.DomainBlockTTL. What cannot be verified gets 401, never 202, so
+// that peers that try an RFC 9421 signature first fall back to
+// draft-cavage.
 //
 // A verified activity is recorded under its id (inbox_activities) and its
 // inbox.received event enqueued, in one transaction shared with concurrent

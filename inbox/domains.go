@@ -49,8 +49,8 @@ func newDomainCache(check func(context.Context, string) (bool, error), ttl time.
 	return &domainCache{check: check, ttl: ttl, now: now, limit: maxCachedDomains, m: map[string]domainDecision{}}
 }
 
-// invalidate forgets every decision. It is cheap enough to run after every
-// commit.
+// invalidate forgets every decision; New has the store call it after every
+// change of domain blocks (store.Store.OnDomainBlocksChange).
 func (c *domainCache) invalidate() { c.gen.Add(1) }
 
 // blocked reports whether host is on a blocked domain.

@@ -49,7 +49,7 @@ func setupDomains(t *testing.T, ttl time.Duration) *domainBundle {
 		return checker.IsDomainBlocked(ctx, host)
 	}
 	b.cache = newDomainCache(check, ttl, b.clock)
-	db.OnWrite(b.cache.invalidate)
+	b.st.OnDomainBlocksChange(b.cache.invalidate)
 	return b
 }
 
@@ -110,7 +110,7 @@ func TestDomainCacheSeesBlocksAtOnce(t *testing.T) {
 }
 
 // TestDomainCacheTTL changes domain blocks the way another process would,
-// through a connection of its own, unseen by the cache's commit hook: the
+// through a store of its own, unseen by this store's change hook: the
 // remembered decision holds until the TTL ends, not after.
 func TestDomainCacheTTL(t *testing.T) {
 	t.Parallel()
@@ -133,9 +133,9 @@ func TestDomainCacheTTL(t *testing.T) {
 	b.expect(t, "spam.example", true, 3)
 }
 
-// TestDomainCacheWriteDuringQuery commits a write while a decision is being
-// made: the decision answers that request but is not reused, since the
-// write may have changed what it was made from.
+// TestDomainCacheWriteDuringQuery changes domain blocks while a decision is
+// being made: the decision answers that request but is not reused, since the
+// change may have changed what it was made from.
 func TestDomainCacheWriteDuringQuery(t *testing.T) {
 	t.Parallel()
 	b := setupDomains(t, time.Hour)
@@ -147,7 +147,7 @@ func TestDomainCacheWriteDuringQuery(t *testing.T) {
 		}
 		return false, nil
 	}, time.Hour, b.clock)
-	b.db.OnWrite(c.invalidate)
+	b.st.OnDomainBlocksChange(c.invalidate)
 	for want := int64(1); want <= 3; want++ {
 		if _, err := c.blocked(b.ctx, "a.example"); err != nil {
 			t.Fatal(err)

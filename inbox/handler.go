@@ -22,14 +22,15 @@ import (
 // is safe for concurrent use.
 type Handler struct {
 	cfg  Config
-	log  *slog.Logger
-	st   *store.Store
-	uris store.URIs
+	log  *slog.Logger // cfg.Logger
+	st   *store.Store // cfg.Store
 	keys *keyCache
 	rec  *recorder
 	life *lifeLimiter
-	// domains answers domain-block checks, from memory while no write has
-	// been committed since the database was asked.
+	// verify checks request signatures against cfg.DateWindow and cfg.Now.
+	verify activitypub.VerifyOptions
+	// domains answers domain-block checks, from memory until domain blocks
+	// change through the store or DomainBlockTTL ends.
 	domains *domainCache
 }
 
@@ -54,10 +55,10 @@ func New(cfg Config) (*Handler, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		st:      cfg.Store,
-		uris:    store.NewURIs(cfg.BaseURL),
 		keys:    newKeyCache(cfg.KeyCacheTTL, cfg.Now),
 		rec:     rec,
 		life:    &lifeLimiter{every: cfg.SignOfLifeInterval, now: cfg.Now, last: map[string]time.Time{}},
+		verify:  activitypub.VerifyOptions{Window: cfg.DateWindow, Now: cfg.Now},
 	}, nil
 }
 
@@ -142,7 +143,7 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err := checkURLs(&refs, act); err != nil {
 		return "", err
 	}
-	if h.uris.IsLocal(act.Actor) {
+	if h.st.URIs().IsLocal(act.Actor) {
 		return "", fmt.Errorf("%w: %s is a local actor", ErrOrigin, act.Actor)
 	}
 	var local *store.Actor
@@ -255,7 +256,7 @@ func (h *Handler) checkBlocked(ctx context.Context, local *store.Actor, act *act
 	if local != nil {
 		ids = append(ids, local.ID)
 	}
-	if target := act.ObjectID; target != "" && h.uris.IsLocal(target) {
+	if target := act.ObjectID; target != "" && h.st.URIs().IsLocal(target) {
 		if a, err := h.st.ActorByURI(ctx, target); err == nil {
 			ids = append(ids, a.ID)
 		} else if o, err := h.st.ObjectByURI(ctx, target); err == nil && o.Local() {

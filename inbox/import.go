@@ -65,13 +65,6 @@ var objectTypes = map[string]bool{
 	"Event": true, "Image": true, "Video": true, "Audio": true,
 }
 
-// stored is a recorded activity as the importer reads it.
-type stored struct {
-	document   []byte
-	receivedAt time.Time
-	imported   bool
-}
-
 const (
 	sqlLoadActivity = `SELECT document, received_at, imported_at IS NOT NULL
 		FROM inbox_activities WHERE activity_id = ?`
@@ -90,9 +83,10 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.ActivityID == "" {
 		return outbox.Permanent(fmt.Errorf("inbox: import %s: bad payload", ev.ID))
 	}
-	var rec stored
+	var document []byte
 	var received int64
-	err := im.cfg.DB.Read.QueryRowContext(ctx, sqlLoadActivity, p.ActivityID).Scan(&rec.document, &received, &rec.imported)
+	var imported bool
+	err := im.cfg.DB.Read.QueryRowContext(ctx, sqlLoadActivity, p.ActivityID).Scan(&document, &received, &imported)
 	if errors.Is(err, sql.ErrNoRows) {
 		im.log.InfoContext(ctx, "inbox: import of an activity no longer recorded", "event_id", ev.ID,
 			"activity_id", p.ActivityID)
@@ -101,11 +95,10 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 	if err != nil {
 		return fmt.Errorf("inbox: import %s: load: %w", p.ActivityID, err)
 	}
-	if rec.imported {
+	if imported {
 		return nil
 	}
-	rec.receivedAt = time.UnixMilli(received).UTC()
-	act, err := activitypub.ParseActivity(rec.document)
+	act, err := activitypub.ParseActivity(document)
 	var pre prepared
 	if err == nil {
 		if pre, err = im.prepare(ctx, act); err != nil {
@@ -125,7 +118,7 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 			outcome = "refused: unparseable"
 		} else {
 			var err error
-			if outcome, err = im.apply(ctx, tx, ev.ID, rec, act, pre); err != nil {
+			if outcome, err = im.apply(ctx, tx, ev.ID, time.UnixMilli(received).UTC(), act, pre); err != nil {
 				return err
 			}
 		}
@@ -179,10 +172,10 @@ func (im *Importer) prepare(ctx context.Context, act *activitypub.Activity) (pre
 	return pre, nil
 }
 
-// apply applies act in tx and returns its outcome. Only failures worth a
-// retry (the database) are returned as errors; what the store refuses is an
-// outcome.
-func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, rec stored, act *activitypub.Activity, pre prepared) (string, error) {
+// apply applies act, received at receivedAt, in tx and returns its outcome.
+// Only failures worth a retry (the database) are returned as errors; what
+// the store refuses is an outcome.
+func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, receivedAt time.Time, act *activitypub.Activity, pre prepared) (string, error) {
 	st := im.st
 	inner := act.Object
 	innerType := ""
@@ -214,7 +207,7 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, rec s
 		if state == store.StatePending {
 			return OutcomePending, nil
 		}
-		if _, _, err := st.EnqueueEventActivityTx(ctx, tx, AcceptEventID(eventID), rec.receivedAt, local, "Accept",
+		if _, _, err := st.EnqueueEventActivityTx(ctx, tx, AcceptEventID(eventID), receivedAt, local, "Accept",
 			store.FollowObject(act.ID, act.Actor, local.URI), []string{act.Actor}, nil); err != nil {
 			return refusal(err, "")
 		}
@@ -299,12 +292,10 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, rec s
 		if !o.Local() || o.Deleted() {
 			return OutcomeIgnored, nil
 		}
-		typ := store.ReactionLike
-		if act.Type == "Announce" {
-			typ = store.ReactionAnnounce
-		}
+		// The activity type is the reaction type: store.ReactionLike or
+		// store.ReactionAnnounce.
 		added, err := st.AddReactionTx(ctx, tx, store.Reaction{
-			ActivityURI: act.ID, Type: typ, ActorURI: act.Actor, ObjectURI: o.URI,
+			ActivityURI: act.ID, Type: act.Type, ActorURI: act.Actor, ObjectURI: o.URI,
 		})
 		if err != nil {
 			return refusal(err, "")
@@ -344,12 +335,9 @@ func (im *Importer) undo(ctx context.Context, tx *sql.Tx, act *activitypub.Activ
 		removed, err := st.RemoveFollowByActivityTx(ctx, tx, act.Actor, innerID)
 		return removedOutcome(removed, err, OutcomeUnfollowed)
 	case "Like", "Announce":
-		typ := store.ReactionLike
-		if innerType == "Announce" {
-			typ = store.ReactionAnnounce
-		}
+		// innerType is the reaction type, as in apply.
 		removed, err := st.RemoveReactionTx(ctx, tx, store.Reaction{
-			ActivityURI: innerID, Type: typ, ActorURI: act.Actor, ObjectURI: inner.ObjectID,
+			ActivityURI: innerID, Type: innerType, ActorURI: act.Actor, ObjectURI: inner.ObjectID,
 		})
 		return removedOutcome(removed, err, OutcomeUndone)
 	case "Block":

@@ -42,13 +42,12 @@ func TestFollowAcceptUndo(t *testing.T) {
 		t.Fatalf("followers %+v (%d), %v", fs, total, err)
 	}
 	acceptEvent := inbox.AcceptEventID(inbox.EventID(followID))
-	var payload string
-	if err := b.db.Read.QueryRow(`SELECT payload FROM event_queue_payloads WHERE event_id = ? AND type = ?`,
-		acceptEvent, activitypub.EventOutgoing).Scan(&payload); err != nil {
-		t.Fatalf("Accept event %s: %v", acceptEvent, err)
+	ev := eventByID(t, b, acceptEvent)
+	if ev.Type != activitypub.EventOutgoing {
+		t.Fatalf("Accept event %s of type %q", acceptEvent, ev.Type)
 	}
 	var out activitypub.Outgoing
-	if err := json.Unmarshal([]byte(payload), &out); err != nil {
+	if err := json.Unmarshal(ev.Payload, &out); err != nil {
 		t.Fatal(err)
 	}
 	var accept struct {

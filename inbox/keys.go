@@ -84,7 +84,6 @@ func (h *Handler) key(ctx context.Context, keyID string, refresh bool) (cachedKe
 // is refetched once (the remote may have rotated it) and the signature
 // checked again.
 func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte, sig *activitypub.SignatureParams, act *activitypub.Activity) (string, error) {
-	opts := activitypub.VerifyOptions{Window: h.cfg.DateWindow, Now: h.cfg.Now}
 	keyID := sig.KeyID
 	k, err := h.key(ctx, keyID, false)
 	if err != nil {
@@ -93,7 +92,7 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte
 		}
 		return "", err
 	}
-	err = activitypub.VerifySignature(r, sig, body, k.pub, opts)
+	err = activitypub.VerifySignature(r, sig, body, k.pub, h.verify)
 	if errors.Is(err, activitypub.ErrBadSignature) {
 		fresh, ferr := h.key(ctx, keyID, true)
 		if ferr != nil {
@@ -101,7 +100,7 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte
 			return "", err
 		}
 		if fresh.pub != nil && !samePublicKey(fresh.pub, k.pub) {
-			k, err = fresh, activitypub.VerifySignature(r, sig, body, fresh.pub, opts)
+			k, err = fresh, activitypub.VerifySignature(r, sig, body, fresh.pub, h.verify)
 		}
 	}
 	if err != nil {
@@ -116,7 +115,7 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte
 // dropped, since courier holds nothing of an actor it never resolved.
 func (h *Handler) authenticateGone(ctx context.Context, r *http.Request, body []byte, sig *activitypub.SignatureParams, act *activitypub.Activity, fetchErr error) (string, error) {
 	keyID := sig.KeyID
-	a, _, err := h.cfg.Store.GetRemoteActor(ctx, act.Actor)
+	a, _, err := h.st.GetRemoteActor(ctx, act.Actor)
 	if err != nil || a == nil {
 		return "", errDropDelete
 	}
@@ -128,7 +127,7 @@ func (h *Handler) authenticateGone(ctx context.Context, r *http.Request, body []
 	if err != nil {
 		return "", errDropDelete
 	}
-	if err := activitypub.VerifySignature(r, sig, body, pub, activitypub.VerifyOptions{Window: h.cfg.DateWindow, Now: h.cfg.Now}); err != nil {
+	if err := activitypub.VerifySignature(r, sig, body, pub, h.verify); err != nil {
 		return "", err
 	}
 	h.log.DebugContext(ctx, "inbox: Delete of a gone actor verified with its cached key", "actor", a.ID,

@@ -30,8 +30,7 @@ const maxURLs = 4
 // reads it.
 type parsedURL struct {
 	raw    string
-	valid  bool      // url.Parse accepts raw
-	host   string    // the authority without user information, as written
+	host   string    // the authority without user information, as written; "" when url.Parse refuses raw
 	origin urlOrigin // zero when raw has none
 }
 
@@ -57,7 +56,7 @@ func (c *urls) get(raw string) *parsedURL {
 		e = &parsedURL{raw: raw}
 	}
 	if u, err := url.Parse(raw); err == nil {
-		e.valid, e.host = true, u.Host
+		e.host = u.Host
 		if (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.User == nil {
 			e.origin = urlOrigin{scheme: u.Scheme, host: strings.ToLower(u.Host)}
 		}
@@ -74,20 +73,14 @@ func (c *urls) origin(raw string) (urlOrigin, bool) {
 
 // hostOf returns the lower-cased host name (without port) of a URL, or "".
 func (c *urls) hostOf(raw string) string {
-	if e := c.get(raw); e.valid {
-		u := url.URL{Host: e.host}
-		return strings.ToLower(u.Hostname())
-	}
-	return ""
+	u := url.URL{Host: c.get(raw).host}
+	return strings.ToLower(u.Hostname())
 }
 
 // authority returns the lower-cased host of a URL with its port, if any,
 // as delivery keys hosts, or "".
 func (c *urls) authority(raw string) string {
-	if e := c.get(raw); e.valid {
-		return strings.ToLower(e.host)
-	}
-	return ""
+	return strings.ToLower(c.get(raw).host)
 }
 
 // checkURLs checks that the activity's id and actor are absolute http(s)

@@ -17,9 +17,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -37,8 +39,19 @@ type Migration struct {
 	SQL     string
 }
 
-// All returns the embedded migrations in version order.
+// All returns the embedded migrations in version order, a copy the caller
+// may change.
 func All() ([]Migration, error) {
+	ms, err := embedded()
+	return slices.Clone(ms), err
+}
+
+// embedded reads and parses the embedded files once; its result is shared
+// and must not be changed.
+var embedded = sync.OnceValues(parse)
+
+// parse reads the embedded files into migrations in version order.
+func parse() ([]Migration, error) {
 	entries, err := fs.Glob(files, "*.sql")
 	if err != nil {
 		return nil, fmt.Errorf("migrations: list: %w", err)
@@ -70,7 +83,7 @@ func All() ([]Migration, error) {
 
 // Latest is the highest version this binary knows.
 func Latest() int {
-	ms, err := All()
+	ms, err := embedded()
 	if err != nil || len(ms) == 0 {
 		return 0
 	}
@@ -112,7 +125,7 @@ func (o Options) withDefaults() Options {
 // ErrTooNew is returned at once.
 func Apply(ctx context.Context, db *sql.DB, opts Options) (applied []int, err error) {
 	opts = opts.withDefaults()
-	ms, err := All()
+	ms, err := embedded()
 	if err != nil {
 		return nil, err
 	}
@@ -157,15 +170,14 @@ func apply(ctx context.Context, db *sql.DB, ms []Migration, log *slog.Logger) ([
 			log.InfoContext(ctx, "migration applied", "version", m.Version, "name", m.Name)
 		}
 	}
-	// A database with no pending migrations still has to be checked.
-	if _, err := Current(ctx, db, latest); err != nil {
-		return done, err
-	}
 	return done, nil
 }
 
 // applyOne applies m unless it is already recorded; the check and the apply
-// share one write transaction.
+// share one write transaction. It first refuses a database newer than
+// latest (ErrTooNew), whether or not m is pending, so apply checks every
+// database, one with nothing pending too (ms is never empty: the embed
+// pattern must match a file).
 func applyOne(ctx context.Context, db *sql.DB, m Migration, latest int) (bool, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
