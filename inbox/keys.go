@@ -119,11 +119,7 @@ func (h *Handler) authenticateGone(ctx context.Context, r *http.Request, body []
 	if err != nil || a == nil {
 		return "", errDropDelete
 	}
-	pk, ok := a.Key(keyID)
-	if !ok || (pk.Owner != "" && pk.Owner != a.ID) {
-		return "", errDropDelete
-	}
-	pub, err := activitypub.ParsePublicKeyPEM(pk.PublicKeyPem)
+	pub, _, err := activitypub.KeyOf(a, keyID)
 	if err != nil {
 		return "", errDropDelete
 	}

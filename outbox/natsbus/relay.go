@@ -202,7 +202,7 @@ func (b *Bus) relay(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) 
 			if ctx.Err() != nil {
 				// Claimed as the run ended: put them back, due now.
 				rows := append(c.rows, c.placeholders(nil)...)
-				r.pending = append(r.pending, settleAll(rows, outbox.Result{Outcome: outbox.Released, Next: b.cfg.Now()})...)
+				r.pending = append(r.pending, outbox.SettleAll(rows, outbox.Result{Outcome: outbox.Released, Next: b.cfg.Now()})...)
 				return nil
 			}
 			r.inflight++
@@ -288,7 +288,7 @@ func (r *relayRun) collect(ctx context.Context) {
 func (r *relayRun) absorb(ctx context.Context, bt *batch) {
 	r.inflight--
 	if len(bt.unloaded) > 0 {
-		r.pending = append(r.pending, settleAll(bt.unloaded, outbox.Result{Outcome: outbox.Released, Next: r.b.cfg.Now()})...)
+		r.pending = append(r.pending, outbox.SettleAll(bt.unloaded, outbox.Result{Outcome: outbox.Released, Next: r.b.cfg.Now()})...)
 	}
 	for _, row := range bt.done {
 		r.pending = append(r.pending, outbox.Settlement{Row: row, Result: outbox.Result{Outcome: outbox.Succeeded}})
@@ -302,14 +302,14 @@ func (r *relayRun) absorb(ctx context.Context, bt *batch) {
 		return
 	}
 	if ctx.Err() != nil {
-		r.pending = append(r.pending, settleAll(bt.retry, outbox.Result{Outcome: outbox.Released, Next: r.b.cfg.Now()})...)
+		r.pending = append(r.pending, outbox.SettleAll(bt.retry, outbox.Result{Outcome: outbox.Released, Next: r.b.cfg.Now()})...)
 		return
 	}
 	if errors.Is(bt.lastErr, jetstream.ErrNoStreamResponse) || errors.Is(bt.lastErr, jetstream.ErrStreamNotFound) {
 		r.st.noStream = true
 	}
 	pause := r.b.pauseRelay(ctx, &r.st, len(bt.retry), bt.lastErr)
-	r.pending = append(r.pending, settleAll(bt.retry, outbox.Result{Outcome: outbox.Deferred, Next: r.b.cfg.Now().Add(pause)})...)
+	r.pending = append(r.pending, outbox.SettleAll(bt.retry, outbox.Result{Outcome: outbox.Deferred, Next: r.b.cfg.Now().Add(pause)})...)
 	r.deferred += len(bt.retry)
 }
 
@@ -459,14 +459,6 @@ func (r *relayRun) drain(ctx context.Context) {
 		r.b.log.WarnContext(ctx, "relay could not settle rows at shutdown; their lease will expire",
 			"rows", len(r.pending), "err", err)
 	}
-}
-
-func settleAll(rows []outbox.Row, res outbox.Result) []outbox.Settlement {
-	out := make([]outbox.Settlement, len(rows))
-	for i, row := range rows {
-		out[i] = outbox.Settlement{Row: row, Result: res}
-	}
-	return out
 }
 
 // publishJetStream publishes the batch's rows asynchronously, each with its
