@@ -119,20 +119,9 @@ func TestHelperProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	// sqlite.Open's write probe (CREATE TABLE IF NOT EXISTS courier_probe;
-	// DROP TABLE courier_probe) can fail when two processes open one file at
-	// the same instant; that race is not this test's subject, so the open is
-	// retried a bounded number of times. The migration race is not retried.
-	var db *sqlite.DB
-	for try := 0; ; try++ {
-		db, err = sqlite.Open(ctx, path, sqlite.Options{Synchronous: "NORMAL"})
-		if err == nil {
-			break
-		}
-		if try == 4 {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	db, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer db.Close()
 	time.Sleep(time.Until(time.Unix(0, at)))

@@ -26,7 +26,8 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // the pure-Go driver, registered as "sqlite"
+	driver "modernc.org/sqlite" // the pure-Go driver, registered as "sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // DriverName is the database/sql driver courier registers ("sqlite", the
@@ -113,7 +114,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if err := probe(ctx, w, path); err != nil {
+	if err := probeWaiting(ctx, w, path, opts.BusyTimeout); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -150,6 +151,32 @@ func checkDir(path string) error {
 		return fmt.Errorf("sqlite: database directory %s is not a directory", dir)
 	}
 	return nil
+}
+
+// probeWaiting runs probe until it stops failing with SQLITE_BUSY, for at
+// most bound. The first connection to a new file switches it to WAL, which
+// takes the file's lock without the busy handler's wait: a server and a
+// worker opening one new file at the same instant would otherwise see
+// "database is locked" there, once in a few dozen tries.
+func probeWaiting(ctx context.Context, db *sql.DB, path string, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		err := probe(ctx, db, path)
+		if err == nil || !isBusy(err) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var e *driver.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // probe makes the first connection do real work, so that a corrupt file or
