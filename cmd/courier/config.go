@@ -168,9 +168,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("invalid --base-url %q: want an absolute http(s) URL with no path, like https://social.example", c.BaseURL)
 	}
 	if c.Bus == "nats" {
-		n, err := url.Parse(c.NATSURL)
-		if err != nil || n.Host == "" || (n.Scheme != "nats" && n.Scheme != "tls" && n.Scheme != "ws" && n.Scheme != "wss") {
-			return fmt.Errorf("invalid --nats-url (NATS_URL) %q: want nats://host:port", c.NATSURL)
+		// natsbus's own check: it accepts what the bus connects to (a
+		// comma-separated list, a bare host:port) and never repeats a
+		// password the URL carries.
+		if err := natsbus.ValidateURL(c.NATSURL); err != nil {
+			return fmt.Errorf("invalid --nats-url (NATS_URL): %v; want nats://host:port", err)
 		}
 	}
 	switch strings.ToLower(c.LogLevel) {

@@ -89,3 +89,22 @@ func TestNewerDatabaseRefused(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// --nats-url is checked as the bus checks it: server lists and bare
+// host:port pass, and a refused URL's password is never repeated.
+func TestNATSURLChecks(t *testing.T) {
+	t.Parallel()
+	cfg := defaultConfig()
+	cfg.Bus = "nats"
+	for _, ok := range []string{"nats://a.example:4222,nats://b.example:4222", "127.0.0.1:4222", "tls://u:p@nats.example"} {
+		cfg.NATSURL = ok
+		if err := cfg.validate(); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	cfg.NATSURL = "http://user:s3cret@nats.example"
+	err := cfg.validate()
+	if err == nil || !strings.Contains(err.Error(), "--nats-url") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("validate = %v: want a --nats-url error without the password", err)
+	}
+}

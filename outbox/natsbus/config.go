@@ -89,15 +89,6 @@ func ValidateURL(s string) error {
 	return nil
 }
 
-// ValidateConfig checks the two settings an operator types, NATS_URL and
-// NATS_MODE, so that cmd can reject them at flag parsing.
-func ValidateConfig(natsURL, mode string) error {
-	if _, err := ParseMode(mode); err != nil {
-		return err
-	}
-	return ValidateURL(natsURL)
-}
-
 // Runner runs an event through all its handlers under the processed-events
 // ledger and returns the one verdict the bus applies. *outbox.Runner
 // satisfies it.

@@ -62,12 +62,6 @@ func TestValidateURL(t *testing.T) {
 			t.Errorf("ValidateURL(%q) = %v; want ok %v", tc.in, err, tc.ok)
 		}
 	}
-	if err := ValidateConfig("nats://127.0.0.1:4222", "core"); err != nil {
-		t.Errorf("ValidateConfig: %v", err)
-	}
-	if err := ValidateConfig("nats://127.0.0.1:4222", "fast"); err == nil {
-		t.Error("ValidateConfig accepted mode fast")
-	}
 }
 
 func TestConfigDefaultsAndValidation(t *testing.T) {
