@@ -7,8 +7,8 @@ import (
 )
 
 // Sweeper applies the retention of the ledger and of done outbox rows on an
-// interval. The db worker sweeps by itself; a process whose events go
-// through another bus (JetStream) runs a Sweeper beside it.
+// interval. The db worker runs one; a process whose events go through
+// another bus (JetStream) runs one beside it.
 type Sweeper struct {
 	// Queue is the outbox. Required.
 	Queue *Queue

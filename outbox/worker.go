@@ -183,8 +183,8 @@ func (w *Worker) Notify() {
 }
 
 // Sweep applies retention once: ledger rows older than LedgerRetention and
-// done rows older than DoneRetention are deleted. Run calls it every
-// SweepInterval.
+// done rows older than DoneRetention are deleted. Run sweeps every
+// SweepInterval with a Sweeper beside its claims.
 func (w *Worker) Sweep(ctx context.Context) (SweepResult, error) {
 	now := w.cfg.Now()
 	return w.queue.Sweep(ctx, now.Add(-w.cfg.LedgerRetention), now.Add(-w.cfg.DoneRetention))
@@ -250,6 +250,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	})
 
+	done.Go(func() {
+		sweeper := Sweeper{Queue: w.queue, LedgerRetention: w.cfg.LedgerRetention, DoneRetention: w.cfg.DoneRetention,
+			Interval: w.cfg.SweepInterval, Now: w.cfg.Now, Logger: w.log}
+		_ = sweeper.Run(ctx)
+	})
 	w.claimLoop(ctx, jobs, slots, freed)
 	close(jobs)
 	pool.Wait()
@@ -280,19 +285,10 @@ func (w *Worker) claimLoop(ctx context.Context, jobs chan<- *job, slots chan str
 		}
 	}
 	<-timer.C
-	nextSweep := time.Now()
 	failures := 0
 	for ctx.Err() == nil {
 		if o := w.cfg.Observer; o != nil && o.Alive != nil {
 			o.Alive()
-		}
-		if w.cfg.SweepInterval > 0 && !time.Now().Before(nextSweep) {
-			nextSweep = time.Now().Add(w.cfg.SweepInterval)
-			if res, err := w.Sweep(ctx); err != nil {
-				w.log.Warn("outbox: retention sweep failed", "err", err)
-			} else if res.Ledger > 0 || res.Done > 0 {
-				w.log.Info("outbox: retention sweep", "ledger_rows", res.Ledger, "done_rows", res.Done)
-			}
 		}
 		n := min(cap(slots)-len(slots), w.cfg.BatchSize)
 		if n <= 0 {
