@@ -71,22 +71,14 @@ func (d *DeliveryState) host(ctx context.Context, st delivery.HostStatus, countC
 	return h, nil
 }
 
-// count counts the host's delivery rows with status, up to countCap.
+// count counts the host's delivery rows with status, up to countCap; it
+// reports whether it stopped there.
 func (d *DeliveryState) count(ctx context.Context, host, status string, countCap int) (int64, bool, error) {
-	var n int64
-	f := outbox.Filter{Status: status, Type: delivery.EventPost, Target: host, Limit: maxLimit}
-	for n < int64(countCap) {
-		rows, err := d.queue.List(ctx, f)
-		if err != nil {
-			return 0, false, err
-		}
-		n += int64(len(rows))
-		if len(rows) < f.Limit {
-			return n, false, nil
-		}
-		f.AfterID = rows[len(rows)-1].ID
+	n, err := d.queue.Count(ctx, outbox.Filter{Status: status, Type: delivery.EventPost, Target: host}, int64(countCap))
+	if err != nil {
+		return 0, false, err
 	}
-	return n, true, nil
+	return n, n >= int64(countCap), nil
 }
 
 // ListHosts implements Hosts.

@@ -670,7 +670,7 @@ func errText(err error) string {
 	return s
 }
 
-// Filter selects rows for List. Zero fields do not filter.
+// Filter selects rows for List and Count. Zero fields do not filter.
 type Filter struct {
 	Status string
 	Type   string
@@ -683,8 +683,9 @@ type Filter struct {
 	Limit int
 }
 
-// List returns rows matching f in id order.
-func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
+// where returns f's conditions (Limit aside) as a WHERE clause's body and
+// its arguments.
+func (f Filter) where() (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) {
@@ -704,14 +705,19 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
 		add("event_id = ?", f.EventID)
 	}
 	add("id > ?", f.AfterID)
+	return strings.Join(where, " AND "), args
+}
+
+// List returns rows matching f in id order.
+func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
+	where, args := f.where()
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
 	}
 	limit = min(limit, 1000)
 	args = append(args, limit)
-	query := `SELECT ` + rowColumns + ` FROM event_queue WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY id LIMIT ?`
+	query := `SELECT ` + rowColumns + ` FROM event_queue WHERE ` + where + ` ORDER BY id LIMIT ?`
 	rs, err := q.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list: %w", err)
@@ -729,6 +735,19 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
 		return nil, fmt.Errorf("outbox: list: %w", err)
 	}
 	return out, nil
+}
+
+// Count counts the rows matching f (its Limit aside), counting no further
+// than most: a result of most means most or more.
+func (q *Queue) Count(ctx context.Context, f Filter, most int64) (int64, error) {
+	where, args := f.where()
+	var n int64
+	err := q.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM event_queue WHERE `+where+` LIMIT ?)`,
+		append(args, most)...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: count: %w", err)
+	}
+	return n, nil
 }
 
 // Get returns the row with primary key id, or ErrNotFound.

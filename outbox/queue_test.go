@@ -188,3 +188,43 @@ func TestQueueSurvivesNewWriterConnections(t *testing.T) {
 		}
 	}
 }
+
+// Count counts the rows List would return, without its page limit, and
+// stops at its bound.
+func TestCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var evs []outbox.Event
+	for i := range 7 {
+		target := "a.example"
+		if i%2 == 1 {
+			target = "b.example"
+		}
+		evs = append(evs, outbox.Event{Type: "note", Target: target})
+	}
+	evs = append(evs, outbox.Event{Type: "other", Target: "a.example"})
+	b.enqueue(t, evs...)
+	q := b.queue()
+	ctx := context.Background()
+	for _, c := range []struct {
+		f    outbox.Filter
+		most int64
+		want int64
+	}{
+		{outbox.Filter{}, 100, 8},
+		{outbox.Filter{Type: "note"}, 100, 7},
+		{outbox.Filter{Type: "note", Target: "a.example"}, 100, 4},
+		{outbox.Filter{Type: "note", Target: "a.example", Limit: 1}, 100, 4},
+		{outbox.Filter{Type: "note", Status: outbox.StatusPending}, 5, 5},
+		{outbox.Filter{Status: outbox.StatusDone}, 100, 0},
+	} {
+		got, err := q.Count(ctx, c.f, c.most)
+		if err != nil || got != c.want {
+			t.Errorf("Count(%+v, %d) = %d, %v; want %d", c.f, c.most, got, err, c.want)
+		}
+		rows, err := q.List(ctx, outbox.Filter{Status: c.f.Status, Type: c.f.Type, Target: c.f.Target, Limit: 1000})
+		if err != nil || min(int64(len(rows)), c.most) != got {
+			t.Errorf("List(%+v) = %d rows, %v; Count gave %d", c.f, len(rows), err, got)
+		}
+	}
+}
