@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -167,7 +168,7 @@ func (f *Fetcher) read(resp *http.Response, u string) ([]byte, error) {
 		return nil, fmt.Errorf("activitypub: fetch %s: %w", u, ErrNotFound)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		drain(resp.Body)
-		return nil, &StatusError{URL: u, Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), f.cfg.Now())}
+		return nil, &StatusError{URL: u, Status: resp.StatusCode, RetryAfter: RetryAfter(resp.Header.Get("Retry-After"), f.cfg.Now(), math.MaxInt64)}
 	}
 	if ct := resp.Header.Get("Content-Type"); !isFetchableContentType(ct) {
 		drain(resp.Body)
@@ -311,22 +312,27 @@ func parseHTTPURL(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// parseRetryAfter reads a Retry-After header (seconds or an HTTP date).
-func parseRetryAfter(v string, now time.Time) time.Duration {
+// RetryAfter parses a Retry-After value (delay-seconds or an HTTP date)
+// against now and clamps it to [0, limit]; an absent or unreadable value
+// is 0.
+func RetryAfter(v string, now time.Time, limit time.Duration) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
 	}
-	if n, err := strconv.Atoi(v); err == nil {
-		if n < 0 {
+	var d time.Duration
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
 			return 0
 		}
-		return time.Duration(n) * time.Second
+		if n > int64(limit/time.Second) {
+			return limit
+		}
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
 	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
+	return min(max(d, 0), limit)
 }
 
 // drain reads a little of an unused body so the connection can be reused.

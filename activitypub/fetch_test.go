@@ -539,3 +539,30 @@ func TestResolverStaleKeyFallback(t *testing.T) {
 		t.Fatal("forced refresh against a dead remote succeeded")
 	}
 }
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	const limit = time.Hour
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+	}{
+		{"", 0},
+		{"  ", 0},
+		{"120", 2 * time.Minute},
+		{" 7 ", 7 * time.Second},
+		{"0", 0},
+		{"-5", 0},
+		{"999999999999999999", limit},
+		{"3600", limit},
+		{"3601", limit},
+		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
+		{now.Add(48 * time.Hour).Format(http.TimeFormat), limit},
+		{"soon", 0},
+	} {
+		if got := RetryAfter(c.v, now, limit); got != c.want {
+			t.Errorf("RetryAfter(%q) = %s, want %s", c.v, got, c.want)
+		}
+	}
+}

@@ -88,12 +88,12 @@ func Classify(status int, header http.Header, err error, now time.Time, maxRetry
 		return Decision{Verdict: Permanent, Gone: true, Reason: "status 410: gone"}
 	case status == http.StatusUnauthorized, status == http.StatusRequestTimeout, status == http.StatusTooManyRequests:
 		// 401: the peer may not yet be able to fetch our key.
-		return Decision{Verdict: Retry, RetryAfter: retryAfter(header, now, maxRetryAfter),
+		return Decision{Verdict: Retry, RetryAfter: activitypub.RetryAfter(header.Get("Retry-After"), now, maxRetryAfter),
 			Reason: fmt.Sprintf("status %d", status)}
 	case status >= 400 && status < 500:
 		return Decision{Verdict: Permanent, Reason: fmt.Sprintf("status %d", status)}
 	case status >= 500 && status < 600:
-		return Decision{Verdict: Retry, HostDown: true, RetryAfter: retryAfter(header, now, maxRetryAfter),
+		return Decision{Verdict: Retry, HostDown: true, RetryAfter: activitypub.RetryAfter(header.Get("Retry-After"), now, maxRetryAfter),
 			Reason: fmt.Sprintf("status %d", status)}
 	}
 	return Decision{Verdict: Retry, Reason: fmt.Sprintf("unexpected status %d", status)}
@@ -144,27 +144,3 @@ func lastPart(err error) string {
 	return s
 }
 
-// retryAfter parses Retry-After (delay-seconds or an HTTP date) and clamps
-// it to [0, limit].
-func retryAfter(header http.Header, now time.Time, limit time.Duration) time.Duration {
-	if header == nil {
-		return 0
-	}
-	v := strings.TrimSpace(header.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		if n > int64(limit/time.Second) {
-			return limit
-		}
-		d = time.Duration(n) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	return min(max(d, 0), limit)
-}
