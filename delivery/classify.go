@@ -143,4 +143,3 @@ func lastPart(err error) string {
 	}
 	return s
 }
-
