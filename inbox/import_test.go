@@ -113,11 +113,15 @@ func TestNotesReactionsDeletes(t *testing.T) {
 	alice := b.localActor(t, "alice", false)
 	asBob, asCarol := b.as(t, "bob"), b.as(t, "carol")
 
-	// Create, then an older Update (kept out), then a newer one.
+	// Create, then an older Update (kept out), then a newer one. Each is
+	// imported before the next is posted: the worker imports concurrently,
+	// and an older Update imported before its Create is stored, then
+	// overwritten by the Create.
 	noteID := b.remote.url("/notes/1")
 	createID := b.id("create")
 	b.mustPost(t, asBob, activity(createID, "Create", bob, note(noteID, bob, map[string]any{
 		"content": "v1", "updated": "2026-01-02T10:00:00Z"})))
+	b.drain(t)
 	olderID, newerID := b.id("update"), b.id("update")
 	b.mustPost(t, asBob, activity(olderID, "Update", bob, note(noteID, bob, map[string]any{
 		"content": "v0", "updated": "2026-01-02T09:00:00Z"})))
