@@ -110,8 +110,15 @@ func TestImportCrash(t *testing.T) {
 	}
 	midWork := 0
 	for i := range crashKills {
+		before := imported()
 		cmd := start(context.Background())
-		time.Sleep(time.Duration(200+rand.IntN(400)) * time.Millisecond) // the random moment of the crash
+		// The crash comes at a random moment after this worker imported
+		// its first activity (or after 10 s): a loaded machine can take
+		// longer to start the process than a fixed delay allows.
+		for deadline := time.Now().Add(10 * time.Second); imported() == before && before < total && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 		if err := cmd.Process.Kill(); err != nil {
 			t.Fatalf("kill %d: %v", i, err)
 		}
