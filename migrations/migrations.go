@@ -1,12 +1,17 @@
 // Package migrations holds courier's schema as numbered SQL files embedded in
 // the binary, and the runner that applies them.
 //
-// Every table of every package is created here, because one SQLite file needs
+// Every table of every package is created here, because one database needs
 // one ordered line of migrations. Files are named NNNN_name.sql; the number is
-// the version. The runner is safe against a concurrent runner on the same
-// database (the server and the worker both migrate at start-up): each version
-// is applied in its own write transaction that first re-reads what is already
-// applied, so the loser of a race skips what the winner did.
+// the version. The SQLite files sit in this folder, their PostgreSQL twins in
+// postgres/, numbered in step: version N means the same schema on both
+// stores (TestDialectsInStep holds them to it). The runner is safe against a
+// concurrent runner on the same database (the server and the worker both
+// migrate at start-up): each version is applied in its own write transaction
+// that first re-reads what is already applied, so the loser of a race skips
+// what the winner did. On SQLite the transaction's write lock (BEGIN
+// IMMEDIATE) makes the re-read and the apply one step; on PostgreSQL a
+// transaction-scoped advisory lock does.
 package migrations
 
 import (
@@ -17,6 +22,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -25,8 +31,25 @@ import (
 	"time"
 )
 
-//go:embed *.sql
+//go:embed *.sql postgres/*.sql
 var files embed.FS
+
+// Dialect names a store's SQL dialect.
+type Dialect string
+
+// The dialects courier's migrations are written in.
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// dir is the embedded folder of d's files.
+func (d Dialect) dir() string {
+	if d == Postgres {
+		return "postgres"
+	}
+	return "."
+}
 
 // ErrTooNew is returned when the database carries a schema version this
 // binary does not know: it was migrated by a newer courier.
@@ -39,26 +62,41 @@ type Migration struct {
 	SQL     string
 }
 
-// All returns the embedded migrations in version order, a copy the caller
-// may change.
-func All() ([]Migration, error) {
-	ms, err := embedded()
+// All returns the embedded SQLite migrations in version order, a copy the
+// caller may change.
+func All() ([]Migration, error) { return AllOf(SQLite) }
+
+// AllOf returns the embedded migrations of dialect d in version order, a
+// copy the caller may change.
+func AllOf(d Dialect) ([]Migration, error) {
+	ms, err := embedded(d)
 	return slices.Clone(ms), err
 }
 
-// embedded reads and parses the embedded files once; its result is shared
-// and must not be changed.
-var embedded = sync.OnceValues(parse)
+var (
+	embeddedSQLite   = sync.OnceValues(func() ([]Migration, error) { return parse(SQLite) })
+	embeddedPostgres = sync.OnceValues(func() ([]Migration, error) { return parse(Postgres) })
+)
 
-// parse reads the embedded files into migrations in version order.
-func parse() ([]Migration, error) {
-	entries, err := fs.Glob(files, "*.sql")
+// embedded reads and parses d's embedded files once; its result is shared
+// and must not be changed.
+func embedded(d Dialect) ([]Migration, error) {
+	if d == Postgres {
+		return embeddedPostgres()
+	}
+	return embeddedSQLite()
+}
+
+// parse reads d's embedded files into migrations in version order.
+func parse(d Dialect) ([]Migration, error) {
+	entries, err := fs.Glob(files, path.Join(d.dir(), "*.sql"))
 	if err != nil {
 		return nil, fmt.Errorf("migrations: list: %w", err)
 	}
 	var ms []Migration
 	seen := map[int]string{}
-	for _, name := range entries {
+	for _, file := range entries {
+		name := path.Base(file)
 		num, rest, ok := strings.Cut(name, "_")
 		if !ok {
 			return nil, fmt.Errorf("migrations: %s: want NNNN_name.sql", name)
@@ -71,7 +109,7 @@ func parse() ([]Migration, error) {
 			return nil, fmt.Errorf("migrations: version %d used by %s and %s", v, prev, name)
 		}
 		seen[v] = name
-		body, err := files.ReadFile(name)
+		body, err := files.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("migrations: read %s: %w", name, err)
 		}
@@ -81,9 +119,10 @@ func parse() ([]Migration, error) {
 	return ms, nil
 }
 
-// Latest is the highest version this binary knows.
+// Latest is the highest version this binary knows (the same for both
+// dialects).
 func Latest() int {
-	ms, err := embedded()
+	ms, err := embedded(SQLite)
 	if err != nil || len(ms) == 0 {
 		return 0
 	}
@@ -98,6 +137,8 @@ type Options struct {
 	Retries int
 	// MinDelay and MaxDelay bound the retry backoff (defaults 100 ms and 1 s).
 	MinDelay, MaxDelay time.Duration
+	// Dialect is the store's dialect (default SQLite).
+	Dialect Dialect
 }
 
 func (o Options) withDefaults() Options {
@@ -113,25 +154,31 @@ func (o Options) withDefaults() Options {
 	if o.MaxDelay <= 0 {
 		o.MaxDelay = time.Second
 	}
+	if o.Dialect == "" {
+		o.Dialect = SQLite
+	}
 	return o
 }
 
-// Apply brings db up to the latest version. db must begin its transactions
-// with a write lock (BEGIN IMMEDIATE), as sqlite.Open's writer does, so that
-// the re-read of applied versions and the apply are one atomic step.
+// Apply brings db up to the latest version. On SQLite db must begin its
+// transactions with a write lock (BEGIN IMMEDIATE), as sqlite.Open's writer
+// does, so that the re-read of applied versions and the apply are one atomic
+// step; on PostgreSQL (opts.Dialect) each transaction first takes an
+// advisory lock that every runner takes.
 //
 // A lost race with another runner is retried with a bounded backoff (100 ms
 // doubling to 1 s, 5 tries); only an error that persists is returned.
 // ErrTooNew is returned at once.
 func Apply(ctx context.Context, db *sql.DB, opts Options) (applied []int, err error) {
 	opts = opts.withDefaults()
-	ms, err := embedded()
+	ms, err := embedded(opts.Dialect)
 	if err != nil {
 		return nil, err
 	}
+	q := queriesOf(opts.Dialect)
 	delay := opts.MinDelay
 	for try := 0; ; try++ {
-		applied, err = apply(ctx, db, ms, opts.Logger)
+		applied, err = apply(ctx, db, q, ms, opts.Logger)
 		if err == nil || errors.Is(err, ErrTooNew) || try >= opts.Retries || ctx.Err() != nil {
 			return applied, err
 		}
@@ -145,14 +192,68 @@ func Apply(ctx context.Context, db *sql.DB, opts Options) (applied []int, err er
 	}
 }
 
-const createTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+// queries are the runner's own statements in one dialect.
+type queries struct {
+	// lock, when set, runs first in every transaction of the runner.
+	lock        string
+	createTable string
+	isApplied   string
+	record      string
+}
+
+// advisoryKey is the PostgreSQL advisory lock every migration runner takes
+// (an arbitrary constant: "courier" in ASCII).
+const advisoryKey = 0x636f7572696572
+
+func queriesOf(d Dialect) queries {
+	if d == Postgres {
+		return queries{
+			lock: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, advisoryKey),
+			createTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT    NOT NULL,
+	applied_at BIGINT  NOT NULL
+)`,
+			isApplied: `SELECT COUNT(*) FROM schema_migrations WHERE version = $1`,
+			record:    `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+		}
+	}
+	return queries{
+		createTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version    INTEGER PRIMARY KEY,
 	name       TEXT    NOT NULL,
 	applied_at INTEGER NOT NULL
-)`
+)`,
+		isApplied: `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`,
+		record:    `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+	}
+}
 
-func apply(ctx context.Context, db *sql.DB, ms []Migration, log *slog.Logger) ([]int, error) {
-	if _, err := db.ExecContext(ctx, createTable); err != nil {
+// begin starts one runner transaction, under the dialect's lock.
+func (q queries) begin(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if q.lock != "" {
+		if _, err := tx.ExecContext(ctx, q.lock); err != nil {
+			tx.Rollback() //nolint:errcheck // the lock failed
+			return nil, err
+		}
+	}
+	return tx, nil
+}
+
+func apply(ctx context.Context, db *sql.DB, q queries, ms []Migration, log *slog.Logger) ([]int, error) {
+	tx, err := q.begin(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: begin: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, q.createTable); err != nil {
+		tx.Rollback() //nolint:errcheck // reported below
+		return nil, fmt.Errorf("migrations: create schema_migrations: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("migrations: create schema_migrations: %w", err)
 	}
 	var done []int
@@ -161,7 +262,7 @@ func apply(ctx context.Context, db *sql.DB, ms []Migration, log *slog.Logger) ([
 		latest = ms[len(ms)-1].Version
 	}
 	for _, m := range ms {
-		ok, err := applyOne(ctx, db, m, latest)
+		ok, err := applyOne(ctx, db, q, m, latest)
 		if err != nil {
 			return done, err
 		}
@@ -178,8 +279,8 @@ func apply(ctx context.Context, db *sql.DB, ms []Migration, log *slog.Logger) ([
 // latest (ErrTooNew), whether or not m is pending, so apply checks every
 // database, one with nothing pending too (ms is never empty: the embed
 // pattern must match a file).
-func applyOne(ctx context.Context, db *sql.DB, m Migration, latest int) (bool, error) {
-	tx, err := db.BeginTx(ctx, nil)
+func applyOne(ctx context.Context, db *sql.DB, q queries, m Migration, latest int) (bool, error) {
+	tx, err := q.begin(ctx, db)
 	if err != nil {
 		return false, fmt.Errorf("migrations: begin %d: %w", m.Version, err)
 	}
@@ -192,7 +293,7 @@ func applyOne(ctx context.Context, db *sql.DB, m Migration, latest int) (bool, e
 		return false, tooNew(int(max.Int64), latest)
 	}
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, q.isApplied, m.Version).Scan(&n); err != nil {
 		return false, fmt.Errorf("migrations: read applied: %w", err)
 	}
 	if n > 0 {
@@ -201,8 +302,7 @@ func applyOne(ctx context.Context, db *sql.DB, m Migration, latest int) (bool, e
 	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return false, fmt.Errorf("migrations: apply %04d_%s: %w", m.Version, m.Name, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.Version, m.Name, time.Now().UnixMilli()); err != nil {
+	if _, err := tx.ExecContext(ctx, q.record, m.Version, m.Name, time.Now().UnixMilli()); err != nil {
 		return false, fmt.Errorf("migrations: record %d: %w", m.Version, err)
 	}
 	if err := tx.Commit(); err != nil {

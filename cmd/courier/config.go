@@ -54,7 +54,7 @@ type setting struct {
 // settings binds every flag of cfg; cfg must hold the defaults already.
 func settings(cfg *Config) []setting {
 	return []setting{
-		{"db", "COURIER_DB", "SQLite database file", (*stringValue)(&cfg.DB)},
+		{"db", "COURIER_DB", "SQLite database file, or a postgres:// URL (migrate only in this build)", (*stringValue)(&cfg.DB)},
 		{"synchronous", "COURIER_SQLITE_SYNCHRONOUS", "SQLite synchronous mode: FULL (durable across power loss) or NORMAL (faster; the last commits may be lost on power loss)", (*stringValue)(&cfg.Synchronous)},
 		{"listen", "COURIER_LISTEN", "HTTP listen address (host:port)", (*stringValue)(&cfg.Listen)},
 		{"base-url", "COURIER_BASE_URL", "public base URL of this server; ids are built from it", (*stringValue)(&cfg.BaseURL)},

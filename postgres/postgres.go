@@ -1,0 +1,101 @@
+// Package postgres opens courier's PostgreSQL database, the store for running
+// courier on more than one machine (several servers and workers sharing one
+// database), beside the embedded SQLite default of package sqlite.
+//
+// A --db setting that is a postgres:// or postgresql:// URL selects it
+// (IsURL); anything else is a SQLite file path. The driver is
+// github.com/jackc/pgx/v5 behind database/sql, so the packages that own the
+// tables keep one *sql.DB-shaped API for both stores and differ only in the
+// statements whose dialects disagree.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// IsURL reports whether s names a PostgreSQL database rather than a SQLite
+// file: a postgres:// or postgresql:// URL.
+func IsURL(s string) bool {
+	l := strings.ToLower(s)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
+// Options tunes Open. The zero value is the production setting.
+type Options struct {
+	// MaxConns bounds the pool of this process (default 16). The sum over
+	// every process must stay under the server's max_connections (100 by
+	// default), or under PgBouncer's pool size.
+	MaxConns int
+	// ConnectTimeout bounds the first connection (default 10 s).
+	ConnectTimeout time.Duration
+	// ConnMaxIdle closes connections idle for longer (default 5 min), so a
+	// quiet process gives its connections back.
+	ConnMaxIdle time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxConns <= 0 {
+		o.MaxConns = 16
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	if o.ConnMaxIdle <= 0 {
+		o.ConnMaxIdle = 5 * time.Minute
+	}
+	return o
+}
+
+// ErrURL is returned for a --db value that is not a usable PostgreSQL URL.
+var ErrURL = errors.New("postgres: bad database URL")
+
+// Open connects to the database at dsn and checks that it answers. The
+// returned pool is safe for concurrent use; its transactions run at READ
+// COMMITTED, PostgreSQL's default, which courier's claims (FOR UPDATE SKIP
+// LOCKED) and conditional updates are written for.
+func Open(ctx context.Context, dsn string, opts Options) (*sql.DB, error) {
+	opts = opts.withDefaults()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrURL, Redact(dsn))
+	}
+	cfg.ConnectTimeout = opts.ConnectTimeout
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "courier"
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(opts.MaxConns)
+	db.SetMaxIdleConns(opts.MaxConns)
+	db.SetConnMaxIdleTime(opts.ConnMaxIdle)
+	pctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres: connect to %s: %w", Redact(dsn), err)
+	}
+	return db, nil
+}
+
+// Redact returns dsn without its password, for messages and logs.
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
