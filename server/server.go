@@ -86,7 +86,8 @@ func New(cfg Config) (*Server, error) {
 // Register mounts the server's routes on r:
 //
 //	GET  /.well-known/webfinger, /.well-known/host-meta, /.well-known/nodeinfo, /nodeinfo/2.1
-//	GET  /users/{name}, /users/{name}/followers, /users/{name}/following
+//	GET  /actor, /actor/outbox (empty)
+//	GET  /users/{name}, /users/{name}/followers, /users/{name}/following, /users/{name}/featured (empty)
 //	GET  /users/{name}/outbox     POST /users/{name}/outbox (Authorization: Bearer)
 //	GET  /objects/{id}, /objects/{id}/likes, /objects/{id}/shares
 //	GET  /activities/{id}
@@ -97,6 +98,8 @@ func (s *Server) Register(r *mux.Router) {
 	r.HandleFunc("/nodeinfo/2.1", s.nodeInfo).Methods(http.MethodGet, http.MethodHead)
 
 	r.HandleFunc("/actor", s.instanceActor).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/actor/outbox", s.instanceOutbox).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}/featured", s.featured).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/users/{name}", s.actor).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/users/{name}/outbox", s.outbox).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/users/{name}/outbox", s.postOutbox).Methods(http.MethodPost)
