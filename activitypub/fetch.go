@@ -215,6 +215,24 @@ func (f *Fetcher) FetchActor(ctx context.Context, actorURL string) (*Actor, erro
 	return a, nil
 }
 
+// FetchObject fetches and parses the object at id (a Note, a Page, an
+// activity...). The document's id must equal id (or the URL it was finally
+// served from after redirects on the same host); otherwise ErrIDMismatch.
+func (f *Fetcher) FetchObject(ctx context.Context, id string) (*Object, error) {
+	body, final, err := f.Fetch(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	o, err := ParseObject(body)
+	if err != nil {
+		return nil, fmt.Errorf("activitypub: fetch object %s: %w", id, err)
+	}
+	if !idMatches(o.ID, id, final) {
+		return nil, fmt.Errorf("activitypub: fetch object %s: %w: id %s", id, ErrIDMismatch, o.ID)
+	}
+	return o, nil
+}
+
 // FetchKey resolves a signature's keyId to a public key and the actor that
 // owns it, from whatever the keyId URL serves: the owner's actor document
 // ({actor}#main-key, Mastodon), a minimal actor without an inbox

@@ -136,6 +136,12 @@ func (r *Resolver) Actor(ctx context.Context, id string) (*Actor, error) {
 	return a, nil
 }
 
+// Object fetches the object id (uncached: an object is fetched once, by the
+// import that needs it). See Fetcher.FetchObject.
+func (r *Resolver) Object(ctx context.Context, id string) (*Object, error) {
+	return r.cfg.Fetcher.FetchObject(ctx, id)
+}
+
 // Refresh fetches the actor anew, stores and returns it.
 func (r *Resolver) Refresh(ctx context.Context, id string) (*Actor, error) {
 	return r.fetchActor(ctx, id)
