@@ -22,7 +22,8 @@ import (
 
 // setupBase is setup with the store's base URL set to base (the server
 // still listens on loopback), for replaying requests captured against
-// that base.
+// that base, and with cfg (its Store set here). An empty base is the
+// server's own URL.
 func setupBase(t *testing.T, base string, cfg Config) *testBundle {
 	t.Helper()
 	ctx := context.Background()
@@ -38,6 +39,9 @@ func setupBase(t *testing.T, base string, cfg Config) *testBundle {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
 	clock := &testClock{t: time.Date(2026, 12, 1, 8, 24, 12, 0, time.UTC)}
+	if base == "" {
+		base = srv.URL
+	}
 	cfg.Store = store.New(db, base, clock.Now)
 	s, err := New(cfg)
 	if err != nil {

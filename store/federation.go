@@ -14,3 +14,16 @@ func (s *Store) FollowedLocally(ctx context.Context, uri string) (bool, error) {
 	}
 	return ok, nil
 }
+
+// HasFollowerOn reports whether local actor actorID has an accepted
+// follower whose id is on origin (scheme://host, lower case).
+func (s *Store) HasFollowerOn(ctx context.Context, actorID int64, origin string) (bool, error) {
+	prefix := origin + "/"
+	var ok bool
+	err := s.db.Read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM followers WHERE actor_id = ? AND state = 'accepted'
+		AND lower(substr(follower_uri, 1, ?)) = ?)`, actorID, len(prefix), prefix).Scan(&ok)
+	if err != nil {
+		return false, wrap("has follower on", err)
+	}
+	return ok, nil
+}

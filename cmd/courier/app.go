@@ -257,7 +257,8 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 	r.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/readyz", metrics.Health(a.readiness())).Methods(http.MethodGet, http.MethodHead)
 	if serveHTTP {
-		srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version})
+		srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version,
+			Keys: a.resolver, AuthorizedFetch: a.cfg.AuthorizedFetch})
 		if err != nil {
 			return err
 		}
