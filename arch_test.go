@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"inbox":          {"outbox", "activitypub", "store", "sqlite", "metrics"},
 	"server":         {"outbox", "activitypub", "store", "sqlite", "metrics"},
 	"admin":          {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "sqlite", "metrics"},
+	"relay":          {"outbox", "activitypub", "store", "delivery", "sqlite", "metrics"},
 	"chaos":          {"outbox", "activitypub", "store", "sqlite", "migrations"},
 	"interop":        {},
 	"cmd/courier":    nil, // may import everything; nothing imports it

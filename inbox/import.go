@@ -190,6 +190,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	if inner != nil {
 		innerType = inner.Type
 	}
+	if outcome, ok, err := im.relayImport(ctx, tx, eventID, receivedAt, act); ok || err != nil {
+		return outcome, err
+	}
 	if pre.outcome != "" {
 		return pre.outcome, nil
 	}

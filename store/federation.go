@@ -4,11 +4,13 @@ import (
 	"context"
 )
 
-// FollowedLocally reports whether a local actor follows uri (accepted), so
-// that what uri announces concerns this server.
+// FollowedLocally reports whether a local actor follows uri (accepted), or
+// uri is an accepted relay, so that what uri announces concerns this
+// server.
 func (s *Store) FollowedLocally(ctx context.Context, uri string) (bool, error) {
 	var ok bool
-	err := s.db.Read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM following WHERE target_uri = ? AND state = 'accepted')`, uri).Scan(&ok)
+	err := s.db.Read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM following WHERE target_uri = ? AND state = 'accepted')
+		OR EXISTS (SELECT 1 FROM relays WHERE actor_uri = ? AND state = 'accepted')`, uri, uri).Scan(&ok)
 	if err != nil {
 		return false, wrap("followed locally", err)
 	}
