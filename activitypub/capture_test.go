@@ -288,3 +288,27 @@ func TestMultikey(t *testing.T) {
 		}
 	}
 }
+
+// TestResolverGoneKeyRemembered: a key whose fetch answered 410 is
+// answered ErrGone without a fetch until GoneTTL has passed.
+func TestResolverGoneKeyRemembered(t *testing.T) {
+	t.Parallel()
+	b, r, _ := setupResolver(t)
+	ctx := context.Background()
+	keyID := b.remote.url("/gone#main-key")
+	for range 3 {
+		if _, _, err := r.Key(ctx, keyID, false); !errors.Is(err, ErrGone) {
+			t.Fatalf("Key: %v, want ErrGone", err)
+		}
+	}
+	if n := b.remote.count("/gone"); n != 1 {
+		t.Fatalf("%d fetches within GoneTTL, want 1", n)
+	}
+	b.clock.Advance(r.cfg.GoneTTL)
+	if _, _, err := r.Key(ctx, keyID, true); !errors.Is(err, ErrGone) {
+		t.Fatalf("Key after GoneTTL: %v", err)
+	}
+	if n := b.remote.count("/gone"); n != 2 {
+		t.Fatalf("%d fetches after GoneTTL, want 2", n)
+	}
+}
