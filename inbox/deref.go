@@ -60,11 +60,21 @@ func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) 
 		}
 	case act.Type == "Announce":
 		id = act.ObjectID
-		if act.Object != nil && (act.Object.Type == "Create" || act.Object.Type == "Update") && act.Object.ObjectID != "" {
-			id = act.Object.ObjectID // Lemmy: Announce{Create{Page}}
+		if inner := act.Object; inner != nil && inner.Actor != "" {
+			// An embedded activity: a Lemmy community announces every
+			// activity in it; only a Create or Update brings an object.
+			if (inner.Type != "Create" && inner.Type != "Update") || inner.ObjectID == "" {
+				return nil, "", nil
+			}
+			id = inner.ObjectID // Announce{Create{Page}}
 		}
 		if id == "" || im.st.URIs().IsLocal(id) {
 			return nil, "", nil
+		}
+		if _, err := im.st.ObjectByURI(ctx, id); err == nil {
+			return nil, "", nil // already held: nothing to fetch
+		} else if store.ErrorCode(err) != store.ENOTFOUND {
+			return nil, "", err
 		}
 		var check announceChecker = im.st
 		followed, err := check.FollowedLocally(ctx, act.Actor)

@@ -261,3 +261,57 @@ func (b *testBundle) mustPostRaw(t *testing.T, s signer, body string) {
 		t.Fatalf("%d %s", status, resp)
 	}
 }
+
+// TestAnnounceFetchesOnlyWhatItShould: a followed Lemmy community's
+// Announce of a Like (testdata/fediverse/lemmy/like_note.json wrapped in an
+// Announce by the test, as Lemmy announces every activity of a community)
+// and a boost of an object courier already holds cost no fetch.
+func TestAnnounceFetchesOnlyWhatItShould(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.localActor(t, "alice", false)
+	o := newOrigin(t, "/c/main", "/users/felix")
+	noteID := o.mastodonNote(t)
+	group := o.srv.URL + "/c/main"
+	if _, err := b.st.Follow(b.ctx, alice, group); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.st.Tx(b.ctx, func(tx *sql.Tx) error {
+		_, err := b.st.SetFollowingStateTx(b.ctx, tx, store.FollowingRef{Target: group, LocalActor: alice.URI}, store.StateAccepted)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "fediverse", "lemmy", "like_note.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var like map[string]any
+	if err := json.Unmarshal([]byte(strings.ReplaceAll(string(raw), "http://ds9.lemmy.ml", o.srv.URL)), &like); err != nil {
+		t.Fatal(err)
+	}
+	ann := o.id("announce")
+	b.mustPost(t, o.signer(t, "/c/main"), activity(ann, "Announce", group, like))
+	b.drain(t)
+	if got := b.outcome(t, ann); got != inbox.OutcomeIgnored {
+		t.Fatalf("Announce of a Like: %q", got)
+	}
+	// The note arrives by its Create, then the community boosts it.
+	b.mustPost(t, o.signer(t, "/users/felix"), activity(o.id("create"), "Create", o.srv.URL+"/users/felix", noteID))
+	b.drain(t)
+	fetches := o.count("/users/felix/statuses/107224289116410645")
+	boost := o.id("announce")
+	b.mustPost(t, o.signer(t, "/c/main"), activity(boost, "Announce", group, noteID))
+	b.drain(t)
+	if got := b.outcome(t, boost); got != inbox.OutcomeIgnored {
+		t.Fatalf("boost of a held note: %q", got)
+	}
+	if n := o.count("/users/felix/statuses/107224289116410645"); n != fetches || n != 1 {
+		t.Fatalf("the held note was fetched %d times, want 1", n)
+	}
+	for _, p := range []string{"/activities/like/fd61d070-7382-46a9-b2b7-6bb253732877", "/comment/1"} {
+		if n := o.count(p); n != 0 {
+			t.Fatalf("%s was fetched %d times", p, n)
+		}
+	}
+}
