@@ -3,8 +3,12 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -199,4 +203,72 @@ func TestInstanceActorWithPort(t *testing.T) {
 		t.Fatalf("%s", f.Body)
 	}
 	wantStatus(t, b.get(t, "/users/nobody/featured"), http.StatusNotFound)
+}
+
+// TestGoToSocialSignedGETsAuthorizedFetch replays the signed GETs a real
+// GoToSocial v0.19.2 sent (bob's real signatures, the clock fixed at their
+// Date) against courier with --authorized-fetch: bob's key is resolved
+// from the captured documents served over loopback TLS (the minimal Person
+// at the key id, then the actor), and every document is served; the same
+// GETs unsigned are refused 401.
+func TestGoToSocialSignedGETsAuthorizedFetch(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 8, 24, 13, 0, time.UTC)
+	now := func() time.Time { return at }
+	keys := &lazyKeys{}
+	b := setupBase(t, "https://localhost", Config{Keys: keys, AuthorizedFetch: true, Now: now})
+	docs := map[string]string{"/users/bob/main-key": "key-document.json", "/users/bob": "person.json"}
+	peer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, ok := docs[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		raw, err := os.ReadFile(filepath.Join("testdata", "gotosocial-0.19.2", "objects", f))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", activitypub.ContentType)
+		_, _ = w.Write(raw)
+	}))
+	t.Cleanup(peer.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(peer.Certificate())
+	addr := peer.Listener.Addr().String()
+	var d net.Dialer
+	client := &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+				if a != "localhost:50441" {
+					return nil, fmt.Errorf("test: no route to %s", a)
+				}
+				return d.DialContext(ctx, network, addr)
+			},
+			TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "example.com"}, // httptest's certificate
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	inst, err := b.st.InstanceActor(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := activitypub.NewFetcher(activitypub.FetcherConfig{Client: client, Signer: inst.Signer(), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys.r, err = activitypub.NewResolver(activitypub.ResolverConfig{Fetcher: f, Store: b.st, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"get-actor-alice.json", "get-followers-alice.json", "get-following-alice.json",
+		"get-outbox-alice.json", "get-instance-actor.json", "get-instance-actor-outbox.json"} {
+		if r := b.replayGET(t, file); r.StatusCode != http.StatusOK {
+			t.Errorf("%s signed: %d %s", file, r.StatusCode, r.Body)
+		}
+	}
+	for _, p := range []string{"/users/alice", "/users/alice/outbox", "/actor/outbox"} {
+		wantStatus(t, b.get(t, p), http.StatusUnauthorized)
+	}
+	wantStatus(t, b.get(t, "/actor"), http.StatusOK)
 }

@@ -201,7 +201,7 @@ func (s *Store) AnswerRelayTx(ctx context.Context, tx *sql.Tx, followID, actor s
 	if err != nil {
 		return false, wrap("answer relay", err)
 	}
-	if !sameHost(r.URL, actor) {
+	if !sameHost(r.URL, actor) || (r.Style == RelayLitePub && actor != r.ActorURI) {
 		return false, nil
 	}
 	state := StateRejected
