@@ -290,6 +290,9 @@ var Endpoints = []Endpoint{
 	{"GET", "/admin/domain-blocks", "blocked domains"},
 	{"POST", "/admin/domain-blocks", `block a domain: {"domain": "...", "reason": "..."}`},
 	{"DELETE", "/admin/domain-blocks/{domain}", "unblock a domain"},
+	{"GET", "/admin/relays", "relay subscriptions with their state (pending, accepted, rejected)"},
+	{"POST", "/admin/relays", `subscribe to a relay: {"url": ".../inbox" (Mastodon style) or the relay actor (LitePub)}`},
+	{"DELETE", "/admin/relays", `unsubscribe: {"url": "..."} (sends the Undo)`},
 }
 
 func (a *API) index(w http.ResponseWriter, r *http.Request) error {

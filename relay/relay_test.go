@@ -445,3 +445,44 @@ func (b *bundle) outcome(t *testing.T, id string) string {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestRejectedRelay: a relay's Reject is recorded, and a rejected relay
+// gets no public activity.
+func TestRejectedRelay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r, err := b.st.AddRelay(b.ctx, b.relay.srv.URL+"/inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow := b.relay.waitFor("Follow", 1)
+	b.post(t, "/actor/inbox", map[string]any{"@context": activitypub.ActivityStreams, "id": b.relay.srv.URL + "/reject/1",
+		"type": "Reject", "actor": b.relay.srv.URL + "/actor", "object": follow.activity})
+	if got := b.outcome(t, b.relay.srv.URL+"/reject/1"); got != inbox.OutcomeAnswered {
+		t.Fatalf("Reject: %q", got)
+	}
+	if got := b.relayState(t); got.State != store.StateRejected || got.FollowActivityID != r.FollowActivityID {
+		t.Fatalf("%+v", got)
+	}
+	if _, _, err := b.st.CreateNote(b.ctx, b.alice, store.NoteInput{Content: "public", To: []string{store.Public}}); err != nil {
+		t.Fatal(err)
+	}
+	// The note's events are settled before the relay is looked at again.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		if err := b.db.Read.QueryRow(`SELECT COUNT(*) FROM event_queue WHERE status IN ('pending', 'processing')`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events pending", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := b.relay.count("Create"); n != 0 {
+		t.Fatalf("a rejected relay got %d Creates", n)
+	}
+}
