@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/gorilla/mux"
+
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/store"
 )
@@ -74,15 +76,26 @@ func (s *Server) signedBy(r *http.Request) (string, error) {
 
 // doc wraps a document route. With Config.AuthorizedFetch, an ActivityPub
 // request (not a browser's HTML one) must carry a signature that verifies,
-// else 401; the verified signer is kept for visible.
+// or, on an actor's own routes (/users/{name}/...), that actor's bearer
+// token; else 401. The verified signer is kept for visible.
 func (s *Server) doc(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.cfg.AuthorizedFetch || negotiate(r.Header.Get("Accept")) == reprHTML {
 			h(w, r)
 			return
 		}
-		if _, isOwner := bearer(r); isOwner {
-			h(w, r) // a client with its bearer token: visible checks the token
+		if tok, ok := bearer(r); ok {
+			// An actor's client reading its own documents with its token.
+			name := mux.Vars(r)["name"]
+			if name == "" {
+				s.writeError(w, r, store.Errorf(eSignature, "authorized fetch: this server requires signed GETs"))
+				return
+			}
+			if _, err := s.st.Authenticate(r.Context(), name, tok); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			h(w, r)
 			return
 		}
 		signer, err := s.signedBy(r)

@@ -249,4 +249,11 @@ func TestAuthorizedFetch(t *testing.T) {
 	html := b.do(t, http.MethodGet, "/users/alice", nil, "Accept", "text/html")
 	wantStatus(t, html, http.StatusOK)
 	wantStatus(t, b.do(t, http.MethodGet, "/users/alice/outbox", nil, "Accept", apJSON, "Authorization", "Bearer "+b.token), http.StatusOK)
+	// A token that is not alice's does not stand in for a signature.
+	_, bobToken := b.actor(t, "bob")
+	for _, tc := range []struct{ path, token string }{
+		{"/users/alice", "junk"}, {"/users/alice/outbox", bobToken}, {notePath, b.token},
+	} {
+		wantStatus(t, b.do(t, http.MethodGet, tc.path, nil, "Accept", apJSON, "Authorization", "Bearer "+tc.token), http.StatusUnauthorized)
+	}
 }

@@ -48,8 +48,9 @@ type Config struct {
 	// GET of a document (actors, collections, objects, activities), except
 	// the instance actor and its key, so that fetching the key of a signed
 	// GET cannot deadlock (Mastodon's AUTHORIZED_FETCH; GoToSocial always).
-	// Discovery (WebFinger, host-meta, NodeInfo), HTML pages and a client
-	// with its bearer token are not affected. Default false.
+	// Discovery (WebFinger, host-meta, NodeInfo), HTML pages and an actor's
+	// client with its bearer token on the actor's own /users/{name} routes
+	// are not affected. Default false.
 	AuthorizedFetch bool
 	// Now is the clock signed GETs' Date is checked against (default
 	// time.Now).
