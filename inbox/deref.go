@@ -22,12 +22,6 @@ type objectFetcher interface {
 	Object(ctx context.Context, id string) (*activitypub.Object, error)
 }
 
-// announceChecker says whether what an actor announces concerns this
-// server; *store.Store implements it (a local actor follows the actor).
-type announceChecker interface {
-	FollowedLocally(ctx context.Context, uri string) (bool, error)
-}
-
 // dereference fetches, before the import's transaction, the object an
 // activity names only by reference, when courier should hold it:
 //
@@ -76,8 +70,7 @@ func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) 
 		} else if store.ErrorCode(err) != store.ENOTFOUND {
 			return nil, "", err
 		}
-		var check announceChecker = im.st
-		followed, err := check.FollowedLocally(ctx, act.Actor)
+		followed, err := im.st.FollowedLocally(ctx, act.Actor)
 		if err != nil {
 			return nil, "", err
 		}
