@@ -63,8 +63,9 @@ func New(cfg Config) (*Handler, error) {
 }
 
 // Register mounts the inboxes on r: POST /users/{name}/inbox, POST /inbox
-// and POST /actor/inbox (the instance actor's, the same as /inbox). Other methods on those paths are left to r (the server package
-// registers none).
+// and POST /actor/inbox (the instance actor's, the same as /inbox). Other
+// methods on those paths are left to r (the server package registers
+// none).
 func (h *Handler) Register(r *mux.Router) {
 	// The shared inbox first: most deliveries go to it.
 	r.HandleFunc("/inbox", func(w http.ResponseWriter, req *http.Request) {
