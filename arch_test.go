@@ -33,6 +33,7 @@ var allowed = map[string][]string{
 	"admin":           {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "sqlite", "metrics"},
 	"chaos":           {"outbox", "activitypub", "store", "sqlite", "migrations"},
 	"interop":         {},
+	"relay":           {"outbox", "activitypub", "store", "delivery", "sqlite", "metrics"},
 	"cmd/courier":     nil, // may import everything; nothing imports it
 }
 

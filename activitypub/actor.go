@@ -2,6 +2,7 @@ package activitypub
 
 import (
 	"bytes"
+	"crypto"
 	"encoding/json"
 	"fmt"
 )
@@ -36,21 +37,35 @@ type Actor struct {
 	// keyId of its signatures); zero when the actor publishes none.
 	PublicKey PublicKey `json:"publicKey"`
 	// PublicKeys lists every key the document carries (publicKey given as a
-	// list, plus Misskey's additionalPublicKeys).
+	// list, plus Misskey's additionalPublicKeys and FEP-521a assertionMethod
+	// Multikeys).
 	PublicKeys []PublicKey `json:"publicKeys,omitempty"`
 	// Raw is the document as received (nil for actors not parsed from JSON).
 	Raw json.RawMessage `json:"-"`
 }
 
-// PublicKey is a publicKey entry of an actor, or a standalone key document
-// (GoToSocial serves one at its key id).
+// PublicKey is a publicKey entry of an actor, a standalone key document, or
+// a FEP-521a Multikey (from assertionMethod, or served alone).
 type PublicKey struct {
 	// ID is the key id, the keyId of signatures made with it.
 	ID string `json:"id"`
-	// Owner is the id of the actor owning the key.
+	// Owner is the id of the actor owning the key (a Multikey's controller).
 	Owner string `json:"owner"`
-	// PublicKeyPem is the PEM-encoded public key (SPKI, sometimes PKCS#1).
+	// PublicKeyPem is the PEM-encoded public key (SPKI, sometimes PKCS#1);
+	// empty for a Multikey.
 	PublicKeyPem string `json:"publicKeyPem"`
+	// PublicKeyMultibase is a Multikey's key (see ParseMultikey); empty for
+	// a PEM key.
+	PublicKeyMultibase string `json:"publicKeyMultibase,omitempty"`
+}
+
+// Parse returns the key material, from the PEM or the Multikey. Errors
+// match ErrBadKey.
+func (k PublicKey) Parse() (crypto.PublicKey, error) {
+	if k.PublicKeyPem == "" && k.PublicKeyMultibase != "" {
+		return ParseMultikey(k.PublicKeyMultibase)
+	}
+	return ParsePublicKeyPEM(k.PublicKeyPem)
 }
 
 // InboxFor returns the shared inbox when the actor has one, else its inbox.
@@ -91,6 +106,7 @@ type actorWire struct {
 	ManuallyApprovesFollowers json.RawMessage `json:"manuallyApprovesFollowers"`
 	PublicKey                 json.RawMessage `json:"publicKey"`
 	AdditionalPublicKeys      json.RawMessage `json:"additionalPublicKeys"`
+	AssertionMethod           json.RawMessage `json:"assertionMethod"`
 }
 
 // ParseActor decodes an actor document. It requires "id" and "inbox"
@@ -125,13 +141,7 @@ func ParseActor(data []byte) (*Actor, error) {
 	if len(w.Endpoints) > 0 && json.Unmarshal(w.Endpoints, &ep) == nil {
 		a.SharedInbox = firstID(ep.SharedInbox)
 	}
-	keys := parseKeys(w.PublicKey)
-	keys = append(keys, parseKeys(w.AdditionalPublicKeys)...)
-	for i := range keys {
-		if keys[i].Owner == "" {
-			keys[i].Owner = a.ID
-		}
-	}
+	keys := w.keys(a.ID)
 	if len(keys) > 0 {
 		a.PublicKey = keys[0]
 		a.PublicKeys = keys
@@ -145,9 +155,64 @@ func ParseActor(data []byte) (*Actor, error) {
 	return a, nil
 }
 
+// keys lists the keys the document carries, PEM keys first, each with an
+// owner (the document's id, id, when the entry names none).
+func (w *actorWire) keys(id string) []PublicKey {
+	keys := parseKeys(w.PublicKey)
+	keys = append(keys, parseKeys(w.AdditionalPublicKeys)...)
+	keys = append(keys, parseKeys(w.AssertionMethod)...)
+	for i := range keys {
+		if keys[i].Owner == "" {
+			keys[i].Owner = id
+		}
+	}
+	return keys
+}
+
+// keyHolder is what a key id URL may serve: a whole actor, a minimal actor
+// (GoToSocial: id, type, preferredUsername, publicKey; no inbox), a
+// standalone key document, or a Multikey.
+type keyHolder struct {
+	id   string
+	keys []PublicKey
+}
+
+// parseKeyHolder decodes a document served at a key id: its id and every
+// key it carries, itself included when it is a key.
+func parseKeyHolder(data []byte) (*keyHolder, error) {
+	var w actorWire
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrMalformed)
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	h := &keyHolder{id: firstString(w.ID)}
+	if h.id == "" {
+		return nil, &MissingFieldError{Field: "id"}
+	}
+	h.keys = append(parseKeys(data), w.keys(h.id)...)
+	if len(h.keys) == 0 {
+		return nil, &MissingFieldError{Field: "publicKey"}
+	}
+	return h, nil
+}
+
+// key returns the holder's key with this id.
+func (h *keyHolder) key(keyID string) (PublicKey, bool) {
+	for _, k := range h.keys {
+		if k.ID == keyID && keyID != "" {
+			return k, true
+		}
+	}
+	return PublicKey{}, false
+}
+
 // ParsePublicKeyDocument decodes a standalone key document (an object with
-// id, owner and publicKeyPem, as GoToSocial serves at its key ids), or an
-// actor's publicKey entry. It requires all three fields.
+// id, owner and publicKeyPem), a Multikey (id, controller,
+// publicKeyMultibase), or an actor's publicKey entry. It requires an id, an
+// owner and the key.
 func ParsePublicKeyDocument(data []byte) (*PublicKey, error) {
 	keys := parseKeys(data)
 	if len(keys) == 0 {
@@ -163,15 +228,19 @@ func ParsePublicKeyDocument(data []byte) (*PublicKey, error) {
 	return &k, nil
 }
 
-// parseKeys reads a publicKey property: one key object or a list of them
-// (entries given only by id are skipped: there is no PEM to use).
+// parseKeys reads a publicKey, additionalPublicKeys or assertionMethod
+// property: one key object or a list of them (entries given only by id are
+// skipped: there is no key material to use). A Multikey's controller is its
+// owner.
 func parseKeys(raw json.RawMessage) []PublicKey {
 	var out []PublicKey
 	for _, it := range objectItems(raw) {
 		var w struct {
-			ID           json.RawMessage `json:"id"`
-			Owner        json.RawMessage `json:"owner"`
-			PublicKeyPem json.RawMessage `json:"publicKeyPem"`
+			ID                 json.RawMessage `json:"id"`
+			Owner              json.RawMessage `json:"owner"`
+			Controller         json.RawMessage `json:"controller"`
+			PublicKeyPem       json.RawMessage `json:"publicKeyPem"`
+			PublicKeyMultibase json.RawMessage `json:"publicKeyMultibase"`
 		}
 		it = bytes.TrimSpace(it)
 		if len(it) == 0 || it[0] != '{' || json.Unmarshal(it, &w) != nil {
@@ -179,7 +248,13 @@ func parseKeys(raw json.RawMessage) []PublicKey {
 		}
 		k := PublicKey{ID: firstString(w.ID), Owner: firstID(w.Owner), PublicKeyPem: firstString(w.PublicKeyPem)}
 		if k.PublicKeyPem == "" {
-			continue
+			k.PublicKeyMultibase = firstString(w.PublicKeyMultibase)
+			if k.PublicKeyMultibase == "" {
+				continue
+			}
+		}
+		if k.Owner == "" {
+			k.Owner = firstID(w.Controller)
 		}
 		out = append(out, k)
 	}

@@ -215,37 +215,57 @@ func (f *Fetcher) FetchActor(ctx context.Context, actorURL string) (*Actor, erro
 	return a, nil
 }
 
+// FetchObject fetches and parses the object at id (a Note, a Page, an
+// activity...). The document's id must equal id (or the URL it was finally
+// served from after redirects on the same host); otherwise ErrIDMismatch.
+func (f *Fetcher) FetchObject(ctx context.Context, id string) (*Object, error) {
+	body, final, err := f.Fetch(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	o, err := ParseObject(body)
+	if err != nil {
+		return nil, fmt.Errorf("activitypub: fetch object %s: %w", id, err)
+	}
+	if !idMatches(o.ID, id, final) {
+		return nil, fmt.Errorf("activitypub: fetch object %s: %w: id %s", id, ErrIDMismatch, o.ID)
+	}
+	return o, nil
+}
+
 // FetchKey resolves a signature's keyId to a public key and the actor that
-// owns it. A keyId with a fragment ({actor}#main-key) is looked up in the
-// actor document it names. One without (GoToSocial's {actor}/main-key) may
-// serve a minimal actor (whose id is the actor's, on the key's host) or a
-// standalone key document; either way the owning actor is then fetched from
-// its own id and must list the key, so the returned actor is always a full
-// document fetched from its id (callers may cache it).
+// owns it, from whatever the keyId URL serves: the owner's actor document
+// ({actor}#main-key, Mastodon), a minimal actor without an inbox
+// (GoToSocial's {actor}/main-key), a standalone key document, an actor
+// whose publicKey is a list, or a FEP-521a Multikey (alone or in an
+// actor's assertionMethod). Unless the document served is the owner's whole
+// actor, the owner the key names is then fetched from its own id and must
+// list the key itself (its copy is the one used), so the key's owner always
+// points back to the key and the returned actor is always a full document
+// fetched from its id (callers may cache it).
 func (f *Fetcher) FetchKey(ctx context.Context, keyID string) (crypto.PublicKey, *Actor, error) {
 	body, final, err := f.Fetch(ctx, keyID)
 	if err != nil {
 		return nil, nil, err
 	}
-	if a, err := ParseActor(body); err == nil {
-		switch {
-		case idMatches(a.ID, keyID, final):
-			return KeyOf(a, keyID)
-		case sameHost(a.ID, keyID):
-			owner, err := f.FetchActor(ctx, a.ID)
-			if err != nil {
-				return nil, nil, err
-			}
-			return KeyOf(owner, keyID)
-		}
-		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w: id %s", keyID, ErrIDMismatch, a.ID)
+	if a, err := ParseActor(body); err == nil && idMatches(a.ID, keyID, final) {
+		return KeyOf(a, keyID)
 	}
-	k, err := ParsePublicKeyDocument(body)
+	h, err := parseKeyHolder(body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w", keyID, err)
 	}
-	if !idMatches(k.ID, keyID, final) {
-		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w: id %s", keyID, ErrIDMismatch, k.ID)
+	k, ok := h.key(keyID)
+	if !ok {
+		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w: the document %s does not carry it", keyID, ErrKeyNotFound, h.id)
+	}
+	// The document is the key itself, or holds it: either way its id is the
+	// key's URL or, for a minimal actor, names the owner.
+	if !idMatches(h.id, keyID, final) && !(h.id == k.Owner && sameHost(h.id, keyID)) {
+		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w: id %s", keyID, ErrIDMismatch, h.id)
+	}
+	if k.Owner == "" || sameID(k.Owner, keyID) {
+		return nil, nil, fmt.Errorf("activitypub: fetch key %s: %w: no owner", keyID, ErrKeyNotFound)
 	}
 	owner, err := f.FetchActor(ctx, k.Owner)
 	if err != nil {
@@ -262,11 +282,11 @@ func sameHost(a, b string) bool {
 		strings.EqualFold(ua.Host, ub.Host) && ua.Scheme == ub.Scheme
 }
 
-// KeyOf returns the public key keyID of actor a, parsed from its PEM, and a
-// as the key's owner. The key must be one of a's keys (see Actor.Key) and,
-// when it names an owner, be owned by a; otherwise the error matches
-// ErrKeyNotFound. A PEM that ParsePublicKeyPEM refuses gives an error
-// matching ErrBadKey.
+// KeyOf returns the public key keyID of actor a, parsed from its PEM or
+// Multikey (PublicKey.Parse), and a as the key's owner. The key must be one
+// of a's keys (see Actor.Key) and, when it names an owner, be owned by a;
+// otherwise the error matches ErrKeyNotFound. Key material that cannot be
+// parsed gives an error matching ErrBadKey.
 func KeyOf(a *Actor, keyID string) (crypto.PublicKey, *Actor, error) {
 	k, ok := a.Key(keyID)
 	if !ok {
@@ -275,7 +295,7 @@ func KeyOf(a *Actor, keyID string) (crypto.PublicKey, *Actor, error) {
 	if k.Owner != "" && k.Owner != a.ID {
 		return nil, nil, fmt.Errorf("%w: key %s owned by %s, not %s", ErrKeyNotFound, keyID, k.Owner, a.ID)
 	}
-	pub, err := ParsePublicKeyPEM(k.PublicKeyPem)
+	pub, err := k.Parse()
 	if err != nil {
 		return nil, nil, fmt.Errorf("activitypub: key %s: %w", keyID, err)
 	}

@@ -105,9 +105,11 @@ func (rm *remote) serve(w http.ResponseWriter, r *http.Request) {
 	case p == "/gts/users/bob":
 		writeDoc(rm.actorDoc(p, rm.url(p)+"/main-key"))
 	case p == "/gts/users/bob/main-key":
-		// GoToSocial's minimal actor: the actor's id, not the key URL.
+		// GoToSocial's minimal actor: the actor's id, not the key URL, and
+		// no inbox (as captured in testdata/gotosocial-0.19.2).
 		doc := rm.actorDoc("/gts/users/bob", rm.url(p))
 		delete(doc, "endpoints")
+		delete(doc, "inbox")
 		writeDoc(doc)
 	case p == "/kd/users/carol":
 		writeDoc(rm.actorDoc(p, rm.url(p)+"/key"))

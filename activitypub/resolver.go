@@ -35,6 +35,11 @@ type ResolverConfig struct {
 	// (Key with refresh=true), so unverifiable requests cannot make courier
 	// refetch without bound. Default 1 min.
 	MinRefresh time.Duration
+	// GoneTTL is how long a key whose fetch answered 410 or 404 is
+	// answered ErrGone or ErrNotFound without fetching again, so that the
+	// Deletes a gone actor sends (one per inbox, each retried) cost one key
+	// fetch, not one each. Default 10 min.
+	GoneTTL time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives warnings about the store and stale fallbacks.
@@ -48,6 +53,9 @@ func (c ResolverConfig) withDefaults() ResolverConfig {
 	}
 	if c.MinRefresh <= 0 {
 		c.MinRefresh = time.Minute
+	}
+	if c.GoneTTL <= 0 {
+		c.GoneTTL = 10 * time.Minute
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -81,6 +89,7 @@ type Resolver struct {
 	mu        sync.Mutex
 	keyOwner  map[string]string    // keyID -> actor id
 	refreshed map[string]time.Time // keyID -> last forced refetch
+	gone      map[string]goneKey   // keyID -> its fetch's 410 or 404
 	inflight  map[string]*call
 }
 
@@ -102,6 +111,7 @@ func NewResolver(cfg ResolverConfig) (*Resolver, error) {
 		cfg:       cfg,
 		keyOwner:  map[string]string{},
 		refreshed: map[string]time.Time{},
+		gone:      map[string]goneKey{},
 		inflight:  map[string]*call{},
 	}, nil
 }
@@ -124,6 +134,12 @@ func (r *Resolver) Actor(ctx context.Context, id string) (*Actor, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// Object fetches the object id (uncached: an object is fetched once, by the
+// import that needs it). See Fetcher.FetchObject.
+func (r *Resolver) Object(ctx context.Context, id string) (*Object, error) {
+	return r.cfg.Fetcher.FetchObject(ctx, id)
 }
 
 // Refresh fetches the actor anew, stores and returns it.
@@ -159,10 +175,15 @@ func (r *Resolver) Key(ctx context.Context, keyID string, refresh bool) (crypto.
 		stale, staleOwner = pub, owner.ID
 		break
 	}
+	if err := r.goneErr(keyID); err != nil {
+		return nil, "", err
+	}
 	c := r.do(ctx, "key\x00"+keyID, func() *call {
 		pub, a, err := r.cfg.Fetcher.FetchKey(ctx, keyID)
 		if err == nil {
 			r.store(ctx, a)
+		} else if errors.Is(err, ErrGone) || errors.Is(err, ErrNotFound) {
+			r.rememberGone(keyID, err)
 		}
 		return &call{pub: pub, actor: a, err: err}
 	})
@@ -267,6 +288,38 @@ func (r *Resolver) claimRefresh(keyID string) bool {
 	}
 	r.refreshed[keyID] = now
 	return true
+}
+
+// goneKey is a key fetch that answered 410 or 404.
+type goneKey struct {
+	err error
+	at  time.Time
+}
+
+// goneErr returns the error of keyID's fetch when it answered 410 or 404
+// less than GoneTTL ago, else nil.
+func (r *Resolver) goneErr(keyID string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, ok := r.gone[keyID]
+	if !ok {
+		return nil
+	}
+	if r.cfg.Now().Sub(g.at) >= r.cfg.GoneTTL {
+		delete(r.gone, keyID)
+		return nil
+	}
+	return g.err
+}
+
+// rememberGone records that keyID's fetch answered 410 or 404 (err).
+func (r *Resolver) rememberGone(keyID string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.gone) >= maxRemembered {
+		clear(r.gone)
+	}
+	r.gone[keyID] = goneKey{err: err, at: r.cfg.Now()}
 }
 
 // remember records the owner of keyID.

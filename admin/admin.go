@@ -49,6 +49,13 @@ type Store interface {
 	ActivityByLocalID(ctx context.Context, id string) (*store.Activity, error)
 }
 
+// Relays is what the relay endpoints need; *store.Store implements it.
+type Relays interface {
+	Relays(ctx context.Context) ([]store.Relay, error)
+	AddRelay(ctx context.Context, rawURL string) (*store.Relay, error)
+	RemoveRelay(ctx context.Context, rawURL string) (*store.Relay, error)
+}
+
 // JetStream is what the API needs of the JetStream bus's exhausted-message
 // records. NewJetStream returns the implementation over the courier
 // database (the server never talks to NATS; a worker performs replays).
@@ -79,6 +86,9 @@ type Config struct {
 	// Deliveries is the per-inbox delivery record. Nil: the activity
 	// endpoint answers 409 and event details carry no delivery attempts.
 	Deliveries Deliveries
+	// Relays holds the relay subscriptions. Nil: the relay endpoints answer
+	// 409 saying relays are not available.
+	Relays Relays
 	// JetStream is the exhausted-message record of the JetStream bus
 	// (NewJetStream). Nil when the bus is db or NATS_MODE=core: the
 	// JetStream endpoints then answer 409 saying so.
@@ -229,6 +239,9 @@ func (a *API) routes() *mux.Router {
 	handle("/admin/domain-blocks", a.listBlocks, get)
 	handle("/admin/domain-blocks", a.addBlock, post)
 	handle("/admin/domain-blocks/{domain}", a.removeBlock, del)
+	handle("/admin/relays", a.listRelays, get)
+	handle("/admin/relays", a.addRelay, post)
+	handle("/admin/relays", a.removeRelay, del)
 	return r
 }
 
@@ -277,6 +290,9 @@ var Endpoints = []Endpoint{
 	{"GET", "/admin/domain-blocks", "blocked domains"},
 	{"POST", "/admin/domain-blocks", `block a domain: {"domain": "...", "reason": "..."}`},
 	{"DELETE", "/admin/domain-blocks/{domain}", "unblock a domain"},
+	{"GET", "/admin/relays", "relay subscriptions with their state (pending, accepted, rejected)"},
+	{"POST", "/admin/relays", `subscribe to a relay: {"url": ".../inbox" (Mastodon style) or the relay actor (LitePub)}`},
+	{"DELETE", "/admin/relays", `unsubscribe: {"url": "..."} (sends the Undo)`},
 }
 
 func (a *API) index(w http.ResponseWriter, r *http.Request) error {

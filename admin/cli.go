@@ -65,7 +65,11 @@ deliveries:
 domain blocks:
   blocks                                 list
   blocks add DOMAIN [--reason TEXT]
-  blocks remove DOMAIN`
+  blocks remove DOMAIN
+relays:
+  relays                                 list, with state (pending, accepted, rejected)
+  relays add URL                         subscribe: a relay inbox (.../inbox, Mastodon style) or actor (LitePub)
+  relays remove URL                      unsubscribe (sends the Undo)`
 
 // usageErr is a usage error: exit status 2.
 type usageErr struct{ msg string }
@@ -588,6 +592,23 @@ func (c *cli) commands() map[string]map[string]command {
 			},
 			"remove": {nargs: []int{1}, args: "DOMAIN", run: func(ctx context.Context, pos []string) error {
 				return c.action(ctx, http.MethodDelete, "/admin/domain-blocks/"+esc(pos[0]), nil, nil)
+			}},
+		},
+		"relays": {
+			"": {nargs: []int{0}, run: func(ctx context.Context, _ []string) error {
+				var out RelayList
+				return c.get(ctx, "/admin/relays", nil, &out, func(w io.Writer) { renderRelays(w, out) })
+			}},
+			"add": {nargs: []int{1}, args: "URL", run: func(ctx context.Context, pos []string) error {
+				var out RelayInfo
+				raw, err := c.request(ctx, http.MethodPost, "/admin/relays", nil, relayRequest{URL: pos[0]}, &out)
+				if err != nil {
+					return err
+				}
+				return c.show(raw, func(w io.Writer) { fmt.Fprintf(w, "relay %s (%s): %s\n", out.URL, out.Style, out.State) })
+			}},
+			"remove": {nargs: []int{1}, args: "URL", run: func(ctx context.Context, pos []string) error {
+				return c.action(ctx, http.MethodDelete, "/admin/relays", nil, relayRequest{URL: pos[0]})
 			}},
 		},
 	}

@@ -62,12 +62,17 @@ func New(cfg Config) (*Handler, error) {
 	}, nil
 }
 
-// Register mounts the inboxes on r: POST /users/{name}/inbox and POST
-// /inbox. Other methods on those paths are left to r (the server package
-// registers none).
+// Register mounts the inboxes on r: POST /users/{name}/inbox, POST /inbox
+// and POST /actor/inbox (the instance actor's, the same as /inbox). Other
+// methods on those paths are left to r (the server package registers
+// none).
 func (h *Handler) Register(r *mux.Router) {
 	// The shared inbox first: most deliveries go to it.
 	r.HandleFunc("/inbox", func(w http.ResponseWriter, req *http.Request) {
+		h.serve(w, req, "")
+	}).Methods(http.MethodPost)
+	// The instance actor's inbox (relays deliver there) is the shared one.
+	r.HandleFunc("/actor/inbox", func(w http.ResponseWriter, req *http.Request) {
 		h.serve(w, req, "")
 	}).Methods(http.MethodPost)
 	r.HandleFunc("/users/{name}/inbox", func(w http.ResponseWriter, req *http.Request) {

@@ -140,6 +140,10 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 type prepared struct {
 	// follower is the actor of a Follow of a local actor; nil when gone.
 	follower *activitypub.Actor
+	// fetched is the object dereference fetched; outcome, when set, is the
+	// import's outcome decided before its transaction (see dereference).
+	fetched *activitypub.Object
+	outcome string
 }
 
 // refresher is the optional Resolver method an actor's Update uses.
@@ -149,6 +153,10 @@ type refresher interface {
 
 func (im *Importer) prepare(ctx context.Context, act *activitypub.Activity) (prepared, error) {
 	var pre prepared
+	var err error
+	if pre.fetched, pre.outcome, err = im.dereference(ctx, act); err != nil {
+		return pre, err
+	}
 	switch {
 	case act.Type == "Follow":
 		if _, err := im.st.ActorByURI(ctx, act.ObjectID); err != nil {
@@ -181,6 +189,15 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	innerType := ""
 	if inner != nil {
 		innerType = inner.Type
+	}
+	if outcome, ok, err := im.relayImport(ctx, tx, eventID, receivedAt, act); ok || err != nil {
+		return outcome, err
+	}
+	if pre.outcome != "" {
+		return pre.outcome, nil
+	}
+	if pre.fetched != nil {
+		return im.storeFetched(ctx, tx, pre.fetched)
 	}
 	switch act.Type {
 	case "Follow":

@@ -18,6 +18,9 @@ func (s *Server) webfinger(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, store.Errorf(store.EINVALID, "resource parameter is required"))
 		return
 	}
+	if s.instanceWebFinger(w, res) {
+		return
+	}
 	user, host, err := activitypub.ParseWebFingerResource(res)
 	if err != nil {
 		s.writeError(w, r, store.Errorf(store.EINVALID, "resource %q is malformed", res))

@@ -14,6 +14,9 @@ const (
 	eMediaType store.Code = "unsupported_media_type"
 	// eMethod is a method the route does not serve.
 	eMethod store.Code = "method_not_allowed"
+	// eSignature is a GET whose HTTP signature is required, or present, and
+	// does not verify.
+	eSignature store.Code = "bad_signature"
 )
 
 // status maps an error code to its HTTP status. It is the only place that
@@ -22,7 +25,7 @@ func status(code store.Code) int {
 	switch code {
 	case store.EINVALID:
 		return http.StatusBadRequest
-	case store.EUNAUTHORIZED:
+	case store.EUNAUTHORIZED, eSignature:
 		return http.StatusUnauthorized
 	case store.EFORBIDDEN:
 		return http.StatusForbidden
@@ -61,8 +64,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", st, "err", err)
 		msg = "internal error"
 	}
-	if st == http.StatusUnauthorized {
+	switch code {
+	case store.EUNAUTHORIZED:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
+	case eSignature:
+		w.Header().Set("WWW-Authenticate", `Signature realm="courier",headers="(request-target) host date"`)
 	}
 	writeJSON(w, st, "application/json; charset=utf-8", errorBody{Error: msg})
 }

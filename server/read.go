@@ -213,11 +213,11 @@ func (s *Server) actorCollection(w http.ResponseWriter, r *http.Request,
 }
 
 // visible returns nil when the reader of r may see a local object or
-// activity of author, and otherwise the not-found error of the kind's id:
-// public and unlisted ones are for everyone, others only for their author's
-// bearer token. (Signed fetches by recipients are not served: peers receive
-// such items by delivery.)
-func (s *Server) visible(r *http.Request, public bool, authorID int64, kind, id string) error {
+// activity of author addressed to to and cc, and otherwise the not-found
+// error of the kind's id: public and unlisted ones are for everyone, others
+// for their author's bearer token and for a signed GET from a server one of
+// whose actors may see them (see signerMaySee).
+func (s *Server) visible(r *http.Request, public bool, authorID int64, kind, id string, to, cc []string) error {
 	if public {
 		return nil
 	}
@@ -228,6 +228,11 @@ func (s *Server) visible(r *http.Request, public bool, authorID int64, kind, id 
 	ok, err := s.owner(r, a)
 	if err != nil {
 		return err
+	}
+	if !ok {
+		if ok, err = s.signerMaySee(r, a, to, cc); err != nil {
+			return err
+		}
 	}
 	if !ok {
 		return store.Errorf(store.ENOTFOUND, "no %s %q", kind, id)
@@ -260,7 +265,7 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	public := publicOrUnlisted(o)
-	if err := s.visible(r, public, o.ActorID, "object", o.LocalID); err != nil {
+	if err := s.visible(r, public, o.ActorID, "object", o.LocalID, o.To, o.CC); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -305,7 +310,7 @@ func (s *Server) reactions(typ string) http.HandlerFunc {
 			s.writeError(w, r, store.Errorf(store.EGONE, "object %q was deleted", o.LocalID))
 			return
 		}
-		if err := s.visible(r, publicOrUnlisted(o), o.ActorID, "object", o.LocalID); err != nil {
+		if err := s.visible(r, publicOrUnlisted(o), o.ActorID, "object", o.LocalID, o.To, o.CC); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -330,7 +335,14 @@ func (s *Server) activity(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.visible(r, a.Public, a.ActorID, "activity", a.LocalID()); err != nil {
+	var to, cc []string
+	if !a.Public {
+		if to, cc, err = audienceOf(a.Document); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if err := s.visible(r, a.Public, a.ActorID, "activity", a.LocalID(), to, cc); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

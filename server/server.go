@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -37,6 +38,23 @@ type Config struct {
 	// PageSize is the number of items per collection page (default 20, at
 	// most store.MaxPageSize).
 	PageSize int
+	// Keys resolves the keys of signed GETs, so that followers-only and
+	// direct items are served to a signed GET from a server one of whose
+	// actors may see them (as Mastodon does). Nil: signatures are not
+	// read, and such items are served to their author only. Required with
+	// AuthorizedFetch.
+	Keys KeyResolver
+	// AuthorizedFetch requires a verified signature on every ActivityPub
+	// GET of a document (actors, collections, objects, activities), except
+	// the instance actor and its key, so that fetching the key of a signed
+	// GET cannot deadlock (Mastodon's AUTHORIZED_FETCH; GoToSocial always).
+	// Discovery (WebFinger, host-meta, NodeInfo), HTML pages and an actor's
+	// client with its bearer token on the actor's own /users/{name} routes
+	// are not affected. Default false.
+	AuthorizedFetch bool
+	// Now is the clock signed GETs' Date is checked against (default
+	// time.Now).
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -52,12 +70,18 @@ func (c Config) withDefaults() Config {
 	if c.PageSize <= 0 {
 		c.PageSize = store.DefaultPageSize
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 
 func (c Config) validate() error {
 	if c.Store == nil {
 		return errors.New("server: Config.Store is required")
+	}
+	if c.AuthorizedFetch && c.Keys == nil {
+		return errors.New("server: Config.Keys is required with AuthorizedFetch")
 	}
 	if c.PageSize > store.MaxPageSize {
 		return fmt.Errorf("server: PageSize %d is over the maximum %d", c.PageSize, store.MaxPageSize)
@@ -86,7 +110,8 @@ func New(cfg Config) (*Server, error) {
 // Register mounts the server's routes on r:
 //
 //	GET  /.well-known/webfinger, /.well-known/host-meta, /.well-known/nodeinfo, /nodeinfo/2.1
-//	GET  /users/{name}, /users/{name}/followers, /users/{name}/following
+//	GET  /actor, /actor/outbox (empty)
+//	GET  /users/{name}, /users/{name}/followers, /users/{name}/following, /users/{name}/featured (empty)
 //	GET  /users/{name}/outbox     POST /users/{name}/outbox (Authorization: Bearer)
 //	GET  /objects/{id}, /objects/{id}/likes, /objects/{id}/shares
 //	GET  /activities/{id}
@@ -97,16 +122,18 @@ func (s *Server) Register(r *mux.Router) {
 	r.HandleFunc("/nodeinfo/2.1", s.nodeInfo).Methods(http.MethodGet, http.MethodHead)
 
 	r.HandleFunc("/actor", s.instanceActor).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/users/{name}", s.actor).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/users/{name}/outbox", s.outbox).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/actor/outbox", s.doc(s.instanceOutbox)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}/featured", s.doc(s.featured)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}", s.doc(s.actor)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}/outbox", s.doc(s.outbox)).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/users/{name}/outbox", s.postOutbox).Methods(http.MethodPost)
-	r.HandleFunc("/users/{name}/followers", s.followers).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/users/{name}/following", s.following).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}/followers", s.doc(s.followers)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}/following", s.doc(s.following)).Methods(http.MethodGet, http.MethodHead)
 
-	r.HandleFunc("/objects/{id}", s.object).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/objects/{id}/likes", s.reactions(store.ReactionLike)).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/objects/{id}/shares", s.reactions(store.ReactionAnnounce)).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/activities/{id}", s.activity).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/objects/{id}", s.doc(s.object)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/objects/{id}/likes", s.doc(s.reactions(store.ReactionLike))).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/objects/{id}/shares", s.doc(s.reactions(store.ReactionAnnounce))).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/activities/{id}", s.doc(s.activity)).Methods(http.MethodGet, http.MethodHead)
 }
 
 // Handler returns a router with only this server's routes, answering

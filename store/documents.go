@@ -20,7 +20,11 @@ func actorContext() []any {
 	return []any{
 		activitypub.ActivityStreams,
 		activitypub.SecurityContext,
-		map[string]any{"manuallyApprovesFollowers": "as:manuallyApprovesFollowers"},
+		map[string]any{
+			"manuallyApprovesFollowers": "as:manuallyApprovesFollowers",
+			"toot":                      "http://joinmastodon.org/ns#",
+			"featured":                  map[string]string{"@id": "toot:featured", "@type": "@id"},
+		},
 	}
 }
 
@@ -95,6 +99,7 @@ type ActorDocument struct {
 	Outbox                    string            `json:"outbox"`
 	Followers                 string            `json:"followers"`
 	Following                 string            `json:"following"`
+	Featured                  string            `json:"featured"`
 	Endpoints                 EndpointsDocument `json:"endpoints"`
 	ManuallyApprovesFollowers bool              `json:"manuallyApprovesFollowers"`
 	Published                 string            `json:"published"`
@@ -123,6 +128,7 @@ func (s *Store) ActorDocument(a *Actor) *ActorDocument {
 		Outbox:                    u.Outbox(a.Name),
 		Followers:                 u.Followers(a.Name),
 		Following:                 u.Following(a.Name),
+		Featured:                  u.Featured(a.Name),
 		Endpoints:                 EndpointsDocument{SharedInbox: u.SharedInbox()},
 		ManuallyApprovesFollowers: a.ManuallyApprovesFollowers,
 		Published:                 formatTime(a.CreatedAt),

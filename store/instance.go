@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"database/sql"
 	"fmt"
+	"net/url"
 
 	"github.com/courier-ap/courier/activitypub"
 )
@@ -26,6 +27,20 @@ func (i *Instance) Signer() activitypub.Signer {
 
 // InstanceActor is the instance actor's id.
 func (u URIs) InstanceActor() string { return u.Base + "/actor" }
+
+// InstanceOutbox is the instance actor's (always empty) outbox.
+func (u URIs) InstanceOutbox() string { return u.InstanceActor() + "/outbox" }
+
+// InstanceUsername is the instance actor's preferredUsername: the host
+// without its port (GoToSocial refuses a "host:port" username as an IRI).
+// WebFinger answers acct:{InstanceUsername}@{Host} with the instance actor.
+func (u URIs) InstanceUsername() string {
+	p, err := url.Parse(u.Base)
+	if err != nil {
+		return ""
+	}
+	return p.Hostname()
+}
 
 // InstanceActor returns the instance actor, creating its key on first use.
 // The server and the worker may both call it at start-up: the insert is
@@ -79,11 +94,11 @@ func (s *Store) InstanceDocument(i *Instance) ([]byte, error) {
 	return activitypub.MarshalActorDocument(&activitypub.Actor{
 		ID:                        i.ID,
 		Type:                      "Application",
-		PreferredUsername:         u.Host(),
+		PreferredUsername:         u.InstanceUsername(),
 		Name:                      u.Host(),
 		URL:                       u.Base + "/",
 		Inbox:                     i.ID + "/inbox",
-		Outbox:                    i.ID + "/outbox",
+		Outbox:                    u.InstanceOutbox(),
 		SharedInbox:               u.SharedInbox(),
 		ManuallyApprovesFollowers: true,
 		PublicKey:                 activitypub.PublicKey{ID: activitypub.KeyID(i.ID), Owner: i.ID, PublicKeyPem: i.PublicKeyPEM},

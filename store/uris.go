@@ -51,6 +51,9 @@ func (u URIs) Likes(id string) string { return u.Object(id) + "/likes" }
 // Shares is the shares collection of the local object id.
 func (u URIs) Shares(id string) string { return u.Object(id) + "/shares" }
 
+// Featured is actor name's featured (pinned) collection.
+func (u URIs) Featured(name string) string { return u.Actor(name) + "/featured" }
+
 // Activity is the URL of the local activity with local id id:
 // {base}/activities/{id}.
 func (u URIs) Activity(id string) string { return u.Base + "/activities/" + id }

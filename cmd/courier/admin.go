@@ -19,6 +19,7 @@ func (a *app) registerAdmin(r *mux.Router) error {
 		Store:      a.store,
 		Hosts:      ds,
 		Deliveries: ds,
+		Relays:     a.store,
 		Lease:      a.cfg.Lease,
 		Logger:     a.logger,
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/outbox/natsbus"
+	"github.com/courier-ap/courier/relay"
 	"github.com/courier-ap/courier/server"
 	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
@@ -178,6 +179,12 @@ func (a *app) buildWorker() error {
 		Settled:       func(typ string, out outbox.Outcome) { o.Settled(typ, out.String()) },
 	}
 	a.delivery.Register(a.registry)
+	rs, err := relay.New(relay.Config{Store: a.store, Resolver: a.resolver, Logger: a.logger,
+		Client: activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: a.cfg.AllowPrivateAddresses, UserAgent: userAgent(a.cfg)})})
+	if err != nil {
+		return err
+	}
+	rs.Register(a.registry)
 	im, err := inbox.NewImporter(inbox.Config{
 		DB:       a.db,
 		Store:    a.store,
@@ -257,7 +264,8 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 	r.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/readyz", metrics.Health(a.readiness())).Methods(http.MethodGet, http.MethodHead)
 	if serveHTTP {
-		srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version})
+		srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version,
+			Keys: a.resolver, AuthorizedFetch: a.cfg.AuthorizedFetch})
 		if err != nil {
 			return err
 		}

@@ -31,6 +31,7 @@ type Config struct {
 	NATSURL               string
 	NATSMode              string
 	AllowPrivateAddresses bool
+	AuthorizedFetch       bool
 	Worker                bool
 	Concurrency           int
 	LogLevel              string
@@ -64,6 +65,7 @@ func settings(cfg *Config) []setting {
 		{"nats-url", "NATS_URL", "NATS server URL (bus nats)", (*stringValue)(&cfg.NATSURL)},
 		{"nats-mode", "NATS_MODE", "jetstream (at-least-once, deduplicated) or core (fire-and-forget)", (*stringValue)(&cfg.NATSMode)},
 		{"allow-private-addresses", "COURIER_ALLOW_PRIVATE_ADDRESSES", "allow fetching from and delivering to loopback/private addresses", (*boolValue)(&cfg.AllowPrivateAddresses)},
+		{"authorized-fetch", "COURIER_AUTHORIZED_FETCH", "require signed GETs for every ActivityPub document but the instance actor", (*boolValue)(&cfg.AuthorizedFetch)},
 		{"worker", "COURIER_WORKER", "serve: run the worker in the same process", (*boolValue)(&cfg.Worker)},
 		{"concurrency", "COURIER_WORKER_CONCURRENCY", "handlers run at once by the worker", (*intValue)(&cfg.Concurrency)},
 		{"log-level", "COURIER_LOG_LEVEL", "debug, info, warn or error", (*stringValue)(&cfg.LogLevel)},
