@@ -15,6 +15,10 @@ import (
 // assertionMethod and publicKeyMultibase.
 const MultikeyContext = "https://w3id.org/security/multikey/v1"
 
+// Ed25519KeyID returns the id courier gives the Ed25519 key of its actor
+// actorURI: {actor}#ed25519-key.
+func Ed25519KeyID(actorURI string) string { return actorURI + "#ed25519-key" }
+
 // Multikey is an assertionMethod entry of an actor document.
 type Multikey struct {
 	// ID is the key id, the keyid of signatures made with it.

@@ -516,3 +516,20 @@ func signMessage(req *http.Request, body []byte, keyID string, key crypto.Signer
 	req.Header.Set("Signature", messageLabel+"=:"+base64.StdEncoding.EncodeToString(sig)+":")
 	return nil
 }
+
+// SignMessage signs req as s with RFC 9421 and its RSA key
+// (rsa-v1_5-sha256); see the function SignMessage.
+func (s Signer) SignMessage(req *http.Request, body []byte, now time.Time) error {
+	if s.Key == nil {
+		return fmt.Errorf("%w: no RSA key", ErrSign)
+	}
+	return SignMessage(req, body, s.KeyID, s.Key, now)
+}
+
+// SignMessageEd25519 signs req as s with RFC 9421 and its Ed25519 key.
+func (s Signer) SignMessageEd25519(req *http.Request, body []byte, now time.Time) error {
+	if len(s.Ed25519) != ed25519.PrivateKeySize || s.Ed25519KeyID == "" {
+		return fmt.Errorf("%w: no Ed25519 key", ErrSign)
+	}
+	return SignMessage(req, body, s.Ed25519KeyID, s.Ed25519, now)
+}

@@ -40,7 +40,7 @@ func (u URIs) Following(name string) string { return u.Actor(name) + "/following
 func (u URIs) KeyID(name string) string { return u.Actor(name) + "#main-key" }
 
 // Ed25519KeyID is the id of name's Ed25519 key, {actor}#ed25519-key.
-func (u URIs) Ed25519KeyID(name string) string { return u.Actor(name) + "#ed25519-key" }
+func (u URIs) Ed25519KeyID(name string) string { return activitypub.Ed25519KeyID(u.Actor(name)) }
 
 // SharedInbox is the instance's shared inbox: {base}/inbox.
 func (u URIs) SharedInbox() string { return u.Base + "/inbox" }
