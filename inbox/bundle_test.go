@@ -200,6 +200,7 @@ type options struct {
 	loopbackOnly bool
 	domainTTL    time.Duration    // inbox domain-block cache TTL (default the package's)
 	now          func() time.Time // inbox clock (default time.Now)
+	schemes      inbox.Schemes    // learns RFC 9421 senders (default none)
 }
 
 func openDB(t testing.TB, path, syncMode string) *sqlite.DB {
@@ -264,7 +265,7 @@ func setup(t testing.TB, opts ...options) *testBundle {
 	}
 	cfg := inbox.Config{
 		DB: b.db, Store: b.st, Resolver: b.resolver, Metrics: m.Inbox(), Health: b.health, KeyCacheTTL: o.keyTTL,
-		DomainBlockTTL: o.domainTTL, Now: o.now,
+		DomainBlockTTL: o.domainTTL, Now: o.now, Schemes: o.schemes,
 	}
 	if b.handler, err = inbox.New(cfg); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,10 @@ package inbox_test
 
 import (
 	"bytes"
+	"context"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +18,8 @@ import (
 // once; one that cannot be verified gets 401, never 202.
 func TestRFC9421Accepted(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	learnt := &schemeLog{}
+	b := setup(t, options{schemes: learnt})
 	b.remote.add("bob", key(t, keyRemote))
 	b.remote.add("eve", key(t, keyStranger))
 	bob := b.remote.actor("bob")
@@ -42,6 +46,16 @@ func TestRFC9421Accepted(t *testing.T) {
 	}
 	if n := b.result(t, "accepted"); n != 1 {
 		t.Fatalf("accepted %d, want 1", n)
+	}
+	if got := learnt.all(); len(got) != 1 || got[0] != strings.TrimPrefix(b.remote.srv.URL, "http://")+" rsa-v1_5-sha256" {
+		t.Fatalf("hosts learnt to sign RFC 9421: %v", got)
+	}
+	// A draft-cavage request teaches nothing.
+	if status, body := do(t, b.request(t, "/inbox", mustJSON(t, activity(b.id("like"), "Like", bob, b.base+"/objects/c")), b.as(t, "bob"))); status != http.StatusAccepted {
+		t.Fatalf("draft-cavage Like: %d %s", status, body)
+	}
+	if got := learnt.all(); len(got) != 1 {
+		t.Fatalf("hosts learnt after a draft-cavage request: %v", got)
 	}
 	// The same activity again is a duplicate, still 202.
 	if status, body := do(t, signed(t, like, b.remote.keyID("bob"), "bob", time.Now())); status != http.StatusAccepted {
@@ -84,6 +98,9 @@ func TestRFC9421Accepted(t *testing.T) {
 			if got := b.result(t, tc.result); got != before+1 {
 				t.Fatalf("result %s counted %d, want %d", tc.result, got, before+1)
 			}
+			if got := learnt.all(); len(got) != 2 {
+				t.Fatalf("a refused request taught %v", got)
+			}
 		})
 	}
 }
@@ -91,3 +108,21 @@ func TestRFC9421Accepted(t *testing.T) {
 type nopCloser struct{ *bytes.Reader }
 
 func (nopCloser) Close() error { return nil }
+
+// schemeLog records what the inbox reports to inbox.Schemes.
+type schemeLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *schemeLog) AcceptsRFC9421(_ context.Context, host, alg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, host+" "+alg)
+}
+
+func (l *schemeLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.got...)
+}

@@ -19,6 +19,7 @@ func (a *app) registerAdmin(r *mux.Router) error {
 		Store:      a.store,
 		Hosts:      ds,
 		Deliveries: ds,
+		Signatures: a.delivery.Schemes(),
 		Lease:      a.cfg.Lease,
 		Logger:     a.logger,
 	}
