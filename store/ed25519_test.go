@@ -78,6 +78,7 @@ func TestMigrationGivesExistingActorsEd25519Keys(t *testing.T) {
 	b.actor(t, "bob")
 	for _, q := range []string{
 		`ALTER TABLE actors DROP COLUMN ed25519_seed`,
+		`DROP TABLE delivery_signature_schemes`,
 		`DELETE FROM schema_migrations WHERE version = 13`,
 	} {
 		if _, err := b.db.Write.ExecContext(b.ctx, q); err != nil {
