@@ -127,12 +127,13 @@ func (b *bundle) deliverNote(a *store.Actor, rm *schemeRemote, status string) {
 		b.t.Fatal(err)
 	}
 	b.waitTicking("delivery settled", func() bool {
-		for _, r := range b.rows(delivery.EventPost) {
+		rows := b.rows(delivery.EventPost)
+		for _, r := range rows {
 			if r.Status != outbox.StatusDone && r.Status != outbox.StatusDeadLettered {
 				return false
 			}
 		}
-		return len(b.rows(delivery.EventPost)) > before
+		return len(rows) > before
 	})
 	rows := b.rows(delivery.EventPost)
 	if last := rows[len(rows)-1]; last.Status != status {
