@@ -91,6 +91,7 @@ type actorWire struct {
 	ManuallyApprovesFollowers json.RawMessage `json:"manuallyApprovesFollowers"`
 	PublicKey                 json.RawMessage `json:"publicKey"`
 	AdditionalPublicKeys      json.RawMessage `json:"additionalPublicKeys"`
+	AssertionMethod           json.RawMessage `json:"assertionMethod"`
 }
 
 // ParseActor decodes an actor document. It requires "id" and "inbox"
@@ -127,6 +128,7 @@ func ParseActor(data []byte) (*Actor, error) {
 	}
 	keys := parseKeys(w.PublicKey)
 	keys = append(keys, parseKeys(w.AdditionalPublicKeys)...)
+	keys = append(keys, parseMultikeys(w.AssertionMethod)...) // multikey.go
 	for i := range keys {
 		if keys[i].Owner == "" {
 			keys[i].Owner = a.ID

@@ -1,8 +1,10 @@
 package activitypub
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"math/big"
 )
@@ -71,6 +73,36 @@ func GenerateEd25519Key() (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("activitypub: generate Ed25519 key: %w", err)
 	}
 	return k, nil
+}
+
+// parseMultikeys reads the Ed25519 Multikey entries of an assertionMethod
+// property (one object or a list) as keys whose PEM is the SPKI encoding
+// of the key, so that KeyOf resolves them like any publicKey; the
+// controller is the owner. Entries of another type or key are skipped.
+func parseMultikeys(raw json.RawMessage) []PublicKey {
+	var out []PublicKey
+	for _, it := range objectItems(raw) {
+		var w struct {
+			ID                 json.RawMessage `json:"id"`
+			Type               json.RawMessage `json:"type"`
+			Controller         json.RawMessage `json:"controller"`
+			PublicKeyMultibase json.RawMessage `json:"publicKeyMultibase"`
+		}
+		it = bytes.TrimSpace(it)
+		if len(it) == 0 || it[0] != '{' || json.Unmarshal(it, &w) != nil || firstString(w.Type) != "Multikey" {
+			continue
+		}
+		pub, err := ParseEd25519Multibase(firstString(w.PublicKeyMultibase))
+		if err != nil {
+			continue
+		}
+		pemText, err := EncodePublicKeyPEM(pub)
+		if err != nil {
+			continue
+		}
+		out = append(out, PublicKey{ID: firstString(w.ID), Owner: firstID(w.Controller), PublicKeyPem: pemText})
+	}
+	return out
 }
 
 const base58Alphabet = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"

@@ -45,3 +45,46 @@ func TestEd25519Multibase(t *testing.T) {
 		t.Fatalf("%+v", m)
 	}
 }
+
+// TestParseActorMultikeys: an actor's assertionMethod Multikeys (one object
+// or a list) become keys KeyOf resolves, owned by their controller; entries
+// of another type, with another key type or a broken value are skipped, and
+// a Multikey controlled by another actor is refused by KeyOf.
+func TestParseActorMultikeys(t *testing.T) {
+	t.Parallel()
+	const fedify = "z6MkrJVnaZkeFzdQyMZu1cgjg7k1pZZ6pvBQ7XJPt4swbTQ2"
+	want, err := ParseEd25519Multibase(fedify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"id":"https://a.example/u","type":"Person","inbox":"https://a.example/u/inbox","assertionMethod":[
+		{"id":"https://a.example/u#ed","type":"Multikey","controller":"https://a.example/u","publicKeyMultibase":"` + fedify + `"},
+		{"id":"https://a.example/u#other","type":"Multikey","controller":"https://b.example/v","publicKeyMultibase":"` + fedify + `"},
+		{"id":"https://a.example/u#x","type":"JsonWebKey","controller":"https://a.example/u","publicKeyMultibase":"` + fedify + `"},
+		{"id":"https://a.example/u#bad","type":"Multikey","controller":"https://a.example/u","publicKeyMultibase":"zzz"},
+		"https://a.example/u#ref"]}`
+	a, err := ParseActor([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, owner, err := KeyOf(a, "https://a.example/u#ed")
+	if err != nil || owner.ID != a.ID {
+		t.Fatalf("KeyOf #ed: %v", err)
+	}
+	if k, ok := pub.(ed25519.PublicKey); !ok || !k.Equal(want) {
+		t.Fatalf("key %T %v", pub, pub)
+	}
+	for _, id := range []string{"https://a.example/u#other", "https://a.example/u#x", "https://a.example/u#bad", "https://a.example/u#ref"} {
+		if _, _, err := KeyOf(a, id); !errors.Is(err, ErrKeyNotFound) {
+			t.Errorf("KeyOf %s: got %v, want ErrKeyNotFound", id, err)
+		}
+	}
+	one := `{"id":"https://a.example/u","inbox":"https://a.example/u/inbox","assertionMethod":
+		{"id":"https://a.example/u#ed","type":"Multikey","controller":"https://a.example/u","publicKeyMultibase":"` + fedify + `"}}`
+	if a, err = ParseActor([]byte(one)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := KeyOf(a, "https://a.example/u#ed"); err != nil {
+		t.Fatalf("a single Multikey: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rsa"
 	"database/sql"
 	"encoding/json"
@@ -82,6 +83,7 @@ type remote struct {
 type remoteActor struct {
 	key  *rsa.PrivateKey
 	gone bool
+	ed   ed25519.PrivateKey // published as a Multikey when set
 }
 
 func newRemote(t testing.TB) *remote {
@@ -126,6 +128,10 @@ func (r *remote) serve(w http.ResponseWriter, req *http.Request) {
 		"followers":         id + "/followers",
 		"endpoints":         map[string]string{"sharedInbox": r.srv.URL + "/inbox"},
 		"publicKey":         map[string]string{"id": id + "#main-key", "owner": id, "publicKeyPem": pem},
+	}
+	if a.ed != nil { // FEP-521a, as courier publishes its own
+		doc["assertionMethod"] = []activitypub.Multikey{
+			activitypub.NewEd25519Multikey(id+"#ed25519-key", id, a.ed.Public().(ed25519.PublicKey))}
 	}
 	w.Header().Set("Content-Type", activitypub.ContentType)
 	_ = json.NewEncoder(w).Encode(doc)

@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"net/http"
 	"strings"
 	"sync"
@@ -125,4 +126,49 @@ func (l *schemeLog) all() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.got...)
+}
+
+// TestRFC9421Ed25519FromPeer: a peer whose actor publishes an Ed25519 key
+// as a FEP-521a Multikey in assertionMethod signs with RFC 9421 ed25519;
+// the inbox resolves the key by its id, checks its controller is the
+// actor, verifies, answers 202 and reports the host as taking Ed25519. The
+// same key id signed by another Ed25519 key is 401.
+func TestRFC9421Ed25519FromPeer(t *testing.T) {
+	t.Parallel()
+	learnt := &schemeLog{}
+	b := setup(t, options{schemes: learnt})
+	b.remote.add("carol", key(t, keyRemote))
+	_, ed, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.remote.mu.Lock()
+	b.remote.actors["/users/carol"].ed = ed
+	b.remote.mu.Unlock()
+	carol := b.remote.actor("carol")
+	post := func(k ed25519.PrivateKey) (int, string) {
+		body := mustJSON(t, activity(b.id("like"), "Like", carol, b.base+"/objects/x"))
+		req, err := http.NewRequest(http.MethodPost, b.base+"/inbox", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", activitypub.ContentType)
+		if err := activitypub.SignMessage(req, body, carol+"#ed25519-key", k, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return do(t, req)
+	}
+	if status, body := post(ed); status != http.StatusAccepted {
+		t.Fatalf("Ed25519 RFC 9421 Like: %d %s", status, body)
+	}
+	if got := learnt.all(); len(got) != 1 || got[0] != strings.TrimPrefix(b.remote.srv.URL, "http://")+" ed25519" {
+		t.Fatalf("hosts learnt: %v", got)
+	}
+	_, other, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body := post(other); status != http.StatusUnauthorized || !strings.Contains(body, "bad signature") {
+		t.Fatalf("another Ed25519 key: %d %s", status, body)
+	}
 }

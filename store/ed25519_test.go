@@ -65,6 +65,19 @@ func TestActorEd25519Key(t *testing.T) {
 	if !bytes.Contains(doc, []byte(`"`+activitypub.MultikeyContext+`"`)) {
 		t.Fatalf("no Multikey context in %s", doc)
 	}
+	// A peer reading the document resolves both keys by their ids, each
+	// owned by the actor.
+	rsaPub, owner, err := activitypub.KeyOf(actor, a.URI+"#main-key")
+	if err != nil || owner.ID != a.URI || rsaPub == nil {
+		t.Fatalf("RSA key: %v, %v", rsaPub, err)
+	}
+	edPub, owner, err := activitypub.KeyOf(actor, a.URI+"#ed25519-key")
+	if err != nil || owner.ID != a.URI {
+		t.Fatalf("Ed25519 key: %v", err)
+	}
+	if k, ok := edPub.(ed25519.PublicKey); !ok || !k.Equal(a.Ed25519Key.Public()) {
+		t.Fatalf("Ed25519 key resolved as %T %v", edPub, edPub)
+	}
 }
 
 // TestMigrationGivesExistingActorsEd25519Keys: actors created before
