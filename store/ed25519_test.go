@@ -124,3 +124,46 @@ func TestMigrationGivesExistingActorsEd25519Keys(t *testing.T) {
 		t.Fatal("a 1-byte seed was stored")
 	}
 }
+
+// TestRotateKeyRotatesEd25519: rotating an actor's key replaces its
+// Ed25519 key too, stored and published in the Update the rotation sends;
+// a profile change alone keeps it.
+func TestRotateKeyRotatesEd25519(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	name := "Alice"
+	kept, _, err := b.store.UpdateActor(b.ctx, "alice", ActorUpdate{DisplayName: &name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !kept.Ed25519Key.Equal(a.Ed25519Key) {
+		t.Fatal("a profile change replaced the Ed25519 key")
+	}
+	got, act, err := b.store.UpdateActor(b.ctx, "alice", ActorUpdate{RotateKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Ed25519Key) != ed25519.PrivateKeySize || got.Ed25519Key.Equal(a.Ed25519Key) {
+		t.Fatal("the rotation kept the Ed25519 key")
+	}
+	stored, err := b.store.ActorByName(b.ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stored.Ed25519Key.Equal(got.Ed25519Key) {
+		t.Fatal("the rotated Ed25519 key was not stored")
+	}
+	p, err := activitypub.ParseActivity(act.Document)
+	if err != nil {
+		t.Fatal(err)
+	}
+	person, err := activitypub.ParseActor(p.ObjectRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _, err := activitypub.KeyOf(person, a.URI+"#ed25519-key")
+	if err != nil || !got.Ed25519Key.Public().(ed25519.PublicKey).Equal(pub) {
+		t.Fatalf("the Update publishes %v, %v", pub, err)
+	}
+}
