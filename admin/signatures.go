@@ -2,7 +2,11 @@ package admin
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/courier-ap/courier/delivery"
 )
@@ -15,6 +19,9 @@ type Signatures interface {
 	Status(ctx context.Context, host string) (delivery.SchemeStatus, bool, error)
 	Forget(ctx context.Context, host string) error
 }
+
+// SignatureStatus is one host's signature schemes (GET /admin/signatures/{host}).
+type SignatureStatus = delivery.SchemeStatus
 
 // SignatureList is a page of GET /admin/signatures.
 type SignatureList struct {
@@ -83,4 +90,48 @@ func (a *API) forgetSignature(w http.ResponseWriter, r *http.Request) error {
 	a.log.InfoContext(r.Context(), "admin: signature schemes forgotten", "host", host, "count", 1)
 	return writeJSON(w, http.StatusOK, ActionResult{Action: "forget", Host: host,
 		Message: "deliveries to the host start again with draft-cavage"})
+}
+
+func renderSignatures(w io.Writer, l SignatureList, hint string) {
+	if len(l.Hosts) == 0 {
+		fmt.Fprintln(w, "no hosts")
+		return
+	}
+	tw := newTable(w)
+	row(tw, "HOST", "RFC 9421", "ED25519", "ORDER", "LEARNT FROM", "UPDATED")
+	for _, h := range l.Hosts {
+		row(tw, h.Host, schemeState(h.RFC9421, h.RFC9421Until), schemeState(h.Ed25519, h.Ed25519Until),
+			schemeOrder(h.Order), cell(h.LearnedFrom), ts(h.UpdatedAt))
+	}
+	_ = tw.Flush()
+	if hint != "" {
+		fmt.Fprintln(w, hint)
+	}
+}
+
+func renderSignature(w io.Writer, h delivery.SchemeStatus) {
+	tw := newTable(w)
+	row(tw, "host", h.Host)
+	row(tw, "rfc 9421", schemeState(h.RFC9421, h.RFC9421Until))
+	row(tw, "ed25519", schemeState(h.Ed25519, h.Ed25519Until))
+	row(tw, "order", schemeOrder(h.Order))
+	row(tw, "learnt from", cell(h.LearnedFrom))
+	row(tw, "updated", ts(h.UpdatedAt))
+	_ = tw.Flush()
+}
+
+// schemeState renders "accepted until ...", "refused until ..." or "-".
+func schemeState(state string, until *time.Time) string {
+	if state == "" || until == nil {
+		return "-"
+	}
+	return state + " until " + ts(*until)
+}
+
+func schemeOrder(order []delivery.Scheme) string {
+	parts := make([]string, len(order))
+	for i, s := range order {
+		parts[i] = string(s)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -3,6 +3,7 @@ package admin_test
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/courier-ap/courier/admin"
@@ -48,6 +49,25 @@ func TestSignatureSchemes(t *testing.T) {
 	}
 	d.wantError(http.MethodGet, "/admin/signatures/bad%20host", "", http.StatusBadRequest, "host")
 	d.wantError(http.MethodGet, "/admin/signatures?limit=x", "", http.StatusBadRequest, "limit")
+
+	// The CLI shows the same.
+	code, out, errOut := d.cli("signatures")
+	if code != 0 || !strings.Contains(out, "social.example") || !strings.Contains(out, "accepted until") ||
+		!strings.Contains(out, "rfc9421-ed25519, rfc9421-rsa, draft-cavage") {
+		t.Fatalf("signatures: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = d.cli("signatures", "show", "social.example"); code != 0 || !strings.Contains(out, "inbound") {
+		t.Fatalf("signatures show: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = d.cli("signatures", "forget", "social.example"); code != 0 {
+		t.Fatalf("signatures forget: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ = d.cli("signatures"); code != 0 || strings.Contains(out, "social.example") {
+		t.Fatalf("after forget: %d %q", code, out)
+	}
+	if code, _, errOut = d.cli("signatures", "show"); code != 2 || errOut == "" {
+		t.Fatalf("show without a host: %d %q", code, errOut)
+	}
 
 	plain := setup(t)
 	plain.wantError(http.MethodGet, "/admin/signatures", "", http.StatusConflict, "not available")
