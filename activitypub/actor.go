@@ -241,6 +241,7 @@ func parseKeys(raw json.RawMessage) []PublicKey {
 			Controller         json.RawMessage `json:"controller"`
 			PublicKeyPem       json.RawMessage `json:"publicKeyPem"`
 			PublicKeyMultibase json.RawMessage `json:"publicKeyMultibase"`
+			Type               json.RawMessage `json:"type"`
 		}
 		it = bytes.TrimSpace(it)
 		if len(it) == 0 || it[0] != '{' || json.Unmarshal(it, &w) != nil {
@@ -248,6 +249,11 @@ func parseKeys(raw json.RawMessage) []PublicKey {
 		}
 		k := PublicKey{ID: firstString(w.ID), Owner: firstID(w.Owner), PublicKeyPem: firstString(w.PublicKeyPem)}
 		if k.PublicKeyPem == "" {
+			// A multibase key is a FEP-521a Multikey; other verification
+			// methods (JsonWebKey...) are not read.
+			if t := firstString(w.Type); t != "" && t != "Multikey" {
+				continue
+			}
 			k.PublicKeyMultibase = firstString(w.PublicKeyMultibase)
 			if k.PublicKeyMultibase == "" {
 				continue

@@ -3,11 +3,72 @@ package activitypub
 import (
 	"crypto"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"fmt"
 	"math/big"
 )
+
+// FEP-521a: an actor publishes further keys as Multikey entries of
+// assertionMethod, the key written as publicKeyMultibase: "z" (base58btc)
+// over a multicodec prefix and the key bytes. courier publishes each local
+// actor's Ed25519 key this way, beside the RSA publicKey.
+
+// MultikeyContext is the JSON-LD context that defines Multikey,
+// assertionMethod and publicKeyMultibase.
+const MultikeyContext = "https://w3id.org/security/multikey/v1"
+
+// Ed25519KeyID returns the id courier gives the Ed25519 key of its actor
+// actorURI: {actor}#ed25519-key.
+func Ed25519KeyID(actorURI string) string { return actorURI + "#ed25519-key" }
+
+// Multikey is an assertionMethod entry of an actor document.
+type Multikey struct {
+	// ID is the key id, the keyid of signatures made with it.
+	ID string `json:"id"`
+	// Type is "Multikey".
+	Type string `json:"type"`
+	// Controller is the id of the actor owning the key.
+	Controller string `json:"controller"`
+	// PublicKeyMultibase is the key (see EncodeEd25519Multibase).
+	PublicKeyMultibase string `json:"publicKeyMultibase"`
+}
+
+// NewEd25519Multikey returns the Multikey entry publishing pub as id,
+// controlled by controller.
+func NewEd25519Multikey(id, controller string, pub ed25519.PublicKey) Multikey {
+	return Multikey{ID: id, Type: "Multikey", Controller: controller, PublicKeyMultibase: EncodeEd25519Multibase(pub)}
+}
+
+// EncodeEd25519Multibase writes pub as a publicKeyMultibase value.
+func EncodeEd25519Multibase(pub ed25519.PublicKey) string {
+	return "z" + encodeBase58(append(append([]byte{}, prefixEd25519...), pub...))
+}
+
+// ParseEd25519Multibase reads an Ed25519 public key from a
+// publicKeyMultibase value; any other key is refused. Errors wrap
+// ErrBadKey.
+func ParseEd25519Multibase(s string) (ed25519.PublicKey, error) {
+	pub, err := ParseMultikey(s)
+	if err != nil {
+		return nil, err
+	}
+	k, ok := pub.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("%w: publicKeyMultibase is not an Ed25519 key", ErrBadKey)
+	}
+	return k, nil
+}
+
+// GenerateEd25519Key generates an Ed25519 key for a local actor.
+func GenerateEd25519Key() (ed25519.PrivateKey, error) {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("activitypub: generate Ed25519 key: %w", err)
+	}
+	return k, nil
+}
 
 // Multicodec prefixes (unsigned varints) of the public keys FEP-521a
 // Multikeys carry: ed25519-pub (0xed) and rsa-pub (0x1205, PKCS#1 DER).

@@ -1,6 +1,7 @@
 package activitypub
 
 import (
+	"crypto/ed25519"
 	"crypto/rsa"
 	"errors"
 	"fmt"
@@ -18,6 +19,11 @@ type Signer struct {
 	KeyID string
 	// Key is the actor's RSA private key.
 	Key *rsa.PrivateKey
+	// Ed25519KeyID and Ed25519 are the actor's Ed25519 key id
+	// ({actor}#ed25519-key) and key, for RFC 9421 ed25519 signatures
+	// (SignMessageEd25519); empty when the actor has none.
+	Ed25519KeyID string
+	Ed25519      ed25519.PrivateKey
 }
 
 // Sign signs req as s; see SignRequest.

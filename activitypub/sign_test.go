@@ -268,26 +268,6 @@ func TestVerifyDigest(t *testing.T) {
 	}
 }
 
-func TestVerifyRFC9421(t *testing.T) {
-	t.Parallel()
-	_, pub := specKeys(t)
-	r := specRequest("")
-	r.Header.Set("Signature-Input", `sig1=("@method" "@target-uri" "content-digest");created=1618884473;keyid="https://remote.example/users/a#main-key"`)
-	r.Header.Set("Signature", `sig1=:K2qGT5srn2OGbOIDzQ6kYT+ruaycnDAAUpKv+ePFfD0RAxn/1BUeZx/Kdrq32DrfakQ6bPsvB9aqZqognNT6be4olHROIkeV879RrsrObury8L9SCEibeoHyqU/yCjphSmEdd7WD+zrchK57quskKwRefy2iEC5S2uAH0EPyOZKWlvbKmKu5q4CaB8X/I5/+HLZLGvDiezqi6/7p2Gngf5hwZ0lSdy39vyNMaaAT0tKo6nuVw0S1MVg1Q7MpWYZs0soHjttq0uLIA3DIbQfLiIvK6/l0BdWTU7+2uQj7lBkQAsFZHoA96ZZgFquQrXRlmYOh+Hx5D9fJkXcXe5tmAg==:`)
-	if _, err := RequestKeyID(r); !errors.Is(err, ErrRFC9421) {
-		t.Fatalf("RequestKeyID: got %v, want ErrRFC9421", err)
-	}
-	if err := Verify(r, []byte(specBody), pub, VerifyOptions{Now: func() time.Time { return specTime }}); !errors.Is(err, ErrRFC9421) {
-		t.Fatalf("Verify: got %v, want ErrRFC9421", err)
-	}
-	// A request carrying both verifies by its draft-cavage signature.
-	both := specRequest(specSigAll)
-	both.Header.Set("Signature-Input", `sig1=("@method");keyid="x"`)
-	if err := Verify(both, []byte(specBody), pub, VerifyOptions{Now: func() time.Time { return specTime }}); err != nil {
-		t.Fatalf("draft-cavage beside Signature-Input: %v", err)
-	}
-}
-
 func TestVerifyRefusesUnsupportedKey(t *testing.T) {
 	t.Parallel()
 	err := Verify(specRequest(specSigAll), []byte(specBody), []byte("a public key abused as an HMAC secret"), VerifyOptions{Now: func() time.Time { return specTime }})

@@ -28,8 +28,8 @@ import (
 var (
 	// ErrNoSignature: the request carries no Signature header.
 	ErrNoSignature = errors.New("activitypub: no signature")
-	// ErrRFC9421: the request is signed with RFC 9421 (Signature-Input) and
-	// carries no draft-cavage signature; courier verifies draft-cavage only.
+	// ErrRFC9421: the request's RFC 9421 signature (Signature-Input) uses a
+	// component or parameter courier does not verify.
 	ErrRFC9421 = errors.New("activitypub: RFC 9421 signature not supported")
 	// ErrMalformedSignature: the Signature header cannot be parsed.
 	ErrMalformedSignature = errors.New("activitypub: malformed signature header")
@@ -75,6 +75,9 @@ type SignatureParams struct {
 	Signature string
 	// Created and Expires are the (created)/(expires) values, 0 when absent.
 	Created, Expires int64
+	// msg is set for an RFC 9421 signature (see rfc9421.go); Headers then
+	// lists its covered components.
+	msg *messageSignature
 }
 
 // maxSignatureHeader bounds the Signature header courier parses.
@@ -282,31 +285,29 @@ func (p *SignatureParams) signed(name string) bool {
 	return false
 }
 
-// RequestSignature returns the parsed draft-cavage signature of r, taken
-// from the Signature header (or an Authorization header with the Signature
-// scheme). It fails with ErrNoSignature, ErrRFC9421 or ErrMalformedSignature.
+// RequestSignature returns the parsed signature of r: RFC 9421 when r
+// carries Signature-Input, else draft-cavage, taken from the Signature
+// header (or an Authorization header with the Signature scheme). It fails
+// with ErrNoSignature, ErrRFC9421 or ErrMalformedSignature.
 func RequestSignature(r *http.Request) (*SignatureParams, error) {
+	if r.Header.Get("Signature-Input") != "" {
+		return requestMessageSignature(r)
+	}
+	return requestCavageSignature(r)
+}
+
+// requestCavageSignature is RequestSignature for draft-cavage.
+func requestCavageSignature(r *http.Request) (*SignatureParams, error) {
 	h := r.Header.Get("Signature")
 	if h == "" {
 		if a := r.Header.Get("Authorization"); len(a) > 10 && strings.EqualFold(a[:10], "signature ") {
 			h = a
 		}
 	}
-	rfc9421 := r.Header.Get("Signature-Input") != ""
 	if h == "" {
-		if rfc9421 {
-			return nil, ErrRFC9421
-		}
 		return nil, ErrNoSignature
 	}
-	p, err := ParseSignatureHeader(h)
-	if err != nil {
-		if rfc9421 {
-			return nil, ErrRFC9421
-		}
-		return nil, err
-	}
-	return p, nil
+	return ParseSignatureHeader(h)
 }
 
 // RequestKeyID returns the keyId of r's signature, the key to resolve
@@ -364,6 +365,9 @@ func Verify(r *http.Request, body []byte, pub crypto.PublicKey, opts VerifyOptio
 // every check Verify makes, with p in place of a second parse of r's
 // Signature header. p must be the signature of r; r is not modified.
 func VerifySignature(r *http.Request, p *SignatureParams, body []byte, pub crypto.PublicKey, opts VerifyOptions) error {
+	if p.IsMessageSignature() {
+		return verifyMessageSignature(r, p, body, pub, opts)
+	}
 	algo, err := checkSignature(r, p, body, pub, opts)
 	if err != nil {
 		return err

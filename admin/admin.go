@@ -83,6 +83,9 @@ type Config struct {
 	// Hosts is remote host health and the per-host controls. Nil: the host
 	// endpoints answer 409 saying host health is not available.
 	Hosts Hosts
+	// Signatures is the per-host signature schemes. Nil: the signature
+	// endpoints answer 409 saying they are not available.
+	Signatures Signatures
 	// Deliveries is the per-inbox delivery record. Nil: the activity
 	// endpoint answers 409 and event details carry no delivery attempts.
 	Deliveries Deliveries
@@ -236,6 +239,9 @@ func (a *API) routes() *mux.Router {
 	handle("/admin/hosts/{host}/retry", a.withHost(a.hostAction(retryAction)), post)
 	handle("/admin/hosts/{host}/drain", a.withHost(a.drainHost), post)
 	handle("/admin/hosts/{host}/reset", a.withHost(a.hostAction(resetAction)), post)
+	handle("/admin/signatures", a.listSignatures, get)
+	handle("/admin/signatures/{host}", a.getSignature, get)
+	handle("/admin/signatures/{host}", a.forgetSignature, del)
 	handle("/admin/domain-blocks", a.listBlocks, get)
 	handle("/admin/domain-blocks", a.addBlock, post)
 	handle("/admin/domain-blocks/{domain}", a.removeBlock, del)
@@ -287,6 +293,9 @@ var Endpoints = []Endpoint{
 	{"POST", "/admin/hosts/{host}/retry", "make the host's waiting deliveries due now"},
 	{"POST", "/admin/hosts/{host}/drain?confirm={host}", "discard the host's pending deliveries (without confirm: how many)"},
 	{"POST", "/admin/hosts/{host}/reset", "forget the host's failure history"},
+	{"GET", "/admin/signatures?cursor=&limit=", "the signature schemes (RFC 9421, Ed25519) each host was learnt to accept"},
+	{"GET", "/admin/signatures/{host}", "one host's signature schemes and the order deliveries try them in"},
+	{"DELETE", "/admin/signatures/{host}", "forget a host's signature schemes (draft-cavage first again)"},
 	{"GET", "/admin/domain-blocks", "blocked domains"},
 	{"POST", "/admin/domain-blocks", `block a domain: {"domain": "...", "reason": "..."}`},
 	{"DELETE", "/admin/domain-blocks/{domain}", "unblock a domain"},

@@ -62,6 +62,9 @@ deliveries:
   hosts retry HOST                       make parked and waiting deliveries due now
   hosts drain HOST [--confirm HOST]      discard pending deliveries (without --confirm: how many)
   hosts reset HOST                       forget the failure history
+  signatures [--limit N] [--cursor C]    signature schemes learnt per host (RFC 9421, Ed25519)
+  signatures show HOST                   one host's schemes, in the order deliveries try them
+  signatures forget HOST                 forget them (draft-cavage first again)
 domain blocks:
   blocks                                 list
   blocks add DOMAIN [--reason TEXT]
@@ -568,6 +571,26 @@ func (c *cli) commands() map[string]map[string]command {
 					return err
 				},
 			},
+		},
+		"signatures": {
+			"": {
+				flags: pageFlags,
+				nargs: []int{0},
+				run: func(ctx context.Context, _ []string) error {
+					q := pageQuery(url.Values{})
+					var out SignatureList
+					return c.get(ctx, "/admin/signatures", q, &out, func(w io.Writer) {
+						renderSignatures(w, out, c.nextHint("signatures", q, out.NextCursor))
+					})
+				},
+			},
+			"show": {nargs: []int{1}, args: "HOST", run: func(ctx context.Context, pos []string) error {
+				var out SignatureStatus
+				return c.get(ctx, "/admin/signatures/"+esc(pos[0]), nil, &out, func(w io.Writer) { renderSignature(w, out) })
+			}},
+			"forget": {nargs: []int{1}, args: "HOST", run: func(ctx context.Context, pos []string) error {
+				return c.action(ctx, http.MethodDelete, "/admin/signatures/"+esc(pos[0]), nil, nil)
+			}},
 		},
 		"blocks": {
 			"": {nargs: []int{0}, run: func(ctx context.Context, _ []string) error {

@@ -96,7 +96,7 @@ func setupDelivery(t *testing.T) *deliverySetup {
 			t.Fatal(err)
 		}
 		ds := admin.NewDeliveryState(d.svc, b.queue)
-		c.Hosts, c.Deliveries = ds, ds
+		c.Hosts, c.Deliveries, c.Signatures = ds, ds, d.svc.Schemes()
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -69,7 +69,7 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 		return err
 	}
 	start := time.Now()
-	status, header, postErr := s.post(ctx, p.Inbox, body, sig)
+	status, header, postErr := s.postLearning(ctx, host, p.Inbox, body, sig)
 	took := time.Since(start)
 	if postErr != nil && ctx.Err() != nil {
 		return fmt.Errorf("delivery: post to %s interrupted: %w", p.Inbox, ctx.Err())
@@ -142,17 +142,17 @@ func (s *Service) removeGone(ctx context.Context, actor string) {
 	s.log.InfoContext(ctx, "delivery: inbox gone; follower removed", "actor", actor, "followers_removed", n)
 }
 
-// post signs and sends one POST. It returns the status and headers, or the
+// post signs and sends one POST with scheme. It returns the status and headers, or the
 // transport error. The response body is read up to MaxResponseBody and
 // discarded; it is never logged.
-func (s *Service) post(ctx context.Context, inbox string, body []byte, sig activitypub.Signer) (int, http.Header, error) {
+func (s *Service) post(ctx context.Context, inbox string, body []byte, sig activitypub.Signer, scheme Scheme) (int, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, inbox, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %v", activitypub.ErrBadURL, err)
 	}
 	req.Header.Set("Content-Type", activitypub.ContentType)
 	req.Header.Set("User-Agent", s.cfg.UserAgent)
-	if err := sig.Sign(req, body, s.now()); err != nil {
+	if err := signAs(req, body, sig, scheme, s.now()); err != nil {
 		return 0, nil, err
 	}
 	resp, err := s.client.Do(req)

@@ -297,6 +297,8 @@ type Service struct {
 	rec    *recorder
 	keys   *keyCache
 	slots  *slotSet
+	// schemes: which signature scheme each host accepts (scheme.go).
+	schemes *Schemes
 
 	docsMu sync.Mutex
 	docs   map[string][]byte // activity id -> stored bytes
@@ -339,6 +341,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.rec = newRecorder(cfg.DB, cfg.Logger)
 	s.health = newHealth(s)
+	s.schemes = newSchemes(cfg.DB, cfg.Now, cfg.HostCacheTTL, cfg.Logger)
 	return s, nil
 }
 
@@ -436,7 +439,8 @@ func (s *Service) signer(ctx context.Context, actorURI string) (activitypub.Sign
 		if key, err = activitypub.ParsePrivateKeyPEM(a.PrivateKeyPEM); err != nil {
 			return activitypub.Signer{}, fmt.Errorf("delivery: key of %s: %w", actorURI, err)
 		}
-		e = keyEntry{signer: activitypub.Signer{KeyID: activitypub.KeyID(a.URI), Key: key}, pem: a.PrivateKeyPEM}
+		e = keyEntry{signer: activitypub.Signer{KeyID: activitypub.KeyID(a.URI), Key: key,
+			Ed25519KeyID: activitypub.Ed25519KeyID(a.URI), Ed25519: a.Ed25519Key}, pem: a.PrivateKeyPEM}
 	}
 	e.at = time.Now()
 	k.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -64,10 +65,19 @@ func TestRejections(t *testing.T) {
 		{"no signature", func() *http.Request {
 			return b.request(t, "/inbox", create(), signer{})
 		}, 401, "no_signature"},
-		{"RFC 9421 signature", func() *http.Request {
+		{"RFC 9421 signature without content-digest", func() *http.Request {
 			r := b.request(t, "/inbox", create(), signer{})
 			r.Header.Set("Signature-Input", `sig1=("@method" "@target-uri");keyid="`+b.remote.keyID("bob")+`"`)
 			r.Header.Set("Signature", "sig1=:AAAA:")
+			return r
+		}, 401, "unsigned_header"},
+		{"RFC 9421 signature with an unsupported component", func() *http.Request {
+			body := create()
+			r := b.request(t, "/inbox", body, signer{})
+			r.Header.Set("Signature-Input", `sig1=("@method" "@target-uri" "content-digest";bs);created=`+
+				strconv.FormatInt(time.Now().Unix(), 10)+`;keyid="`+b.remote.keyID("bob")+`"`)
+			r.Header.Set("Signature", "sig1=:AAAA:")
+			r.Header.Set("Content-Digest", activitypub.ContentDigest(body))
 			return r
 		}, 401, "rfc9421_signature"},
 		{"malformed signature header", func() *http.Request {

@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rsa"
 	"database/sql"
 	"encoding/json"
@@ -82,6 +83,7 @@ type remote struct {
 type remoteActor struct {
 	key  *rsa.PrivateKey
 	gone bool
+	ed   ed25519.PrivateKey // published as a Multikey when set
 }
 
 func newRemote(t testing.TB) *remote {
@@ -126,6 +128,10 @@ func (r *remote) serve(w http.ResponseWriter, req *http.Request) {
 		"followers":         id + "/followers",
 		"endpoints":         map[string]string{"sharedInbox": r.srv.URL + "/inbox"},
 		"publicKey":         map[string]string{"id": id + "#main-key", "owner": id, "publicKeyPem": pem},
+	}
+	if a.ed != nil { // FEP-521a, as courier publishes its own
+		doc["assertionMethod"] = []activitypub.Multikey{
+			activitypub.NewEd25519Multikey(id+"#ed25519-key", id, a.ed.Public().(ed25519.PublicKey))}
 	}
 	w.Header().Set("Content-Type", activitypub.ContentType)
 	_ = json.NewEncoder(w).Encode(doc)
@@ -200,6 +206,7 @@ type options struct {
 	loopbackOnly bool
 	domainTTL    time.Duration    // inbox domain-block cache TTL (default the package's)
 	now          func() time.Time // inbox clock (default time.Now)
+	schemes      inbox.Schemes    // learns RFC 9421 senders (default none)
 }
 
 func openDB(t testing.TB, path, syncMode string) *sqlite.DB {
@@ -264,7 +271,7 @@ func setup(t testing.TB, opts ...options) *testBundle {
 	}
 	cfg := inbox.Config{
 		DB: b.db, Store: b.st, Resolver: b.resolver, Metrics: m.Inbox(), Health: b.health, KeyCacheTTL: o.keyTTL,
-		DomainBlockTTL: o.domainTTL, Now: o.now,
+		DomainBlockTTL: o.domainTTL, Now: o.now, Schemes: o.schemes,
 	}
 	if b.handler, err = inbox.New(cfg); err != nil {
 		t.Fatal(err)

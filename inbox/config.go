@@ -84,6 +84,8 @@ type Config struct {
 	Now func() time.Time
 	// Health receives signs of life (nil: none are reported).
 	Health Health
+	// Schemes learns the hosts that sign with RFC 9421 (nil: none learnt).
+	Schemes Schemes
 }
 
 // Defaults of Config.

@@ -187,6 +187,7 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return "", err
 	}
 	h.signOfLife(ctx, refs.authority(sig.KeyID))
+	h.reportScheme(ctx, sig, refs.authority(sig.KeyID))
 	if dup {
 		return metrics.InboxDuplicate, nil
 	}

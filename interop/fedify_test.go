@@ -42,7 +42,23 @@ const publicCollection = "https://www.w3.org/ns/activitystreams#Public"
 // than left to time out.
 func TestFedifyPeer(t *testing.T) {
 	t.Parallel()
-	node := prerequisites(t)
+	runFedifyPeer(t, peerDirectory())
+}
+
+// TestFedify2Peer runs the same scenario against the same peer on the
+// Fedify 2.x line (interop/fedify2), which signs with RFC 9421 first and
+// verifies it. Beyond what TestFedifyPeer checks: every inbox POST the
+// peer sent courier was RFC 9421 and none was answered 401 (Fedify's first
+// knock is accepted, no draft-cavage retry), and courier, having learnt
+// that the peer's host speaks RFC 9421, delivered to it with RFC 9421,
+// verified by Fedify.
+func TestFedify2Peer(t *testing.T) {
+	t.Parallel()
+	runFedifyPeer(t, peer2Dir)
+}
+
+func runFedifyPeer(t *testing.T, peerDir string) {
+	node := prerequisites(t, peerDir)
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
@@ -52,7 +68,7 @@ func TestFedifyPeer(t *testing.T) {
 	dir := t.TempDir()
 	c := startCourier(t, ctx, bin, dir)
 	actor, token := c.createActor(t, ctx, "alice")
-	peerOpts := peerOptions{caFile: c.caFile, keysFile: filepath.Join(dir, "peer-keys.json"), name: "fedify peer"}
+	peerOpts := peerOptions{caFile: c.caFile, keysFile: filepath.Join(dir, "peer-keys.json"), name: "fedify peer", dir: peerDir}
 	p := startPeer(t, t, ctx, node, peerOpts)
 	t.Logf("courier %s (actor %s) and the peer %s (%s) are up in %s (courier built in %s)",
 		c.origin, actor, p.origin, p.software, time.Since(built).Round(time.Millisecond), built.Sub(started).Round(time.Millisecond))
@@ -465,10 +481,18 @@ func TestFedifyPeer(t *testing.T) {
 	for _, q := range peers {
 		events = append(events, q.all()...)
 	}
+	refusedEd25519 := 0
 	for _, e := range events {
 		switch e.Event {
 		case "delivery":
 			deliveries++
+			if e.Scheme == "rfc9421" && e.Algorithm == "ed25519" && e.Status == http.StatusUnauthorized {
+				// Courier's Ed25519 knock, refused by a Fedify that takes
+				// keys only from publicKey: courier falls back to RSA in
+				// the same attempt and remembers the refusal (counted below).
+				refusedEd25519++
+				continue
+			}
 			if !e.Verified || e.Status/100 != 2 {
 				t.Errorf("a delivery to the peer was not accepted: %s", e.raw)
 			}
@@ -483,6 +507,37 @@ func TestFedifyPeer(t *testing.T) {
 			t.Errorf("the peer took %s %d times", id, n)
 		}
 	}
+	// No inbox POST of the peer's was refused for its signature: a 401
+	// would make Fedify 2 retry with draft-cavage, a second request.
+	posts := c.posts()
+	rfc9421 := 0
+	for _, q := range posts {
+		if q.Status == http.StatusUnauthorized {
+			t.Errorf("courier answered an inbox POST to %s with 401 (RFC 9421: %v)", q.Path, q.RFC9421)
+		}
+		if q.RFC9421 {
+			rfc9421++
+		}
+	}
+	signed9421 := 0
+	for _, e := range events {
+		if e.Event == "delivery" && e.Scheme == "rfc9421" && e.Verified && e.Status/100 == 2 {
+			signed9421++
+		}
+	}
+	if strings.HasPrefix(p.software, "@fedify/fedify 2.") {
+		if len(posts) == 0 || rfc9421 != len(posts) {
+			t.Errorf("%d of the peer's %d inbox POSTs were RFC 9421, want all", rfc9421, len(posts))
+		}
+		if signed9421 == 0 {
+			t.Errorf("courier made no RFC 9421 delivery to the peer that Fedify verified")
+		}
+		if refusedEd25519 > 1 {
+			t.Errorf("courier knocked with Ed25519 %d times after the peer refused it", refusedEd25519)
+		}
+	}
+	t.Logf("the peer's inbox POSTs: %d, %d of them RFC 9421; courier's deliveries: %d, %d of them RFC 9421 (and %d Ed25519 knocks refused)",
+		len(posts), rfc9421, deliveries, signed9421, refusedEd25519)
 	if errs := c.errorLogs(); len(errs) > 0 {
 		t.Errorf("courier logged %d errors:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
@@ -585,16 +640,16 @@ func checkActor(t *testing.T, got lookupResult, actor, origin string) {
 // brought activity id: signed by the actor's main key, verified, accepted.
 func checkDelivery(t *testing.T, p *peer, id, actor string) {
 	t.Helper()
+	// The accepted POST of the activity: an RFC 9421 Ed25519 one that
+	// Fedify refused (it takes HTTP signature keys only from publicKey, not
+	// from a Multikey) is followed at once by one with the RSA key.
 	d, err := p.wait(stepTimeout, func(e peerEvent) bool {
 		got, _ := e.deliveredActivity()
-		return e.Event == "delivery" && got == id
+		return e.Event == "delivery" && got == id && e.Status/100 == 2
 	})
 	if err != nil {
 		t.Errorf("delivery of %s: %v", id, err)
 		return
-	}
-	if !d.Verified || d.VerifiedKey != actor+"#main-key" || d.KeyOwner != actor {
-		t.Errorf("the peer's signature check of %s: %s", id, d.raw)
 	}
 	if d.Status != http.StatusAccepted && d.Status != http.StatusOK {
 		t.Errorf("the peer answered the delivery of %s with %d", id, d.Status)
@@ -602,6 +657,21 @@ func checkDelivery(t *testing.T, p *peer, id, actor string) {
 	if !strings.HasPrefix(d.ContentType, "application/activity+json") &&
 		!strings.HasPrefix(d.ContentType, "application/ld+json") {
 		t.Errorf("the delivery of %s has Content-Type %q", id, d.ContentType)
+	}
+	if d.Scheme == "rfc9421" {
+		// RFC 9421, with the RSA key or the Ed25519 one (FEP-521a).
+		if !d.Verified || (d.VerifiedKey != actor+"#main-key" && d.VerifiedKey != actor+"#ed25519-key") || d.KeyOwner != actor {
+			t.Errorf("the peer's signature check of %s: %s", id, d.raw)
+		}
+		for _, h := range []string{"@method", "@target-uri", "content-digest"} {
+			if !slices.Contains(strings.Fields(d.SignedHeaders), h) {
+				t.Errorf("the delivery of %s does not cover %s (components %q)", id, h, d.SignedHeaders)
+			}
+		}
+		return
+	}
+	if !d.Verified || d.VerifiedKey != actor+"#main-key" || d.KeyOwner != actor {
+		t.Errorf("the peer's signature check of %s: %s", id, d.raw)
 	}
 	for _, h := range []string{"(request-target)", "host", "date", "digest"} {
 		if !slices.Contains(strings.Fields(d.SignedHeaders), h) {

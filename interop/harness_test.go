@@ -45,6 +45,9 @@ import (
 const (
 	// peerDir holds the Fedify peer and its package files.
 	peerDir = "fedify"
+	// peer2Dir holds the package files of the same peer on the Fedify 2.x
+	// line; its peer.mjs is a link to peerDir's.
+	peer2Dir = "fedify2"
 	// envPeerDir names another directory holding peer.mjs and its
 	// node_modules, to run the same test against another Fedify release.
 	envPeerDir = "COURIER_INTEROP_PEER_DIR"
@@ -86,15 +89,14 @@ func peerDirectory() string {
 // prerequisites skips the test when the peer is not installed and running
 // it is not required, and fails it when something it needs is missing and
 // it is required. It returns the node executable.
-func prerequisites(t *testing.T) string {
+func prerequisites(t *testing.T, dir string) string {
 	t.Helper()
 	must := required() || os.Getenv(envPeerDir) != ""
-	dir := peerDirectory()
 	_, err := os.Stat(filepath.Join(dir, "node_modules"))
 	installed := err == nil
 	if !must && !installed {
 		t.Skipf("skipped: the Fedify peer is not installed; run (cd interop/%s && npm ci --no-audit --no-fund), or set %s=1 to require it",
-			peerDir, envRequire)
+			dir, envRequire)
 	}
 	if !must && testing.Short() {
 		t.Skip("skipped in -short mode; set " + envRequire + "=1 to run it")
@@ -153,9 +155,11 @@ func recordInputs(t *testing.T, root string) {
 	}
 	// The peer run (when it is not under root), and npm's record of what it
 	// installed, which it rewrites on every install.
-	for _, name := range []string{"peer.mjs", "package.json", filepath.Join("node_modules", ".package-lock.json")} {
-		if f, err := os.Open(filepath.Join(peerDirectory(), name)); err == nil {
-			_ = f.Close()
+	for _, dir := range []string{peerDirectory(), peer2Dir} {
+		for _, name := range []string{"peer.mjs", "package.json", filepath.Join("node_modules", ".package-lock.json")} {
+			if f, err := os.Open(filepath.Join(dir, name)); err == nil {
+				_ = f.Close()
+			}
 		}
 	}
 }
@@ -342,6 +346,26 @@ type courier struct {
 	exited <-chan struct{}
 	target atomic.Pointer[url.URL]
 	ro     *sql.DB
+
+	mu         sync.Mutex
+	inboxPosts []inboxPost // every POST to an inbox through the proxy, in order
+}
+
+// inboxPost is one POST to one of courier's inboxes and courier's answer,
+// as the proxy saw them.
+type inboxPost struct {
+	Path string
+	// RFC9421 is set when the request carried Signature-Input (an RFC 9421
+	// signature), else it was signed draft-cavage (or not at all).
+	RFC9421 bool
+	Status  int
+}
+
+// posts returns the inbox POSTs seen so far.
+func (c *courier) posts() []inboxPost {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]inboxPost(nil), c.inboxPosts...)
 }
 
 // startCourier starts the TLS proxy and, behind it, `courier serve` on a
@@ -355,6 +379,16 @@ func startCourier(t *testing.T, ctx context.Context, bin, dir string) *courier {
 			// Keep the Host the peer signed; courier's ids use it anyway.
 			r.Out.Host = r.In.Host
 			r.SetXForwarded()
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			r := resp.Request
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/inbox") {
+				c.mu.Lock()
+				c.inboxPosts = append(c.inboxPosts, inboxPost{Path: r.URL.Path,
+					RFC9421: r.Header.Get("Signature-Input") != "", Status: resp.StatusCode})
+				c.mu.Unlock()
+			}
+			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			http.Error(w, "courier is not reachable: "+err.Error(), http.StatusBadGateway)
@@ -556,6 +590,7 @@ type peerEvent struct {
 	KeyID         string          `json:"keyId"`
 	Algorithm     string          `json:"algorithm"`
 	SignedHeaders string          `json:"signedHeaders"`
+	Scheme        string          `json:"scheme"` // "draft-cavage" or "rfc9421"
 	ContentType   string          `json:"contentType"`
 	Verified      bool            `json:"verified"`
 	VerifiedKey   string          `json:"verifiedKey"`
@@ -618,6 +653,8 @@ type peerOptions struct {
 	port int
 	// name tells this process's log from another's.
 	name string
+	// dir is the peer's directory (default peerDirectory()).
+	dir string
 }
 
 // startPeer runs `node peer.mjs` and waits for its ready line. Failures
@@ -632,8 +669,13 @@ func startPeer(t, owner *testing.T, ctx context.Context, node string, opts peerO
 		log:     &lineLog{name: opts.name},
 		changed: make(chan struct{}),
 	}
-	cmd := exec.CommandContext(ctx, node, "peer.mjs")
-	cmd.Dir = peerDirectory()
+	// peer.mjs may be a link (fedify2's is): resolve its imports from the
+	// directory it is run in, whose node_modules holds its Fedify.
+	cmd := exec.CommandContext(ctx, node, "--preserve-symlinks", "--preserve-symlinks-main", "peer.mjs")
+	cmd.Dir = opts.dir
+	if cmd.Dir == "" {
+		cmd.Dir = peerDirectory()
+	}
 	cmd.Env = cleanEnv(
 		"PEER_CONTROL_TOKEN="+p.token,
 		"PEER_LOG_LEVEL=info",

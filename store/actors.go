@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -45,6 +46,10 @@ type Actor struct {
 
 	// URI is the actor's ActivityPub id, {base}/users/{name}.
 	URI string
+
+	// Ed25519Key is the actor's Ed25519 key (migration 0013), published as
+	// a Multikey in assertionMethod; nil only for a row without a seed.
+	Ed25519Key ed25519.PrivateKey
 }
 
 // NewActor is the input of CreateActor.
@@ -94,11 +99,15 @@ func (s *Store) CreateActor(ctx context.Context, in NewActor) (*Actor, string, e
 	if err != nil {
 		return nil, "", fmt.Errorf("store: create actor: %w", err)
 	}
+	edKey, err := activitypub.GenerateEd25519Key()
+	if err != nil {
+		return nil, "", fmt.Errorf("store: create actor: %w", err)
+	}
 	t := s.clock()
 	a := &Actor{
 		Name: in.Name, DisplayName: in.DisplayName, Summary: in.Summary,
 		ManuallyApprovesFollowers: in.ManuallyApprovesFollowers,
-		PrivateKeyPEM:             privPEM, PublicKeyPEM: pubPEM,
+		PrivateKeyPEM:             privPEM, PublicKeyPEM: pubPEM, Ed25519Key: edKey,
 		CreatedAt: t, UpdatedAt: t, URI: s.uris.Actor(in.Name),
 	}
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
@@ -110,9 +119,9 @@ func (s *Store) CreateActor(ctx context.Context, in NewActor) (*Actor, string, e
 			return Errorf(ECONFLICT, "actor name %q is taken", in.Name)
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO actors
-			(name, display_name, summary, manually_approves_followers, private_key_pem, public_key_pem, token_hash, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			a.Name, a.DisplayName, a.Summary, a.ManuallyApprovesFollowers, privPEM, pubPEM, hash, ms(t), ms(t))
+			(name, display_name, summary, manually_approves_followers, private_key_pem, public_key_pem, token_hash, created_at, updated_at, ed25519_seed)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			a.Name, a.DisplayName, a.Summary, a.ManuallyApprovesFollowers, privPEM, pubPEM, hash, ms(t), ms(t), edKey.Seed())
 		if err != nil {
 			return err
 		}
@@ -152,16 +161,20 @@ func encodeKey(key *rsa.PrivateKey) (privPEM, pubPEM string, err error) {
 }
 
 const actorColumns = `id, name, display_name, summary, manually_approves_followers,
-	private_key_pem, public_key_pem, created_at, updated_at`
+	private_key_pem, public_key_pem, created_at, updated_at, ed25519_seed`
 
 // scanActor scans actorColumns, then any further columns into extra.
 func (s *Store) scanActor(row interface{ Scan(...any) error }, extra ...any) (*Actor, error) {
 	var a Actor
 	var created, updated int64
+	var seed []byte
 	dest := []any{&a.ID, &a.Name, &a.DisplayName, &a.Summary, &a.ManuallyApprovesFollowers,
-		&a.PrivateKeyPEM, &a.PublicKeyPEM, &created, &updated}
+		&a.PrivateKeyPEM, &a.PublicKeyPEM, &created, &updated, &seed}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
+	}
+	if len(seed) == ed25519.SeedSize {
+		a.Ed25519Key = ed25519.NewKeyFromSeed(seed)
 	}
 	a.CreatedAt, a.UpdatedAt = fromMS(created), fromMS(updated)
 	a.URI = s.uris.Actor(a.Name)

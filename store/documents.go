@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"time"
 
@@ -20,6 +21,7 @@ func actorContext() []any {
 	return []any{
 		activitypub.ActivityStreams,
 		activitypub.SecurityContext,
+		activitypub.MultikeyContext,
 		map[string]any{
 			"manuallyApprovesFollowers": "as:manuallyApprovesFollowers",
 			"toot":                      "http://joinmastodon.org/ns#",
@@ -104,6 +106,8 @@ type ActorDocument struct {
 	ManuallyApprovesFollowers bool              `json:"manuallyApprovesFollowers"`
 	Published                 string            `json:"published"`
 	PublicKey                 PublicKeyDocument `json:"publicKey"`
+	// AssertionMethod publishes the actor's Ed25519 key (FEP-521a).
+	AssertionMethod []activitypub.Multikey `json:"assertionMethod,omitempty"`
 }
 
 // ObjectID implements the interface objectRef looks for.
@@ -137,7 +141,17 @@ func (s *Store) ActorDocument(a *Actor) *ActorDocument {
 			Owner:        u.Actor(a.Name),
 			PublicKeyPem: a.PublicKeyPEM,
 		},
+		AssertionMethod: assertionMethod(u, a),
 	}
+}
+
+// assertionMethod returns the Multikey entries of a's actor document.
+func assertionMethod(u URIs, a *Actor) []activitypub.Multikey {
+	if a.Ed25519Key == nil {
+		return nil
+	}
+	return []activitypub.Multikey{activitypub.NewEd25519Multikey(u.Ed25519KeyID(a.Name), u.Actor(a.Name),
+		a.Ed25519Key.Public().(ed25519.PublicKey))}
 }
 
 // ActorJSON returns a's actor document as JSON.

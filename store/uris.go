@@ -39,6 +39,9 @@ func (u URIs) Following(name string) string { return u.Actor(name) + "/following
 // KeyID is the id of the actor's public key: {actor}#main-key.
 func (u URIs) KeyID(name string) string { return u.Actor(name) + "#main-key" }
 
+// Ed25519KeyID is the id of name's Ed25519 key, {actor}#ed25519-key.
+func (u URIs) Ed25519KeyID(name string) string { return activitypub.Ed25519KeyID(u.Actor(name)) }
+
 // SharedInbox is the instance's shared inbox: {base}/inbox.
 func (u URIs) SharedInbox() string { return u.Base + "/inbox" }
 

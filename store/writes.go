@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/ed25519"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -540,12 +541,16 @@ func (s *Store) UpdateActor(ctx context.Context, name string, u ActorUpdate) (*A
 	var a *Actor
 	var act *Activity
 	var privPEM, pubPEM string
+	var edKey ed25519.PrivateKey
 	if u.RotateKey {
 		key, err := s.newKey()
 		if err != nil {
 			return nil, nil, wrap("update actor", err)
 		}
 		if privPEM, pubPEM, err = encodeKey(key); err != nil {
+			return nil, nil, wrap("update actor", err)
+		}
+		if edKey, err = activitypub.GenerateEd25519Key(); err != nil {
 			return nil, nil, wrap("update actor", err)
 		}
 	}
@@ -567,7 +572,10 @@ func (s *Store) UpdateActor(ctx context.Context, name string, u ActorUpdate) (*A
 			return err
 		}
 		if u.RotateKey {
-			a.PrivateKeyPEM, a.PublicKeyPEM = privPEM, pubPEM
+			a.PrivateKeyPEM, a.PublicKeyPEM, a.Ed25519Key = privPEM, pubPEM, edKey
+			if _, err := tx.ExecContext(ctx, `UPDATE actors SET ed25519_seed = ? WHERE id = ?`, edKey.Seed(), a.ID); err != nil {
+				return err
+			}
 		}
 		a.UpdatedAt = ev.At
 		if _, err := tx.ExecContext(ctx, `UPDATE actors SET display_name = ?, summary = ?, manually_approves_followers = ?,

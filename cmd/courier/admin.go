@@ -20,6 +20,7 @@ func (a *app) registerAdmin(r *mux.Router) error {
 		Hosts:      ds,
 		Deliveries: ds,
 		Relays:     a.store,
+		Signatures: a.delivery.Schemes(),
 		Lease:      a.cfg.Lease,
 		Logger:     a.logger,
 	}

@@ -277,6 +277,7 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 			Logger:     a.logger,
 			Metrics:    a.metrics.Inbox(),
 			Health:     a.delivery.Health(),
+			Schemes:    a.delivery.Schemes(),
 		})
 		if err != nil {
 			return err

@@ -687,9 +687,15 @@ async function toRequest(req) {
 async function checkSignature(request) {
   const ctx = federation.createContext(new URL(origin), undefined);
   const sig = request.headers.get("signature") ?? "";
-  const keyId = /keyId="([^"]*)"/.exec(sig)?.[1] ?? null;
-  const headers = /headers="([^"]*)"/.exec(sig)?.[1] ?? null;
-  const algorithm = /algorithm="([^"]*)"/.exec(sig)?.[1] ?? null;
+  const input = request.headers.get("signature-input");
+  // RFC 9421 (Signature-Input) or draft-cavage: the key id, the signed
+  // components or headers (space-separated), and the algorithm named.
+  const scheme = input ? "rfc9421" : "draft-cavage";
+  const keyId = (input ? /keyid="([^"]*)"/ : /keyId="([^"]*)"/).exec(input ?? sig)?.[1] ?? null;
+  const headers = input
+    ? (/\(([^)]*)\)/.exec(input)?.[1]?.replaceAll('"', "") ?? null)
+    : (/headers="([^"]*)"/.exec(sig)?.[1] ?? null);
+  const algorithm = (input ? /alg="([^"]*)"/ : /algorithm="([^"]*)"/).exec(input ?? sig)?.[1] ?? null;
   let key = null;
   let error;
   try {
@@ -708,6 +714,7 @@ async function checkSignature(request) {
     // Fedify answers the malformed body itself.
   }
   return {
+    scheme,
     keyId,
     algorithm,
     signedHeaders: headers,

@@ -1,0 +1,410 @@
+package delivery
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqlite"
+)
+
+// Scheme is an HTTP signature scheme courier signs a delivery with.
+type Scheme string
+
+// The schemes, from the most to the least preferred once a host is known
+// to accept RFC 9421.
+const (
+	// SchemeRFC9421Ed25519 is RFC 9421 with the actor's Ed25519 key.
+	SchemeRFC9421Ed25519 Scheme = "rfc9421-ed25519"
+	// SchemeRFC9421 is RFC 9421 with the actor's RSA key (rsa-v1_5-sha256).
+	SchemeRFC9421 Scheme = "rfc9421-rsa"
+	// SchemeCavage is draft-cavage HTTP Signatures with the RSA key.
+	SchemeCavage Scheme = "draft-cavage"
+)
+
+// SchemeMemory is how long what a host accepts or refuses is remembered;
+// past it the host is treated as unknown again.
+const SchemeMemory = 30 * 24 * time.Hour
+
+// Values of delivery_signature_schemes' rfc9421 and ed25519 columns and of
+// learned_from.
+const (
+	schemeAccepted = "accepted"
+	schemeRefused  = "refused"
+	learnedInbound = "inbound"
+	learnedPOST    = "delivery"
+)
+
+// SchemeStatus is what courier knows of one host's signature schemes, as
+// the admin API shows it.
+type SchemeStatus struct {
+	Host string `json:"host"`
+	// RFC9421 and Ed25519 are "accepted", "refused" or "" (unknown or
+	// expired), each until the time beside it.
+	RFC9421      string     `json:"rfc9421"`
+	RFC9421Until *time.Time `json:"rfc9421_until,omitempty"`
+	Ed25519      string     `json:"ed25519"`
+	Ed25519Until *time.Time `json:"ed25519_until,omitempty"`
+	// LearnedFrom is "inbound" (the host sent a verified RFC 9421
+	// signature) or "delivery" (courier's own POSTs taught it).
+	LearnedFrom string    `json:"learned_from"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	// Order is the schemes a delivery to the host tries now, in order.
+	Order []Scheme `json:"order"`
+}
+
+// Schemes remembers, per remote host, which signature scheme it accepts,
+// in the database (so that an inbox process and a worker process share
+// it) with a short-lived copy in memory. A host not yet known gets
+// draft-cavage first, with RFC 9421 as the fallback after a 400 or 401; a
+// host known to accept RFC 9421 gets it, with Ed25519 unless the host
+// refused that, falling back down the list on a 400 or 401. It is safe for
+// concurrent use.
+type Schemes struct {
+	db  *sqlite.DB
+	now func() time.Time
+	ttl time.Duration
+	log *slog.Logger
+
+	mu sync.Mutex
+	m  map[string]schemeEntry
+}
+
+type schemeEntry struct {
+	st     SchemeStatus
+	found  bool
+	readAt time.Time
+}
+
+// maxSchemeHosts bounds the in-memory copy; when full it is cleared.
+const maxSchemeHosts = 10000
+
+func newSchemes(db *sqlite.DB, now func() time.Time, ttl time.Duration, log *slog.Logger) *Schemes {
+	return &Schemes{db: db, now: now, ttl: ttl, log: log, m: map[string]schemeEntry{}}
+}
+
+// order returns the schemes to try for host, in order, given st.
+func (st SchemeStatus) order() []Scheme {
+	switch st.RFC9421 {
+	case schemeAccepted:
+		if st.Ed25519 == schemeRefused {
+			return []Scheme{SchemeRFC9421, SchemeCavage}
+		}
+		return []Scheme{SchemeRFC9421Ed25519, SchemeRFC9421, SchemeCavage}
+	case schemeRefused:
+		return []Scheme{SchemeCavage}
+	}
+	return []Scheme{SchemeCavage, SchemeRFC9421}
+}
+
+// expire clears what st knows past its time.
+func (st *SchemeStatus) expire(now time.Time) {
+	if st.RFC9421Until != nil && !now.Before(*st.RFC9421Until) {
+		st.RFC9421, st.RFC9421Until = "", nil
+	}
+	if st.Ed25519Until != nil && !now.Before(*st.Ed25519Until) {
+		st.Ed25519, st.Ed25519Until = "", nil
+	}
+}
+
+// Order returns the schemes a delivery to host tries, in order.
+func (s *Schemes) Order(ctx context.Context, host string) ([]Scheme, error) {
+	st, _, err := s.status(ctx, NormalizeHost(host, ""))
+	if err != nil {
+		return nil, err
+	}
+	return st.order(), nil
+}
+
+// Status returns what is known of host; found is false for a host courier
+// has learnt nothing of.
+func (s *Schemes) Status(ctx context.Context, host string) (SchemeStatus, bool, error) {
+	return s.status(ctx, NormalizeHost(host, ""))
+}
+
+func (s *Schemes) status(ctx context.Context, host string) (SchemeStatus, bool, error) {
+	now := s.now()
+	s.mu.Lock()
+	e, ok := s.m[host]
+	s.mu.Unlock()
+	if !ok || now.Sub(e.readAt) >= s.ttl || now.Before(e.readAt) {
+		st, found, err := s.read(ctx, s.db.Read, host)
+		if err != nil {
+			return SchemeStatus{}, false, err
+		}
+		e = schemeEntry{st: st, found: found, readAt: now}
+		s.put(host, e)
+	}
+	st := e.st
+	st.expire(now)
+	st.Order = st.order()
+	return st, e.found, nil
+}
+
+func (s *Schemes) put(host string, e schemeEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) >= maxSchemeHosts {
+		clear(s.m)
+	}
+	s.m[host] = e
+}
+
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+const schemeColumns = `host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at`
+
+func (s *Schemes) read(ctx context.Context, q queryRower, host string) (SchemeStatus, bool, error) {
+	st, err := scanScheme(q.QueryRowContext(ctx, `SELECT `+schemeColumns+` FROM delivery_signature_schemes WHERE host = ?`, host))
+	if errors.Is(err, sql.ErrNoRows) {
+		return SchemeStatus{Host: host}, false, nil
+	}
+	if err != nil {
+		return SchemeStatus{}, false, fmt.Errorf("delivery: signature scheme of %s: %w", host, err)
+	}
+	return st, true, nil
+}
+
+func scanScheme(row interface{ Scan(...any) error }) (SchemeStatus, error) {
+	var st SchemeStatus
+	var rfc, ed sql.NullString
+	var rfcUntil, edUntil sql.NullInt64
+	var updated int64
+	if err := row.Scan(&st.Host, &rfc, &rfcUntil, &ed, &edUntil, &st.LearnedFrom, &updated); err != nil {
+		return SchemeStatus{}, err
+	}
+	st.RFC9421, st.Ed25519 = rfc.String, ed.String
+	if rfcUntil.Valid {
+		t := time.UnixMilli(rfcUntil.Int64).UTC()
+		st.RFC9421Until = &t
+	}
+	if edUntil.Valid {
+		t := time.UnixMilli(edUntil.Int64).UTC()
+		st.Ed25519Until = &t
+	}
+	st.UpdatedAt = time.UnixMilli(updated).UTC()
+	return st, nil
+}
+
+// List returns what is known of every host sorted after after, at most
+// limit (default 100, at most 1000) of them.
+func (s *Schemes) List(ctx context.Context, after string, limit int) ([]SchemeStatus, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	rows, err := s.db.Read.QueryContext(ctx, `SELECT `+schemeColumns+` FROM delivery_signature_schemes
+		WHERE host > ? ORDER BY host LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("delivery: signature schemes: %w", err)
+	}
+	defer rows.Close()
+	now := s.now()
+	var out []SchemeStatus
+	for rows.Next() {
+		st, err := scanScheme(rows)
+		if err != nil {
+			return nil, fmt.Errorf("delivery: signature schemes: %w", err)
+		}
+		st.expire(now)
+		st.Order = st.order()
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("delivery: signature schemes: %w", err)
+	}
+	return out, nil
+}
+
+// AcceptsRFC9421 records that host sent a request whose RFC 9421
+// signature verified, with algorithm alg: the host accepts RFC 9421, and
+// Ed25519 too when it signed with it. The inbox calls it; a host already
+// known for the rest of most of SchemeMemory costs no write.
+func (s *Schemes) AcceptsRFC9421(ctx context.Context, host, alg string) {
+	host = NormalizeHost(host, "")
+	if host == "" {
+		return
+	}
+	st, _, err := s.status(ctx, host)
+	if err == nil {
+		now := s.now()
+		fresh := func(state string, until *time.Time) bool {
+			return state == schemeAccepted && until != nil && until.Sub(now) > SchemeMemory/2
+		}
+		if fresh(st.RFC9421, st.RFC9421Until) && (alg != activitypub.AlgEd25519 || fresh(st.Ed25519, st.Ed25519Until)) {
+			return
+		}
+	}
+	ed := ""
+	if alg == activitypub.AlgEd25519 {
+		ed = schemeAccepted
+	}
+	if err := s.learn(ctx, host, schemeAccepted, ed, learnedInbound); err != nil && ctx.Err() == nil {
+		// Losing this only costs a fallback later.
+		s.log.WarnContext(ctx, "delivery: remember signature scheme", "host", host, "err", err)
+	}
+}
+
+// observe learns from one delivery's POSTs to host: accepted is the scheme
+// answered 2xx ("" when none was), refused the schemes answered 400 or 401
+// before it. A refusal is remembered only when another scheme was then
+// accepted, so a host that refuses everything (a key it cannot fetch, a
+// blocked actor) teaches nothing.
+func (s *Schemes) observe(ctx context.Context, host string, accepted Scheme, refused []Scheme) error {
+	if accepted == "" {
+		return nil
+	}
+	rfc, ed := "", ""
+	switch accepted {
+	case SchemeRFC9421Ed25519:
+		rfc, ed = schemeAccepted, schemeAccepted
+	case SchemeRFC9421:
+		rfc = schemeAccepted
+	}
+	for _, r := range refused {
+		switch {
+		case r == SchemeRFC9421Ed25519 && accepted == SchemeRFC9421:
+			ed = schemeRefused
+		case r == SchemeRFC9421Ed25519 || r == SchemeRFC9421:
+			if accepted == SchemeCavage {
+				rfc = schemeRefused
+			}
+		}
+	}
+	if rfc == "" && ed == "" {
+		return nil
+	}
+	st, _, err := s.status(ctx, host)
+	if err == nil && st.RFC9421 == rfc && (ed == "" || st.Ed25519 == ed) &&
+		st.RFC9421Until != nil && st.RFC9421Until.Sub(s.now()) > SchemeMemory/2 {
+		return nil // nothing new
+	}
+	return s.learn(ctx, host, rfc, ed, learnedPOST)
+}
+
+// learn stores rfc and ed (each "" to leave that column alone) for host,
+// each until SchemeMemory from now.
+func (s *Schemes) learn(ctx context.Context, host, rfc, ed, from string) error {
+	now := s.now()
+	until := now.Add(SchemeMemory).UnixMilli()
+	var st SchemeStatus
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if st, _, err = s.read(ctx, tx, host); err != nil {
+			return err
+		}
+		st.expire(now)
+		nullable := func(state string, t *time.Time) (any, any) {
+			if state == "" {
+				return nil, nil
+			}
+			return state, t.UnixMilli()
+		}
+		if rfc != "" {
+			t := time.UnixMilli(until).UTC()
+			st.RFC9421, st.RFC9421Until = rfc, &t
+		}
+		if ed != "" {
+			t := time.UnixMilli(until).UTC()
+			st.Ed25519, st.Ed25519Until = ed, &t
+		}
+		if rfc == schemeRefused {
+			// Without RFC 9421 there is no Ed25519 either.
+			st.Ed25519, st.Ed25519Until = "", nil
+		}
+		st.LearnedFrom, st.UpdatedAt = from, now.UTC()
+		r, ru := nullable(st.RFC9421, st.RFC9421Until)
+		e, eu := nullable(st.Ed25519, st.Ed25519Until)
+		_, err = tx.ExecContext(ctx, `INSERT INTO delivery_signature_schemes
+			(host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (host) DO UPDATE SET rfc9421 = excluded.rfc9421, rfc9421_until = excluded.rfc9421_until,
+			ed25519 = excluded.ed25519, ed25519_until = excluded.ed25519_until,
+			learned_from = excluded.learned_from, updated_at = excluded.updated_at`,
+			host, r, ru, e, eu, from, now.UnixMilli())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delivery: learn signature scheme of %s: %w", host, err)
+	}
+	s.put(host, schemeEntry{st: st, found: true, readAt: now})
+	return nil
+}
+
+// Forget removes what is known of host, which then starts again with
+// draft-cavage.
+func (s *Schemes) Forget(ctx context.Context, host string) error {
+	host = NormalizeHost(host, "")
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM delivery_signature_schemes WHERE host = ?`, host)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delivery: forget signature scheme of %s: %w", host, err)
+	}
+	s.mu.Lock()
+	delete(s.m, host)
+	s.mu.Unlock()
+	return nil
+}
+
+// signAs signs req as sig with scheme. A scheme the actor has no key for
+// (Ed25519 for an actor without one) is ErrSign.
+func signAs(req *http.Request, body []byte, sig activitypub.Signer, scheme Scheme, now time.Time) error {
+	switch scheme {
+	case SchemeRFC9421Ed25519:
+		return sig.SignMessageEd25519(req, body, now)
+	case SchemeRFC9421:
+		return sig.SignMessage(req, body, now)
+	}
+	return sig.Sign(req, body, now)
+}
+
+// refusesScheme reports whether a POST answered status may have been
+// refused for its signature scheme, so the next scheme is worth a try.
+func refusesScheme(status int) bool {
+	return status == http.StatusBadRequest || status == http.StatusUnauthorized
+}
+
+// postLearning POSTs body to inbox with the schemes host is to get, in
+// order: on a 400 or 401 it tries the next one at once, within the same
+// attempt, and the schemes learnt from the answers are remembered. It
+// returns the last POST's answer.
+func (s *Service) postLearning(ctx context.Context, host, inbox string, body []byte, sig activitypub.Signer) (int, http.Header, error) {
+	order, err := s.schemes.Order(ctx, host)
+	if err != nil {
+		s.log.WarnContext(ctx, "delivery: signature scheme unknown; draft-cavage", "host", host, "err", err)
+		order = []Scheme{SchemeCavage}
+	}
+	if sig.Ed25519 == nil && len(order) > 0 && order[0] == SchemeRFC9421Ed25519 {
+		order = order[1:]
+	}
+	var refused []Scheme
+	var status int
+	var header http.Header
+	for _, scheme := range order {
+		status, header, err = s.post(ctx, inbox, body, sig, scheme)
+		if err != nil || !refusesScheme(status) {
+			break
+		}
+		refused = append(refused, scheme)
+	}
+	if err == nil && status >= 200 && status < 300 {
+		accepted := order[len(refused)]
+		if lerr := s.schemes.observe(ctx, host, accepted, refused); lerr != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "delivery: remember signature scheme", "host", host, "err", lerr)
+		}
+	}
+	return status, header, err
+}
+
+// Schemes returns the per-host signature schemes, for the inbox (which
+// reports verified RFC 9421 signatures) and the admin API.
+func (s *Service) Schemes() *Schemes { return s.schemes }
