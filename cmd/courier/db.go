@@ -14,7 +14,7 @@ import (
 // at start-up, and the migration runner is safe against the other doing it
 // at the same moment.
 func openDB(ctx context.Context, cfg Config, logger *slog.Logger) (*sqlite.DB, error) {
-	db, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous})
+	db, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -26,7 +26,7 @@ func openDB(ctx context.Context, cfg Config, logger *slog.Logger) (*sqlite.DB, e
 }
 
 func migrateCommand(ctx context.Context, cfg Config, stdout io.Writer, logger *slog.Logger) error {
-	db, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous})
+	db, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous, Logger: logger})
 	if err != nil {
 		return err
 	}
