@@ -182,15 +182,15 @@ func createPrivate(path string, log *slog.Logger) error {
 		return nil
 	}
 	if !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("sqlite: create %s: %w", path, err)
+		return nil // SQLite cannot create it either, and says why below
 	}
 	if runtime.GOOS == "windows" {
 		return nil // no Unix permission bits to check
 	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		st, err := os.Stat(p)
-		if err != nil {
-			continue // absent, or Open reports it below
+		if err != nil || !st.Mode().IsRegular() {
+			continue // absent or not a file: Open reports it below
 		}
 		if mode := st.Mode().Perm(); mode&0o044 != 0 {
 			log.Warn("sqlite: the database file is readable by other users, and it holds every local actor's private key; restrict it with chmod 600",
