@@ -1,8 +1,10 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 
+	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -14,6 +16,8 @@ const (
 	eMediaType store.Code = "unsupported_media_type"
 	// eMethod is a method the route does not serve.
 	eMethod store.Code = "method_not_allowed"
+	// eThrottled is a client that used up its failed token attempts.
+	eThrottled store.Code = "too_many_requests"
 )
 
 // status maps an error code to its HTTP status. It is the only place that
@@ -40,6 +44,8 @@ func status(code store.Code) int {
 		return http.StatusUnsupportedMediaType
 	case eMethod:
 		return http.StatusMethodNotAllowed
+	case eThrottled:
+		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError
 	}
@@ -63,6 +69,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if st == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
+	}
+	var te *throttledError
+	if errors.As(err, &te) {
+		w.Header().Set("Retry-After", limit.RetryAfter(te.wait))
 	}
 	writeJSON(w, st, "application/json; charset=utf-8", errorBody{Error: msg})
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/outbox"
@@ -159,6 +160,10 @@ func (c Config) validate() error {
 		if d.v < time.Second {
 			return fmt.Errorf("invalid --%s %s: must be at least 1s", d.flag, d.v)
 		}
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < admin.MinTokenLen {
+		return fmt.Errorf("invalid --admin-token (COURIER_ADMIN_TOKEN): %d characters, at least %d needed; %s",
+			len(c.AdminToken), admin.MinTokenLen, admin.TokenAdvice)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("invalid --listen %q: want host:port", c.Listen)
