@@ -21,6 +21,9 @@ func (a *app) registerAdmin(r *mux.Router) error {
 		Deliveries: ds,
 		Lease:      a.cfg.Lease,
 		Logger:     a.logger,
+
+		AllowPrivateAddresses: a.cfg.AllowPrivateAddresses,
+		Failures:              a.failures,
 	}
 	if a.cfg.Bus == "nats" && a.cfg.NATSMode == "jetstream" {
 		cfg.JetStream = admin.NewJetStream(a.db.Read, a.db.Write, nil)

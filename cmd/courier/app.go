@@ -16,6 +16,7 @@ import (
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
+	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
@@ -59,6 +60,8 @@ type app struct {
 	listener net.Listener
 	router   *mux.Router
 
+	failures *limit.Failures // failed bearer tokens, admin API and outbox alike
+
 	bus      bus          // nil when this process runs no worker
 	nats     *natsbus.Bus // set with --bus nats
 	importer *inbox.Importer
@@ -86,6 +89,11 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool
 		registry: outbox.NewRegistry(),
 		queue:    outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read}),
 		beat:     metrics.NewHeartbeat(nil),
+		failures: limit.NewFailures(nil),
+	}
+	if cfg.AllowPrivateAddresses {
+		logger.Warn("COURIER_ALLOW_PRIVATE_ADDRESSES is on: courier fetches from and delivers to loopback and private addresses; never set it on a server reachable from the internet",
+			"allow_private_addresses", true)
 	}
 	a.metrics = metrics.New(a.reg, metrics.ReadBuildInfo(version))
 	a.metrics.WatchQueue(metrics.QueueFuncs{
@@ -255,9 +263,11 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 	r := mux.NewRouter()
 	r.Handle("/metrics", metrics.Handler(a.reg)).Methods(http.MethodGet)
 	r.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/readyz", metrics.Health(a.readiness())).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/readyz", metrics.NewHealth(a.readiness(), metrics.HealthConfig{
+		Details: map[string]any{"allow_private_addresses": a.cfg.AllowPrivateAddresses},
+	})).Methods(http.MethodGet, http.MethodHead)
 	if serveHTTP {
-		srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version})
+		srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version, Failures: a.failures})
 		if err != nil {
 			return err
 		}
