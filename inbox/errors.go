@@ -47,6 +47,8 @@ const (
 func classify(err error) (int, string) {
 	var missing *activitypub.MissingFieldError
 	switch {
+	case errors.Is(err, ErrWrongHost):
+		return http.StatusMisdirectedRequest, "wrong_host"
 	case errors.Is(err, ErrContentType):
 		return http.StatusUnsupportedMediaType, "bad_content_type"
 	case errors.Is(err, ErrTooLarge):
@@ -97,6 +99,6 @@ func Results() []string {
 		"bad_content_type", "body_too_large", "unknown_inbox", "missing_field", "malformed_json", "bad_url",
 		"no_signature", "rfc9421_signature", "malformed_signature", "unsigned_header", "digest_mismatch",
 		"date_out_of_window", "unsupported_key", "bad_signature", "unknown_key", "actor_not_key_owner",
-		"domain_blocked", "actor_blocked", "origin_mismatch", resultInternal,
+		"domain_blocked", "actor_blocked", "origin_mismatch", "wrong_host", resultInternal,
 	}
 }

@@ -32,6 +32,9 @@ type Handler struct {
 	// domains answers domain-block checks, from memory until domain blocks
 	// change through the store or DomainBlockTTL ends.
 	domains *domainCache
+	// authority and scheme are those of the store's base URL, which every
+	// request must be addressed to (checkHost).
+	authority, scheme string
 }
 
 // New returns a Handler for cfg.
@@ -48,9 +51,14 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	own, scheme, err := authority(cfg.Store.URIs().Base)
+	if err != nil {
+		return nil, err
+	}
 	domains := newDomainCache(checker.IsDomainBlocked, cfg.DomainBlockTTL, cfg.Now)
 	cfg.Store.OnDomainBlocksChange(domains.invalidate)
 	return &Handler{
+		authority: own, scheme: scheme,
 		domains: domains,
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -124,6 +132,9 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // accept runs the acceptance path and returns the metrics result of an
 // accepted request (accepted, duplicate, or the dropped Delete).
 func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (string, error) {
+	if err := h.checkHost(r); err != nil {
+		return "", err
+	}
 	if !activitypub.IsActivityPubContentType(r.Header.Get("Content-Type")) {
 		return "", ErrContentType
 	}
