@@ -200,6 +200,12 @@ type options struct {
 	loopbackOnly bool
 	domainTTL    time.Duration    // inbox domain-block cache TTL (default the package's)
 	now          func() time.Time // inbox clock (default time.Now)
+	// budget is every remote host's inbound budget, requests a minute
+	// (default 1e6: the tests post hundreds of activities from the one
+	// loopback remote; TestHostBudget runs the package's default). The
+	// byte budget is 100 KiB per request.
+	budget      float64
+	budgetBytes int64 // the byte budget a minute, when set
 }
 
 func openDB(t testing.TB, path, syncMode string) *sqlite.DB {
@@ -262,9 +268,16 @@ func setup(t testing.TB, opts ...options) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.budget == 0 {
+		o.budget = 1e6
+	}
+	if o.budgetBytes == 0 {
+		o.budgetBytes = max(int64(o.budget*100*1024), inbox.DefaultMaxBody)
+	}
 	cfg := inbox.Config{
 		DB: b.db, Store: b.st, Resolver: b.resolver, Metrics: m.Inbox(), Health: b.health, KeyCacheTTL: o.keyTTL,
 		DomainBlockTTL: o.domainTTL, Now: o.now,
+		HostRequestsPerMinute: o.budget, HostBytesPerMinute: o.budgetBytes,
 	}
 	if b.handler, err = inbox.New(cfg); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/store"
 )
@@ -35,6 +36,8 @@ type Handler struct {
 	// authority and scheme are those of the store's base URL, which every
 	// request must be addressed to (checkHost).
 	authority, scheme string
+	// budgets are the per-remote-host inbound budgets.
+	budgets *budgets
 }
 
 // New returns a Handler for cfg.
@@ -58,7 +61,7 @@ func New(cfg Config) (*Handler, error) {
 	domains := newDomainCache(checker.IsDomainBlocked, cfg.DomainBlockTTL, cfg.Now)
 	cfg.Store.OnDomainBlocksChange(domains.invalidate)
 	return &Handler{
-		authority: own, scheme: scheme,
+		authority: own, scheme: scheme, budgets: newBudgets(cfg),
 		domains: domains,
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -101,6 +104,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		h.log.DebugContext(ctx, "inbox: request refused", "inbox", inboxLabel(name), "status", status,
 			"result", result, "err", err)
+		var throttled *ThrottledError
+		if errors.As(err, &throttled) {
+			w.Header().Set("Retry-After", limit.RetryAfter(throttled.Wait))
+		}
 		writeError(w, status, err.Error())
 		return
 	}
@@ -137,6 +144,10 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	if !activitypub.IsActivityPubContentType(r.Header.Get("Content-Type")) {
 		return "", ErrContentType
+	}
+	host := requestHost(activitypub.RequestSignature(r))
+	if err := h.budgets.admit(ctx, host); err != nil {
+		return "", err
 	}
 	body, err := h.readBody(w, r)
 	if err != nil {
@@ -179,11 +190,19 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if owner != act.Actor {
 		return "", fmt.Errorf("%w: key %s is owned by %s, not %s", ErrActorMismatch, sig.KeyID, owner, act.Actor)
 	}
+	h.budgets.charge(host, len(body))
 	if err := checkOrigin(&refs, act); err != nil {
 		return "", err
 	}
 	if err := h.checkBlocked(ctx, local, act); err != nil {
 		return "", err
+	}
+	if relevant, err := h.concerns(ctx, act); err != nil {
+		return "", err
+	} else if !relevant {
+		h.budgets.ignored(host)
+		h.signOfLife(ctx, refs.authority(sig.KeyID))
+		return resultIgnored, nil
 	}
 	dup, err := h.rec.store(ctx, record{
 		activityID: act.ID, typ: act.Type, actor: act.Actor, objectID: act.ObjectID, inbox: name,
