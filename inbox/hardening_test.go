@@ -227,4 +227,3 @@ func TestHostBudget(t *testing.T) {
 		t.Fatal("a host over its byte budget was not throttled after about 1 MiB")
 	}
 }
-
