@@ -92,6 +92,9 @@ type Config struct {
 	// Logger receives one info line per state-changing action (what and how
 	// many) and internal errors. Nil discards.
 	Logger *slog.Logger
+	// Inbound is the inbox's per-remote-host view. Nil: /admin/inbound
+	// answers 409 saying it is not available.
+	Inbound Inbound
 	// AllowPrivateAddresses is shown in /admin/stats: the server reaches
 	// loopback and private addresses (COURIER_ALLOW_PRIVATE_ADDRESSES).
 	AllowPrivateAddresses bool
@@ -240,6 +243,7 @@ func (a *API) routes() *mux.Router {
 	handle("/admin/jetstream/exhausted/{id}/replay", a.replayExhausted, post)
 	handle("/admin/activities/{id}", a.activityDeliveries, get)
 	handle("/admin/hosts", a.listHosts, get)
+	handle("/admin/inbound", a.inboundHosts, get)
 	handle("/admin/hosts/{host}", a.withHost(a.getHost), get)
 	handle("/admin/hosts/{host}/pause", a.withHost(a.pauseHost), post)
 	handle("/admin/hosts/{host}/resume", a.withHost(a.hostAction(resumeAction)), post)

@@ -62,6 +62,8 @@ deliveries:
   hosts retry HOST                       make parked and waiting deliveries due now
   hosts drain HOST [--confirm HOST]      discard pending deliveries (without --confirm: how many)
   hosts reset HOST                       forget the failure history
+inbound:
+  inbound                                remote hosts' inbound requests, ignored, throttled, budgets
 domain blocks:
   blocks                                 list
   blocks add DOMAIN [--reason TEXT]
@@ -420,6 +422,10 @@ func (c *cli) commands() map[string]map[string]command {
 		"stats": {"": {nargs: []int{0}, run: func(ctx context.Context, _ []string) error {
 			var out Stats
 			return c.get(ctx, "/admin/stats", nil, &out, func(w io.Writer) { renderStats(w, out) })
+		}}},
+		"inbound": {"": {nargs: []int{0}, run: func(ctx context.Context, _ []string) error {
+			var out InboundHosts
+			return c.get(ctx, "/admin/inbound", nil, &out, func(w io.Writer) { renderInbound(w, out) })
 		}}},
 		"events": {
 			"":     listEvents,

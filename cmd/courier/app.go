@@ -61,6 +61,7 @@ type app struct {
 	router   *mux.Router
 
 	failures *limit.Failures // failed bearer tokens, admin API and outbox alike
+	inbox    *inbox.Handler  // nil in a worker-only process
 
 	bus      bus          // nil when this process runs no worker
 	nats     *natsbus.Bus // set with --bus nats
@@ -271,6 +272,10 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 		if err != nil {
 			return err
 		}
+		budgets, err := a.cfg.hostBudgets()
+		if err != nil {
+			return err
+		}
 		in, err := inbox.New(inbox.Config{
 			DB:         a.db,
 			Store:      a.store,
@@ -279,11 +284,16 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 			Logger:     a.logger,
 			Metrics:    a.metrics.Inbox(),
 			Health:     a.delivery.Health(),
+
+			HostRequestsPerMinute: float64(a.cfg.InboxHostRequests),
+			HostBytesPerMinute:    int64(a.cfg.InboxHostBytes),
+			HostBudgetFactors:     budgets,
 		})
 		if err != nil {
 			return err
 		}
 		in.Register(r)
+		a.inbox = in
 		if err := a.registerAdmin(r); err != nil {
 			return err
 		}
