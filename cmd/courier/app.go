@@ -369,6 +369,10 @@ func (a *app) Run(ctx context.Context) error {
 	// Delivery's recorder and sweeper run in every process: the server's
 	// admin API and signs of life write through it too.
 	g.Go(func() error { return a.delivery.Run(workerCtx) })
+	// Deleted actors' keys go once their Delete is past delivery.
+	g.Go(func() error {
+		return store.KeyReaper{Store: a.store, Deliveries: a.deliveryDone(), Logger: a.logger}.Run(workerCtx)
+	})
 	g.Go(func() error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
@@ -382,6 +386,12 @@ func (a *app) Run(ctx context.Context) error {
 	err := g.Wait()
 	a.logger.Info("stopped")
 	return err
+}
+
+// deliveryDone is what the key reaper asks before removing a deleted
+// actor's key.
+func (a *app) deliveryDone() store.DeliveryFinisher {
+	return deliveryDone{queue: a.queue, delivery: a.delivery}
 }
 
 func runProcess(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool) error {

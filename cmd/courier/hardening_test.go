@@ -3,16 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/rsa"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/admin"
@@ -227,5 +234,130 @@ func TestInboundBudgetSettingsChecked(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error containing %q", env, err, want)
 		}
+	}
+}
+
+// scriptedInbox is a remote host whose inbox answers a status the test
+// sets, and which checks each POST's signature against the key it expects.
+type scriptedInbox struct {
+	srv    *httptest.Server
+	key    *rsa.PrivateKey
+	status atomic.Int32
+
+	mu     sync.Mutex
+	signer crypto.PublicKey // the key POSTs must be signed with
+	posts  []string         // type of each POST, "bad-signature" when it did not verify
+}
+
+func newScriptedInbox(t *testing.T) *scriptedInbox {
+	t.Helper()
+	key, err := activitypub.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scriptedInbox{key: key}
+	s.status.Store(http.StatusServiceUnavailable)
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/users/r":
+			pem, _ := activitypub.EncodePublicKeyPEM(&key.PublicKey)
+			doc, _ := activitypub.MarshalActorDocument(&activitypub.Actor{
+				ID: s.actor(), Type: "Person", PreferredUsername: "r", Inbox: s.actor() + "/inbox",
+				PublicKey: activitypub.PublicKey{ID: s.actor() + "#main-key", Owner: s.actor(), PublicKeyPem: pem},
+			})
+			w.Header().Set("Content-Type", activitypub.ContentType)
+			w.Write(doc)
+		case r.Method == http.MethodPost:
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			var act struct{ Type string }
+			_ = json.Unmarshal(body, &act)
+			s.mu.Lock()
+			if s.signer == nil || activitypub.Verify(r, body, s.signer, activitypub.VerifyOptions{}) != nil {
+				act.Type = "bad-signature"
+			}
+			s.posts = append(s.posts, act.Type)
+			s.mu.Unlock()
+			w.WriteHeader(int(s.status.Load()))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *scriptedInbox) actor() string { return s.srv.URL + "/users/r" }
+
+func (s *scriptedInbox) received() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.posts)
+}
+
+// TestDeletedActorKeyOutlivesItsDeliveries: a deleted local actor's key
+// stays while a delivery of its Delete is queued (the follower's host
+// answers 503), so the retried delivery is signed with it and verifies;
+// once it is delivered the actor, key included, is removed.
+func TestDeletedActorKeyOutlivesItsDeliveries(t *testing.T) {
+	t.Parallel()
+	remote := newScriptedInbox(t)
+	a, _ := startApp(t, func(c *Config) { c.AllowPrivateAddresses = true })
+	ctx := context.Background()
+	alice, _, err := a.store.CreateActor(ctx, store.NewActor{Name: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := activitypub.ParsePublicKeyPEM(alice.PublicKeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote.mu.Lock()
+	remote.signer = pub
+	remote.mu.Unlock()
+	follow, _ := json.Marshal(map[string]any{"@context": activitypub.ActivityStreams, "id": remote.srv.URL + "/follows/1",
+		"type": "Follow", "actor": remote.actor(), "object": alice.URI})
+	req, _ := http.NewRequest(http.MethodPost, a.cfg.BaseURL+"/inbox", bytes.NewReader(follow))
+	req.Header.Set("Content-Type", activitypub.ContentType)
+	if err := activitypub.SignRequest(req, follow, remote.actor()+"#main-key", remote.key, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("Follow: %d", resp.StatusCode)
+	}
+	waitFor(t, "the follower", func() bool {
+		fs, err := a.store.FollowerInboxes(ctx, alice.ID)
+		return err == nil && len(fs) == 1
+	})
+
+	if _, err := a.store.DeleteActor(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.ActorByName(ctx, "alice"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a deleted actor by name: %v, want not found", err)
+	}
+	waitFor(t, "a refused delivery of the Delete", func() bool { return slices.Contains(remote.received(), "Delete") })
+	if n, err := a.store.ReapDeletedActors(ctx, a.deliveryDone()); err != nil || n != 0 {
+		t.Fatalf("reaped %d (%v) while the Delete's delivery is queued", n, err)
+	}
+	if _, err := a.store.ActorByURI(ctx, alice.URI); err != nil {
+		t.Fatalf("the key of an actor whose Delete is queued is gone: %v", err)
+	}
+
+	remote.status.Store(http.StatusAccepted)
+	waitFor(t, "the Delete delivered and the actor removed", func() bool {
+		n, err := a.store.ReapDeletedActors(ctx, a.deliveryDone())
+		return err == nil && n == 1
+	})
+	got := remote.received()
+	if slices.Contains(got, "bad-signature") || !slices.Contains(got, "Delete") {
+		t.Fatalf("received %v: want every POST signed with alice's key", got)
+	}
+	if _, err := a.store.ActorByURI(ctx, alice.URI); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after delivery the actor is still there: %v", err)
 	}
 }

@@ -40,6 +40,8 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 		{"bad listen", []string{"serve", "--listen", "8080"}, nil, 2, "want host:port"},
 		{"bad bool", []string{"serve"}, map[string]string{"COURIER_ALLOW_PRIVATE_ADDRESSES": "maybe"}, 2, "not true or false"},
 		{"short admin token", []string{"serve"}, map[string]string{"COURIER_ADMIN_TOKEN": "admin"}, 2, "COURIER_ADMIN_TOKEN): 5 characters, at least 32 needed; make one with: openssl rand -hex 32"},
+		{"delete an unknown actor", []string{"actor", "delete", "--db", filepath.Join(dir, "actors.db"), "nobody"}, nil, 1, `no actor "nobody"`},
+		{"delete without a name", []string{"actor", "delete"}, nil, 2, "courier actor delete NAME"},
 		{"31-character admin token", []string{"worker", "--admin-token", strings.Repeat("k", 31)}, nil, 2, "at least 32 needed"},
 		{"unknown flag", []string{"serve", "--colour"}, nil, 2, "flag provided but not defined"},
 		{"unknown command", []string{"fly"}, nil, 2, `unknown command "fly"`},
