@@ -59,7 +59,7 @@ func (s *Store) ReapDeletedActors(ctx context.Context, d DeliveryFinisher) (int,
 		return 0, wrap("deleted actors", err)
 	}
 	type gone struct {
-		id                int64
+		id               int64
 		name, uri, event string
 	}
 	var all []gone
