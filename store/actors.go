@@ -205,17 +205,22 @@ func (s *Store) ActorByID(ctx context.Context, id int64) (*Actor, error) {
 // uri, or ENOTFOUND. A deleted actor is returned until ReapDeletedActors
 // removes it, so that the deliveries of its Delete are signed.
 func (s *Store) ActorByURI(ctx context.Context, uri string) (*Actor, error) {
-	return s.localActor(ctx, s.db.Read, uri)
+	return s.localActorOf(ctx, s.db.Read, uri, true)
 }
 
-// localActor is ActorByURI read through q.
+// localActor is ActorByURI read through q, without deleted actors: what
+// the inbox imports never concerns a deleted actor.
 func (s *Store) localActor(ctx context.Context, q queryer, uri string) (*Actor, error) {
+	return s.localActorOf(ctx, q, uri, false)
+}
+
+func (s *Store) localActorOf(ctx context.Context, q queryer, uri string, deleted bool) (*Actor, error) {
 	uri, _, _ = strings.Cut(uri, "#")
 	name, ok := s.uris.ActorName(uri)
 	if !ok {
 		return nil, Errorf(ENOTFOUND, "no local actor %q", uri)
 	}
-	return s.actorNamed(ctx, q, name, true)
+	return s.actorNamed(ctx, q, name, deleted)
 }
 
 // dummyHash keeps Authenticate's timing the same for unknown names.
