@@ -23,7 +23,7 @@ const (
 	// draft-cavage test vectors use 1024 bits).
 	MinRemoteKeyBits = 1024
 	// MaxRemoteKeyBits is the largest RSA modulus accepted.
-	MaxRemoteKeyBits = 8192
+	MaxRemoteKeyBits = 4096
 	// MaxRemoteKeyExponent is the largest RSA public exponent accepted
 	// (F4, the exponent every fediverse server uses).
 	MaxRemoteKeyExponent = 65537

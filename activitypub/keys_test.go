@@ -121,9 +121,9 @@ func TestParsePublicKeyPEMBounds(t *testing.T) {
 	}{
 		{2048, 65537, true},
 		{4096, 65537, true},
-		{8192, 65537, true},
 		{1024, 3, true},
-		{8200, 65537, false},
+		{4104, 65537, false},
+		{8192, 65537, false},
 		{16384, 65537, false},
 		{47200, 1<<31 - 1, false},
 		{2048, 1<<31 - 1, false},
