@@ -136,9 +136,12 @@ func (b *budgets) charge(host string, n int) {
 
 // ignored counts a verified request of host that concerned no one here.
 func (b *budgets) ignored(host string) {
+	if host == "" {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s := b.stats(host); host != "" && s != nil {
+	if s := b.stats(host); s != nil {
 		s.Ignored++
 	}
 }
