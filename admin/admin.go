@@ -298,6 +298,7 @@ var Endpoints = []Endpoint{
 	{"POST", "/admin/hosts/{host}/retry", "make the host's waiting deliveries due now"},
 	{"POST", "/admin/hosts/{host}/drain?confirm={host}", "discard the host's pending deliveries (without confirm: how many)"},
 	{"POST", "/admin/hosts/{host}/reset", "forget the host's failure history"},
+	{"GET", "/admin/inbound", "remote hosts' inbound requests, ignored and throttled ones, and their budgets"},
 	{"GET", "/admin/domain-blocks", "blocked domains"},
 	{"POST", "/admin/domain-blocks", `block a domain: {"domain": "...", "reason": "..."}`},
 	{"DELETE", "/admin/domain-blocks/{domain}", "unblock a domain"},

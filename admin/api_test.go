@@ -660,6 +660,7 @@ func TestComponentsNotConfigured(t *testing.T) {
 		{"GET", "/admin/hosts/a.example", "host health is not available"},
 		{"POST", "/admin/hosts/a.example/drain", "host health is not available"},
 		{"GET", "/admin/activities/6f0d9a3c-4f1e-5b8a-9c61-2d7e0b4a8f15", "delivery status is not available"},
+		{"GET", "/admin/inbound", "inbound view is not available"},
 	} {
 		if e := b.wantError(p.method, p.path, "", http.StatusConflict, p.sub); e.Code != admin.EUNAVAILABLE {
 			t.Errorf("%s %s: code %s", p.method, p.path, e.Code)
@@ -679,6 +680,7 @@ func TestStatusOfEveryCode(t *testing.T) {
 		admin.ECONFIRM:      http.StatusConflict,
 		admin.EUNAVAILABLE:  http.StatusConflict,
 		admin.ETOOLARGE:     http.StatusRequestEntityTooLarge,
+		admin.ETHROTTLED:    http.StatusTooManyRequests,
 		admin.EINTERNAL:     http.StatusInternalServerError,
 		admin.Code("other"): http.StatusInternalServerError,
 	} {
