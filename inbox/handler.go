@@ -61,15 +61,17 @@ func New(cfg Config) (*Handler, error) {
 	domains := newDomainCache(checker.IsDomainBlocked, cfg.DomainBlockTTL, cfg.Now)
 	cfg.Store.OnDomainBlocksChange(domains.invalidate)
 	return &Handler{
-		authority: own, scheme: scheme, budgets: newBudgets(cfg),
-		domains: domains,
-		cfg:     cfg,
-		log:     cfg.Logger,
-		st:      cfg.Store,
-		keys:    newKeyCache(cfg.KeyCacheTTL, cfg.Now),
-		rec:     rec,
-		life:    &lifeLimiter{every: cfg.SignOfLifeInterval, now: cfg.Now, last: map[string]time.Time{}},
-		verify:  activitypub.VerifyOptions{Window: cfg.DateWindow, Now: cfg.Now},
+		authority: own,
+		scheme:    scheme,
+		budgets:   newBudgets(cfg),
+		domains:   domains,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		st:        cfg.Store,
+		keys:      newKeyCache(cfg.KeyCacheTTL, cfg.Now),
+		rec:       rec,
+		life:      &lifeLimiter{every: cfg.SignOfLifeInterval, now: cfg.Now, last: map[string]time.Time{}},
+		verify:    activitypub.VerifyOptions{Window: cfg.DateWindow, Now: cfg.Now},
 	}, nil
 }
 
@@ -137,7 +139,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 }
 
 // accept runs the acceptance path and returns the metrics result of an
-// accepted request (accepted, duplicate, or the dropped Delete).
+// accepted request (accepted, duplicate, ignored, or the dropped Delete).
 func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (string, error) {
 	if err := h.checkHost(r); err != nil {
 		return "", err
@@ -197,9 +199,11 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err := h.checkBlocked(ctx, local, act); err != nil {
 		return "", err
 	}
-	if relevant, err := h.concerns(ctx, act); err != nil {
+	relevant, err := h.concerns(ctx, act)
+	if err != nil {
 		return "", err
-	} else if !relevant {
+	}
+	if !relevant {
 		h.budgets.ignored(host)
 		h.signOfLife(ctx, refs.authority(sig.KeyID))
 		return resultIgnored, nil
