@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"chaos":           {"outbox", "activitypub", "store", "sqlite", "migrations"},
 	"interop":         {},
 	"relay":           {"outbox", "activitypub", "store", "delivery", "sqlite", "metrics"},
+	"limit":           {},
 	"cmd/courier":     nil, // may import everything; nothing imports it
 }
 

@@ -14,6 +14,21 @@ import (
 // KeyBits is the size of the RSA keys courier generates.
 const KeyBits = 2048
 
+// Bounds on the RSA public keys courier accepts from remote actors. The
+// fediverse publishes 2048- to 4096-bit keys with exponent 65537; the cost
+// of checking a signature grows with the modulus and the exponent, so a
+// key beyond these bounds would let any sender buy CPU before the 401.
+const (
+	// MinRemoteKeyBits is the smallest RSA modulus accepted (the
+	// draft-cavage test vectors use 1024 bits).
+	MinRemoteKeyBits = 1024
+	// MaxRemoteKeyBits is the largest RSA modulus accepted.
+	MaxRemoteKeyBits = 4096
+	// MaxRemoteKeyExponent is the largest RSA public exponent accepted
+	// (F4, the exponent every fediverse server uses).
+	MaxRemoteKeyExponent = 65537
+)
+
 // ErrBadKey is returned (wrapped) when a PEM block or key cannot be used.
 var ErrBadKey = errors.New("activitypub: unusable key")
 
@@ -75,7 +90,8 @@ func ParsePrivateKeyPEM(s string) (*rsa.PrivateKey, error) {
 
 // ParsePublicKeyPEM decodes a public key from an SPKI "PUBLIC KEY" block
 // (RSA or Ed25519) or a PKCS#1 "RSA PUBLIC KEY" block, as remote actors
-// publish them. RSA keys shorter than 1024 bits are refused.
+// publish them. RSA keys outside MinRemoteKeyBits..MaxRemoteKeyBits, or
+// whose exponent is even, below 3 or above MaxRemoteKeyExponent, are refused.
 func ParsePublicKeyPEM(s string) (crypto.PublicKey, error) {
 	block, _ := pem.Decode([]byte(s))
 	if block == nil {
@@ -109,8 +125,11 @@ func ParsePublicKeyPEM(s string) (crypto.PublicKey, error) {
 	}
 	switch k := pub.(type) {
 	case *rsa.PublicKey:
-		if k.N.BitLen() < 1024 {
-			return nil, fmt.Errorf("%w: RSA key of %d bits", ErrBadKey, k.N.BitLen())
+		if n := k.N.BitLen(); n < MinRemoteKeyBits || n > MaxRemoteKeyBits {
+			return nil, fmt.Errorf("%w: RSA key of %d bits (accepted: %d to %d)", ErrBadKey, n, MinRemoteKeyBits, MaxRemoteKeyBits)
+		}
+		if k.E < 3 || k.E > MaxRemoteKeyExponent || k.E%2 == 0 {
+			return nil, fmt.Errorf("%w: RSA exponent %d (accepted: odd, 3 to %d)", ErrBadKey, k.E, MaxRemoteKeyExponent)
 		}
 		return k, nil
 	case ed25519.PublicKey:

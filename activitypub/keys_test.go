@@ -97,3 +97,46 @@ func TestParseKeyPEMErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestParsePublicKeyPEMBounds: RSA keys beyond the sizes and exponents the
+// fediverse uses are refused before any signature is checked with them,
+// such as the 47,200-bit modulus with exponent 2^31-1 that cost 92-180 ms
+// of CPU per unauthenticated request.
+func TestParsePublicKeyPEMBounds(t *testing.T) {
+	t.Parallel()
+	// A modulus of the given size (not a product of primes: parsing never
+	// looks, and verifying with it is what the bound prevents).
+	rsaPEM := func(bits, e int) string {
+		n := new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+		n.Add(n, big.NewInt(0x1234567))
+		der, err := x509.MarshalPKIXPublicKey(&rsa.PublicKey{N: n, E: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	}
+	for _, c := range []struct {
+		bits, e int
+		ok      bool
+	}{
+		{2048, 65537, true},
+		{4096, 65537, true},
+		{1024, 3, true},
+		{4104, 65537, false},
+		{8192, 65537, false},
+		{16384, 65537, false},
+		{47200, 1<<31 - 1, false},
+		{2048, 1<<31 - 1, false},
+		{2048, 65539, false},
+		{2048, 65536, false},
+		{2048, 1, false},
+	} {
+		_, err := ParsePublicKeyPEM(rsaPEM(c.bits, c.e))
+		if c.ok && err != nil {
+			t.Errorf("%d bits, e=%d: %v", c.bits, c.e, err)
+		}
+		if !c.ok && !errors.Is(err, ErrBadKey) {
+			t.Errorf("%d bits, e=%d: got %v, want ErrBadKey", c.bits, c.e, err)
+		}
+	}
+}

@@ -443,6 +443,9 @@ func checkSignature(r *http.Request, p *SignatureParams, body []byte, pub crypto
 	default:
 		return "", fmt.Errorf("%w: %T", ErrUnsupportedKey, pub)
 	}
+	if err := checkSignatureLength(p.Signature, pub); err != nil {
+		return "", err
+	}
 	for _, h := range []string{httpsig.RequestTarget, "host"} {
 		if !p.signed(h) {
 			return "", &MissingSignedHeaderError{Header: h}
@@ -484,6 +487,20 @@ func checkSignature(r *http.Request, p *SignatureParams, body []byte, pub crypto
 		return "", fmt.Errorf("%w: signature expired", ErrDateOutOfWindow)
 	}
 	return algo, nil
+}
+
+// checkSignatureLength refuses a signature longer than pub's signatures can
+// be (an RSA signature is as long as the modulus, an Ed25519 one 64 bytes),
+// before anything decodes it.
+func checkSignatureLength(sig string, pub crypto.PublicKey) error {
+	size := ed25519.SignatureSize
+	if k, ok := pub.(*rsa.PublicKey); ok {
+		size = k.Size()
+	}
+	if max := base64.StdEncoding.EncodedLen(size); len(sig) > max {
+		return fmt.Errorf("%w: signature of %d characters, more than the %d a %d-byte signature takes", ErrBadSignature, len(sig), max, size)
+	}
+	return nil
 }
 
 // rawTarget returns the path and query of r as they appeared on the wire.

@@ -3,6 +3,7 @@ package activitypub
 import (
 	"bytes"
 	"crypto"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -436,5 +437,29 @@ func TestVerifyCreatedAhead(t *testing.T) {
 		if got != want {
 			t.Errorf("created %s ahead: Verify gives %v, the reference %v", ahead, got, want)
 		}
+	}
+}
+
+// TestVerifyRefusesSignatureLongerThanKey: a junk signature longer than the
+// key's signatures is refused before it is decoded or checked.
+func TestVerifyRefusesSignatureLongerThanKey(t *testing.T) {
+	t.Parallel()
+	_, pub := specKeys(t)
+	opts := VerifyOptions{Now: func() time.Time { return specTime }}
+	p, err := ParseSignatureHeader(specSigAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := *p
+	exact.Signature = base64.StdEncoding.EncodeToString(make([]byte, pub.Size()))
+	err = VerifySignature(specRequest(specSigAll), &exact, []byte(specBody), pub, opts)
+	if !errors.Is(err, ErrBadSignature) || strings.Contains(err.Error(), "characters") {
+		t.Fatalf("zero signature of the key's length: got %v, want a failed check", err)
+	}
+	junk := *p
+	junk.Signature = base64.StdEncoding.EncodeToString(make([]byte, 5900))
+	err = VerifySignature(specRequest(specSigAll), &junk, []byte(specBody), pub, opts)
+	if !errors.Is(err, ErrBadSignature) || !strings.Contains(err.Error(), "more than the 172 a 128-byte signature takes") {
+		t.Fatalf("5,900-byte signature for a 1024-bit key: got %v, want the length refused", err)
 	}
 }

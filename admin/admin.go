@@ -34,6 +34,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/outbox/natsbus"
 	"github.com/courier-ap/courier/store"
@@ -104,6 +105,16 @@ type Config struct {
 	// Logger receives one info line per state-changing action (what and how
 	// many) and internal errors. Nil discards.
 	Logger *slog.Logger
+	// Inbound is the inbox's per-remote-host view. Nil: /admin/inbound
+	// answers 409 saying it is not available.
+	Inbound Inbound
+	// AllowPrivateAddresses is shown in /admin/stats: the server reaches
+	// loopback and private addresses (COURIER_ALLOW_PRIVATE_ADDRESSES).
+	AllowPrivateAddresses bool
+	// Failures throttles failed token attempts per client address; share
+	// one with the other bearer-token surfaces. Nil: a throttle of the API's
+	// own with limit's defaults.
+	Failures *limit.Failures
 }
 
 func (c Config) withDefaults() Config {
@@ -115,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Failures == nil {
+		c.Failures = limit.NewFailures(c.Now)
 	}
 	return c
 }
@@ -132,12 +146,18 @@ func (c Config) validate() error {
 		return fmt.Errorf("admin: config: Lease must be at least 1s, not %s", c.Lease)
 	case strings.TrimSpace(c.Token) != c.Token:
 		return errors.New("admin: config: Token has leading or trailing white space")
+	case len(c.Token) < MinTokenLen:
+		return fmt.Errorf("admin: config: Token has %d characters, at least %d are needed; %s", len(c.Token), MinTokenLen, TokenAdvice)
 	}
 	return nil
 }
 
-// minTokenLen is the token length below which New warns.
-const minTokenLen = 24
+// MinTokenLen is the shortest admin token accepted: a guessable token is
+// an open door, throttled or not.
+const MinTokenLen = 32
+
+// TokenAdvice says how to make a good admin token.
+const TokenAdvice = "make one with: openssl rand -hex 32"
 
 // API is the admin HTTP API. Create it with New and mount it with Register.
 type API struct {
@@ -157,10 +177,6 @@ func New(cfg Config) (*API, error) {
 	a := &API{cfg: cfg, log: cfg.Logger, queue: cfg.Queue}
 	if cfg.Token != "" {
 		a.tokenHash = sha256.Sum256([]byte(cfg.Token))
-		if len(cfg.Token) < minTokenLen {
-			a.log.Warn("admin: the admin token is short; use a long random one (openssl rand -hex 32)",
-				"length", len(cfg.Token), "recommended", minTokenLen)
-		}
 	}
 	a.router = a.routes()
 	return a, nil
@@ -184,7 +200,14 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"the admin API is disabled: start the server with --admin-token or COURIER_ADMIN_TOKEN"))
 		return
 	}
+	if wait := a.cfg.Failures.Wait(r.RemoteAddr); wait > 0 {
+		w.Header().Set("Retry-After", limit.RetryAfter(wait))
+		writeError(w, r, a.log, errorf(ETHROTTLED,
+			"too many failed token attempts from this address; retry in %s", limit.RetryAfter(wait)+"s"))
+		return
+	}
 	if !a.authorized(r) {
+		a.cfg.Failures.Failed(r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="courier admin"`)
 		a.log.InfoContext(r.Context(), "admin: request refused: missing or wrong bearer token",
 			"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
@@ -233,6 +256,7 @@ func (a *API) routes() *mux.Router {
 	handle("/admin/jetstream/exhausted/{id}/replay", a.replayExhausted, post)
 	handle("/admin/activities/{id}", a.activityDeliveries, get)
 	handle("/admin/hosts", a.listHosts, get)
+	handle("/admin/inbound", a.inboundHosts, get)
 	handle("/admin/hosts/{host}", a.withHost(a.getHost), get)
 	handle("/admin/hosts/{host}/pause", a.withHost(a.pauseHost), post)
 	handle("/admin/hosts/{host}/resume", a.withHost(a.hostAction(resumeAction)), post)
@@ -296,6 +320,7 @@ var Endpoints = []Endpoint{
 	{"GET", "/admin/signatures?cursor=&limit=", "the signature schemes (RFC 9421, Ed25519) each host was learnt to accept"},
 	{"GET", "/admin/signatures/{host}", "one host's signature schemes and the order deliveries try them in"},
 	{"DELETE", "/admin/signatures/{host}", "forget a host's signature schemes (draft-cavage first again)"},
+	{"GET", "/admin/inbound", "remote hosts' inbound requests, ignored and throttled ones, and their budgets"},
 	{"GET", "/admin/domain-blocks", "blocked domains"},
 	{"POST", "/admin/domain-blocks", `block a domain: {"domain": "...", "reason": "..."}`},
 	{"DELETE", "/admin/domain-blocks/{domain}", "unblock a domain"},

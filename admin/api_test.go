@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/admin"
+	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
@@ -50,6 +51,43 @@ func TestDisabledAnswers404Everywhere(t *testing.T) {
 	}
 }
 
+// TestFailedTokensThrottled: after limit.DefaultFailureBurst failed
+// attempts from one address, every request from it (the right token too,
+// which is then never compared) answers 429 with Retry-After until a token
+// is regained; a dictionary attack runs at ten guesses a minute.
+func TestFailedTokensThrottled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range limit.DefaultFailureBurst {
+		if st, body := b.do(http.MethodGet, "/admin/stats", fmt.Sprintf("guess-%02d-%s", i, strings.Repeat("x", 24)), ""); st != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d %s, want 401", i+1, st, body)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, b.srv.URL+"/admin/stats", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e admin.ErrorBody
+	err = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests || e.Code != admin.ETHROTTLED || resp.Header.Get("Retry-After") != "6" {
+		t.Fatalf("after %d failures: %d %+v Retry-After %q (%v), want 429 too_many_requests with Retry-After 6",
+			limit.DefaultFailureBurst, resp.StatusCode, e, resp.Header.Get("Retry-After"), err)
+	}
+	b.clock.Advance(6 * time.Second)
+	if st, body := b.do(http.MethodGet, "/admin/stats", token, ""); st != http.StatusOK {
+		t.Fatalf("the right token once a try is regained: %d %s", st, body)
+	}
+	if st, _ := b.do(http.MethodGet, "/admin/stats", "wrong-"+strings.Repeat("y", 30), ""); st != http.StatusUnauthorized {
+		t.Fatalf("the regained try is a try: %d, want 401", st)
+	}
+	if st, _ := b.do(http.MethodGet, "/admin/stats", token, ""); st != http.StatusTooManyRequests {
+		t.Fatalf("after spending it: %d, want 429", st)
+	}
+}
+
 func TestTokenChecked(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -73,6 +111,9 @@ func TestTokenChecked(t *testing.T) {
 			if c.header != "" {
 				req.Header.Set("Authorization", c.header)
 			}
+			// Slower than the failed-attempt throttle's rate, which
+			// TestFailedTokensThrottled checks.
+			b.clock.Advance(time.Minute)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -126,6 +167,8 @@ func TestNewValidates(t *testing.T) {
 		{Token: "t", Queue: q},
 		{Token: " t ", Queue: q, Store: storeOf(db)},
 		{Token: "t", Queue: q, Store: storeOf(db), Lease: time.Millisecond},
+		{Token: "admin", Queue: q, Store: storeOf(db)},
+		{Token: strings.Repeat("x", admin.MinTokenLen-1), Queue: q, Store: storeOf(db)},
 	} {
 		if _, err := admin.New(c); err == nil {
 			t.Errorf("New(%+v) accepted", c)
@@ -133,6 +176,13 @@ func TestNewValidates(t *testing.T) {
 	}
 	if _, err := admin.New(admin.Config{}); err != nil {
 		t.Errorf("a disabled API needs nothing: %v", err)
+	}
+	_, err := admin.New(admin.Config{Token: "admin", Queue: q, Store: storeOf(db)})
+	if err == nil || !strings.Contains(err.Error(), "at least 32") || !strings.Contains(err.Error(), "openssl rand -hex 32") {
+		t.Errorf("a short token: %v, want the minimum and how to make one", err)
+	}
+	if _, err := admin.New(admin.Config{Token: strings.Repeat("x", admin.MinTokenLen), Queue: q, Store: storeOf(db)}); err != nil {
+		t.Errorf("a token of %d characters: %v", admin.MinTokenLen, err)
 	}
 }
 
@@ -610,6 +660,7 @@ func TestComponentsNotConfigured(t *testing.T) {
 		{"GET", "/admin/hosts/a.example", "host health is not available"},
 		{"POST", "/admin/hosts/a.example/drain", "host health is not available"},
 		{"GET", "/admin/activities/6f0d9a3c-4f1e-5b8a-9c61-2d7e0b4a8f15", "delivery status is not available"},
+		{"GET", "/admin/inbound", "inbound view is not available"},
 	} {
 		if e := b.wantError(p.method, p.path, "", http.StatusConflict, p.sub); e.Code != admin.EUNAVAILABLE {
 			t.Errorf("%s %s: code %s", p.method, p.path, e.Code)
@@ -629,6 +680,7 @@ func TestStatusOfEveryCode(t *testing.T) {
 		admin.ECONFIRM:      http.StatusConflict,
 		admin.EUNAVAILABLE:  http.StatusConflict,
 		admin.ETOOLARGE:     http.StatusRequestEntityTooLarge,
+		admin.ETHROTTLED:    http.StatusTooManyRequests,
 		admin.EINTERNAL:     http.StatusInternalServerError,
 		admin.Code("other"): http.StatusInternalServerError,
 	} {

@@ -65,6 +65,8 @@ deliveries:
   signatures [--limit N] [--cursor C]    signature schemes learnt per host (RFC 9421, Ed25519)
   signatures show HOST                   one host's schemes, in the order deliveries try them
   signatures forget HOST                 forget them (draft-cavage first again)
+inbound:
+  inbound                                remote hosts' inbound requests, ignored, throttled, budgets
 domain blocks:
   blocks                                 list
   blocks add DOMAIN [--reason TEXT]
@@ -427,6 +429,10 @@ func (c *cli) commands() map[string]map[string]command {
 		"stats": {"": {nargs: []int{0}, run: func(ctx context.Context, _ []string) error {
 			var out Stats
 			return c.get(ctx, "/admin/stats", nil, &out, func(w io.Writer) { renderStats(w, out) })
+		}}},
+		"inbound": {"": {nargs: []int{0}, run: func(ctx context.Context, _ []string) error {
+			var out InboundHosts
+			return c.get(ctx, "/admin/inbound", nil, &out, func(w io.Writer) { renderInbound(w, out) })
 		}}},
 		"events": {
 			"":     listEvents,

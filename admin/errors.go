@@ -39,6 +39,8 @@ const (
 	EUNAVAILABLE Code = "unavailable"
 	// ETOOLARGE: the request body is over the limit.
 	ETOOLARGE Code = "too_large"
+	// ETHROTTLED: too many failed token attempts from the client's address.
+	ETHROTTLED Code = "too_many_requests"
 	// EINTERNAL: anything else; the details are logged, not shown.
 	EINTERNAL Code = "internal"
 )
@@ -89,6 +91,8 @@ func Status(c Code) int {
 		return http.StatusConflict
 	case ETOOLARGE:
 		return http.StatusRequestEntityTooLarge
+	case ETHROTTLED:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }

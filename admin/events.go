@@ -409,7 +409,7 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := Stats{Counts: map[string]map[string]int64{}, Totals: map[string]int64{},
-		LeaseSeconds: int64(a.cfg.Lease / time.Second)}
+		LeaseSeconds: int64(a.cfg.Lease / time.Second), AllowPrivateAddresses: a.cfg.AllowPrivateAddresses}
 	for status, byType := range st {
 		out.Counts[status] = byType
 		for _, n := range byType {

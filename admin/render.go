@@ -102,6 +102,9 @@ func renderStats(w io.Writer, s Stats) {
 	fmt.Fprintf(w, "\ntotals: pending %d, processing %d (stuck %d, lease %s), dead_lettered %d, done %d\n",
 		s.Totals["pending"], s.Totals["processing"], s.Stuck, age(time.Duration(s.LeaseSeconds)*time.Second),
 		s.Totals["dead_lettered"], s.Totals["done"])
+	if s.AllowPrivateAddresses {
+		fmt.Fprintln(w, "warning: COURIER_ALLOW_PRIVATE_ADDRESSES=true: this server fetches from and delivers to loopback and private addresses")
+	}
 }
 
 func renderEvents(w io.Writer, l EventList, hint string) {

@@ -71,6 +71,9 @@ type Stats struct {
 	Stuck int64 `json:"stuck"`
 	// LeaseSeconds is the lease Stuck is measured against.
 	LeaseSeconds int64 `json:"lease_seconds"`
+	// AllowPrivateAddresses is COURIER_ALLOW_PRIVATE_ADDRESSES: the server
+	// fetches from and delivers to loopback and private addresses.
+	AllowPrivateAddresses bool `json:"allow_private_addresses"`
 }
 
 // RetryResult answers a retry of a filtered set of events.

@@ -364,7 +364,9 @@ func signRequests(b *testing.B, tb *testBundle, n int) [][]byte {
 				name := fmt.Sprintf("s%d", i%benchSenders)
 				actor := tb.remote.actor(name)
 				id := tb.id("create")
-				body := mustJSON(b, activity(id, "Create", actor, note(id+"/note", actor, nil)))
+				create := activity(id, "Create", actor, note(id+"/note", actor, nil))
+				create["cc"] = []string{tb.base + "/users/alice"} // concerns a local actor: stored
+				body := mustJSON(b, create)
 				var buf bytes.Buffer
 				if err := tb.request(b, "/inbox", body, tb.as(b, name)).Write(&buf); err != nil {
 					b.Error(err)

@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -207,6 +208,12 @@ type options struct {
 	domainTTL    time.Duration    // inbox domain-block cache TTL (default the package's)
 	now          func() time.Time // inbox clock (default time.Now)
 	schemes      inbox.Schemes    // learns RFC 9421 senders (default none)
+	// budget is every remote host's inbound budget, requests a minute
+	// (default 1e6: the tests post hundreds of activities from the one
+	// loopback remote; TestHostBudget runs the package's default). The
+	// byte budget is 100 KiB per request.
+	budget      float64
+	budgetBytes int64 // the byte budget a minute, when set
 }
 
 func openDB(t testing.TB, path, syncMode string) *sqlite.DB {
@@ -269,9 +276,16 @@ func setup(t testing.TB, opts ...options) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.budget == 0 {
+		o.budget = 1e6
+	}
+	if o.budgetBytes == 0 {
+		o.budgetBytes = max(int64(o.budget*100*1024), inbox.DefaultMaxBody)
+	}
 	cfg := inbox.Config{
 		DB: b.db, Store: b.st, Resolver: b.resolver, Metrics: m.Inbox(), Health: b.health, KeyCacheTTL: o.keyTTL,
 		DomainBlockTTL: o.domainTTL, Now: o.now, Schemes: o.schemes,
+		HostRequestsPerMinute: o.budget, HostBytesPerMinute: o.budgetBytes,
 	}
 	if b.handler, err = inbox.New(cfg); err != nil {
 		t.Fatal(err)
@@ -474,8 +488,23 @@ func mustJSON(t testing.TB, v any) []byte {
 func (b *testBundle) outcome(t testing.TB, id string) string {
 	t.Helper()
 	var o sql.NullString
-	if err := b.db.Read.QueryRow(`SELECT outcome FROM inbox_activities WHERE activity_id = ?`, id).Scan(&o); err != nil {
+	err := b.db.Read.QueryRow(`SELECT outcome FROM inbox_activities WHERE activity_id = ?`, id).Scan(&o)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Answered 202 and not recorded: the inbox found that it concerns
+		// no one here (see relevance.go), which is an ignored activity.
+		return inbox.OutcomeIgnored
+	}
+	if err != nil {
 		t.Fatalf("outcome of %s: %v", id, err)
 	}
 	return o.String
+}
+
+// follow has local actor a follow target (a pending Follow), so that what
+// target sends concerns someone here.
+func (b *testBundle) follow(t testing.TB, a *store.Actor, target string) {
+	t.Helper()
+	if _, err := b.st.Follow(b.ctx, a, target); err != nil {
+		t.Fatalf("follow %s: %v", target, err)
+	}
 }

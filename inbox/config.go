@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
@@ -86,6 +87,16 @@ type Config struct {
 	Health Health
 	// Schemes learns the hosts that sign with RFC 9421 (nil: none learnt).
 	Schemes Schemes
+	// HostRequestsPerMinute is each remote host's budget of inbound
+	// requests (default 600: 10 a second, all of them at once at most);
+	// beyond it, its requests are answered 429 with Retry-After.
+	HostRequestsPerMinute float64
+	// HostBytesPerMinute is each remote host's budget of inbound body bytes
+	// (default 16 MiB), as HostRequestsPerMinute.
+	HostBytesPerMinute int64
+	// HostBudgetFactors gives hosts (as key ids name them, with a port if
+	// any, lower case) a multiple of the default budgets (nil: none).
+	HostBudgetFactors map[string]float64
 }
 
 // Defaults of Config.
@@ -98,6 +109,8 @@ const (
 	DefaultMaxBatch           = 256
 	DefaultRetention          = 30 * 24 * time.Hour
 	DefaultSweepInterval      = time.Hour
+	DefaultHostRequests       = 600
+	DefaultHostBytes          = 16 << 20
 )
 
 func (c Config) withDefaults() Config {
@@ -131,6 +144,12 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.HostRequestsPerMinute == 0 {
+		c.HostRequestsPerMinute = DefaultHostRequests
+	}
+	if c.HostBytesPerMinute == 0 {
+		c.HostBytesPerMinute = DefaultHostBytes
+	}
 	return c
 }
 
@@ -156,6 +175,15 @@ func (c Config) validate() error {
 		return fmt.Errorf("inbox: SweepInterval must be at least 1s, not %s", c.SweepInterval)
 	case c.MaxBatch < 1:
 		return fmt.Errorf("inbox: MaxBatch must be at least 1, not %d", c.MaxBatch)
+	case c.HostRequestsPerMinute < 1:
+		return fmt.Errorf("inbox: HostRequestsPerMinute must be at least 1, not %g", c.HostRequestsPerMinute)
+	case c.HostBytesPerMinute < c.MaxBody:
+		return fmt.Errorf("inbox: HostBytesPerMinute must be at least MaxBody (%d), not %d", c.MaxBody, c.HostBytesPerMinute)
+	}
+	for host, f := range c.HostBudgetFactors {
+		if f <= 0 || host == "" || host != strings.ToLower(host) {
+			return fmt.Errorf("inbox: HostBudgetFactors: %q=%g: want a lower-case host and a positive factor", host, f)
+		}
 	}
 	return nil
 }

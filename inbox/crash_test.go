@@ -61,7 +61,9 @@ func TestImportCrash(t *testing.T) {
 			}
 			for range crashNotes {
 				id := b.id("create")
-				acts = append(acts, activity(id, "Create", actor, note(id+"/note", actor, nil)))
+				create := activity(id, "Create", actor, note(id+"/note", actor, nil))
+				create["cc"] = []string{alice.URI} // concerns alice: stored
+				acts = append(acts, create)
 			}
 			var mine []*http.Request
 			for _, a := range acts {

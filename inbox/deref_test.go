@@ -124,10 +124,12 @@ func (o *origin) mastodonNote(t *testing.T) string {
 func TestCreateByReference(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.localActor(t, "alice", false)
+	alice := b.localActor(t, "alice", false)
 	o := newOrigin(t, "/users/felix", "/users/mallory")
 	noteID := o.mastodonNote(t)
 	felix, mallory := o.srv.URL+"/users/felix", o.srv.URL+"/users/mallory"
+	b.follow(t, alice, felix)
+	b.follow(t, alice, mallory)
 
 	create := o.id("create")
 	b.mustPost(t, o.signer(t, "/users/felix"), activity(create, "Create", felix, noteID))
@@ -167,9 +169,10 @@ func TestCreateByReference(t *testing.T) {
 func TestCreateByReferenceRetried(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.localActor(t, "alice", false)
+	alice := b.localActor(t, "alice", false)
 	o := newOrigin(t, "/users/felix")
 	noteID := o.mastodonNote(t)
+	b.follow(t, alice, o.srv.URL+"/users/felix")
 	o.failNext("/users/felix/statuses/107224289116410645", 1)
 	create := o.id("create")
 	b.mustPost(t, o.signer(t, "/users/felix"), activity(create, "Create", o.srv.URL+"/users/felix", noteID))
@@ -273,6 +276,7 @@ func TestAnnounceFetchesOnlyWhatItShould(t *testing.T) {
 	o := newOrigin(t, "/c/main", "/users/felix")
 	noteID := o.mastodonNote(t)
 	group := o.srv.URL + "/c/main"
+	b.follow(t, alice, o.srv.URL+"/users/felix")
 	if _, err := b.st.Follow(b.ctx, alice, group); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,10 @@
 // imports them.
 //
 // Acceptance (Handler, mounted on POST /users/{name}/inbox and POST /inbox):
-// a request must carry an ActivityPub content type and a body of at most
+// a request must be addressed to courier (its Host that of the base URL,
+// else 421), its sender's host must be within its budget of requests and
+// bytes a minute (else 429 with Retry-After; only verified requests are
+// charged), and it must carry an ActivityPub content type and a body of at most
 // MaxBody bytes holding an activity with id, type and actor. Its draft-cavage
 // HTTP Signature must sign (request-target), host, date and digest, its
 // Digest must match the body and its Date lie within DateWindow. The key is
@@ -24,7 +27,12 @@
 // that peers that try an RFC 9421 signature first fall back to
 // draft-cavage.
 //
-// A verified activity is recorded under its id (inbox_activities) and its
+// A verified activity that concerns no one here (see Handler.concerns: no
+// local actor follows its sender, is addressed, mentioned or owns what it
+// acts on, and it is no Follow of a local actor, no Delete or Update of
+// something held, no Undo of a held activity) is answered 202 and counted,
+// and nothing is stored. Any other verified activity is recorded under its
+// id (inbox_activities; the document is cleared once imported) and its
 // inbox.received event enqueued, in one transaction shared with concurrent
 // requests (group commit); the event id is derived from the activity id, so
 // a repeated or racing duplicate records and enqueues nothing. The answer is

@@ -47,6 +47,10 @@ const (
 func classify(err error) (int, string) {
 	var missing *activitypub.MissingFieldError
 	switch {
+	case errors.Is(err, ErrThrottled):
+		return http.StatusTooManyRequests, resultThrottled
+	case errors.Is(err, ErrWrongHost):
+		return http.StatusMisdirectedRequest, "wrong_host"
 	case errors.Is(err, ErrContentType):
 		return http.StatusUnsupportedMediaType, "bad_content_type"
 	case errors.Is(err, ErrTooLarge):
@@ -93,10 +97,10 @@ func classify(err error) (int, string) {
 // tests: accepted, duplicate, the dropped Delete, and each rejection.
 func Results() []string {
 	return []string{
-		metrics.InboxAccepted, metrics.InboxDuplicate, resultDroppedDelete,
+		metrics.InboxAccepted, metrics.InboxDuplicate, resultDroppedDelete, resultIgnored, resultThrottled,
 		"bad_content_type", "body_too_large", "unknown_inbox", "missing_field", "malformed_json", "bad_url",
 		"no_signature", "rfc9421_signature", "malformed_signature", "unsigned_header", "digest_mismatch",
 		"date_out_of_window", "unsupported_key", "bad_signature", "unknown_key", "actor_not_key_owner",
-		"domain_blocked", "actor_blocked", "origin_mismatch", resultInternal,
+		"domain_blocked", "actor_blocked", "origin_mismatch", "wrong_host", resultInternal,
 	}
 }

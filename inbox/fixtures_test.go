@@ -113,6 +113,13 @@ func TestFediversePayloads(t *testing.T) {
 				t.Fatalf("actor %s not rewritten", head.Actor)
 			}
 			b.remote.addPath(path, key(t, keyRemote))
+			// alice follows each sender, as she would for its posts to
+			// reach her: what concerns no one here is not stored.
+			if _, err := b.st.FollowingState(b.ctx, alice.ID, head.Actor); err != nil {
+				if _, err := b.st.Follow(b.ctx, alice, head.Actor); err != nil {
+					t.Fatal(err)
+				}
+			}
 			s := signer{keyID: head.Actor + "#main-key", key: key(t, keyRemote)}
 			if status, resp := do(t, b.request(t, "/inbox", []byte(body), s)); status != http.StatusAccepted {
 				t.Fatalf("%d %s", status, resp)

@@ -24,6 +24,7 @@ func TestGoneActorDeleteRemovesAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	bob := b.remote.actor("bob")
+	b.follow(t, alice, bob) // so that bob's note concerns someone here
 	bobNote := b.remote.url("/notes/1")
 	b.mustPost(t, b.as(t, "bob"), activity(b.id("follow"), "Follow", bob, alice.URI))
 	b.mustPost(t, b.as(t, "bob"), activity(b.id("create"), "Create", bob, note(bobNote, bob, nil)))

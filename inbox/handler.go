@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/store"
 )
@@ -32,6 +33,11 @@ type Handler struct {
 	// domains answers domain-block checks, from memory until domain blocks
 	// change through the store or DomainBlockTTL ends.
 	domains *domainCache
+	// authority and scheme are those of the store's base URL, which every
+	// request must be addressed to (checkHost).
+	authority, scheme string
+	// budgets are the per-remote-host inbound budgets.
+	budgets *budgets
 }
 
 // New returns a Handler for cfg.
@@ -48,17 +54,24 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	own, scheme, err := authority(cfg.Store.URIs().Base)
+	if err != nil {
+		return nil, err
+	}
 	domains := newDomainCache(checker.IsDomainBlocked, cfg.DomainBlockTTL, cfg.Now)
 	cfg.Store.OnDomainBlocksChange(domains.invalidate)
 	return &Handler{
-		domains: domains,
-		cfg:     cfg,
-		log:     cfg.Logger,
-		st:      cfg.Store,
-		keys:    newKeyCache(cfg.KeyCacheTTL, cfg.Now),
-		rec:     rec,
-		life:    &lifeLimiter{every: cfg.SignOfLifeInterval, now: cfg.Now, last: map[string]time.Time{}},
-		verify:  activitypub.VerifyOptions{Window: cfg.DateWindow, Now: cfg.Now},
+		authority: own,
+		scheme:    scheme,
+		budgets:   newBudgets(cfg),
+		domains:   domains,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		st:        cfg.Store,
+		keys:      newKeyCache(cfg.KeyCacheTTL, cfg.Now),
+		rec:       rec,
+		life:      &lifeLimiter{every: cfg.SignOfLifeInterval, now: cfg.Now, last: map[string]time.Time{}},
+		verify:    activitypub.VerifyOptions{Window: cfg.DateWindow, Now: cfg.Now},
 	}, nil
 }
 
@@ -98,6 +111,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		h.log.DebugContext(ctx, "inbox: request refused", "inbox", inboxLabel(name), "status", status,
 			"result", result, "err", err)
+		var throttled *ThrottledError
+		if errors.As(err, &throttled) {
+			w.Header().Set("Retry-After", limit.RetryAfter(throttled.Wait))
+		}
 		writeError(w, status, err.Error())
 		return
 	}
@@ -127,10 +144,17 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 }
 
 // accept runs the acceptance path and returns the metrics result of an
-// accepted request (accepted, duplicate, or the dropped Delete).
+// accepted request (accepted, duplicate, ignored, or the dropped Delete).
 func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (string, error) {
+	if err := h.checkHost(r); err != nil {
+		return "", err
+	}
 	if !activitypub.IsActivityPubContentType(r.Header.Get("Content-Type")) {
 		return "", ErrContentType
+	}
+	host := requestHost(activitypub.RequestSignature(r))
+	if err := h.budgets.admit(ctx, host); err != nil {
+		return "", err
 	}
 	body, err := h.readBody(w, r)
 	if err != nil {
@@ -173,11 +197,21 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if owner != act.Actor {
 		return "", fmt.Errorf("%w: key %s is owned by %s, not %s", ErrActorMismatch, sig.KeyID, owner, act.Actor)
 	}
+	h.budgets.charge(host, len(body))
 	if err := checkOrigin(&refs, act); err != nil {
 		return "", err
 	}
 	if err := h.checkBlocked(ctx, local, act); err != nil {
 		return "", err
+	}
+	relevant, err := h.concerns(ctx, act)
+	if err != nil {
+		return "", err
+	}
+	if !relevant {
+		h.budgets.ignored(host)
+		h.signOfLife(ctx, refs.authority(sig.KeyID))
+		return resultIgnored, nil
 	}
 	dup, err := h.rec.store(ctx, record{
 		activityID: act.ID, typ: act.Type, actor: act.Actor, objectID: act.ObjectID, inbox: name,

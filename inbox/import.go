@@ -68,8 +68,10 @@ var objectTypes = map[string]bool{
 const (
 	sqlLoadActivity = `SELECT document, received_at, imported_at IS NOT NULL
 		FROM inbox_activities WHERE activity_id = ?`
-	sqlImported     = `SELECT imported_at IS NOT NULL FROM inbox_activities WHERE activity_id = ?`
-	sqlMarkImported = `UPDATE inbox_activities SET imported_at = ?, outcome = ?
+	sqlImported = `SELECT imported_at IS NOT NULL FROM inbox_activities WHERE activity_id = ?`
+	// The activity's document goes once imported: what the import keeps
+	// is in the store, and the row stays to recognise redeliveries by id.
+	sqlMarkImported = `UPDATE inbox_activities SET imported_at = ?, outcome = ?, document = ''
 		WHERE activity_id = ? AND imported_at IS NULL`
 )
 

@@ -112,6 +112,9 @@ func TestNotesReactionsDeletes(t *testing.T) {
 	bob, carol := b.remote.actor("bob"), b.remote.actor("carol")
 	alice := b.localActor(t, "alice", false)
 	asBob, asCarol := b.as(t, "bob"), b.as(t, "carol")
+	// bob's notes are addressed to alice too: what concerns no one here is
+	// not stored (TestIrrelevantActivitiesIgnored).
+	toAlice := func(a map[string]any) map[string]any { a["cc"] = []string{alice.URI}; return a }
 
 	// Create, then an older Update (kept out), then a newer one. Each is
 	// imported before the next is posted: the worker imports concurrently,
@@ -119,15 +122,15 @@ func TestNotesReactionsDeletes(t *testing.T) {
 	// overwritten by the Create.
 	noteID := b.remote.url("/notes/1")
 	createID := b.id("create")
-	b.mustPost(t, asBob, activity(createID, "Create", bob, note(noteID, bob, map[string]any{
-		"content": "v1", "updated": "2026-01-02T10:00:00Z"})))
+	b.mustPost(t, asBob, toAlice(activity(createID, "Create", bob, note(noteID, bob, map[string]any{
+		"content": "v1", "updated": "2026-01-02T10:00:00Z"}))))
 	b.drain(t)
 	olderID, newerID := b.id("update"), b.id("update")
-	b.mustPost(t, asBob, activity(olderID, "Update", bob, note(noteID, bob, map[string]any{
-		"content": "v0", "updated": "2026-01-02T09:00:00Z"})))
+	b.mustPost(t, asBob, toAlice(activity(olderID, "Update", bob, note(noteID, bob, map[string]any{
+		"content": "v0", "updated": "2026-01-02T09:00:00Z"}))))
 	b.drain(t)
-	b.mustPost(t, asBob, activity(newerID, "Update", bob, note(noteID, bob, map[string]any{
-		"content": "v2", "updated": "2026-01-02T11:00:00Z"})))
+	b.mustPost(t, asBob, toAlice(activity(newerID, "Update", bob, note(noteID, bob, map[string]any{
+		"content": "v2", "updated": "2026-01-02T11:00:00Z"}))))
 	b.drain(t)
 	o, err := b.st.ObjectByURI(b.ctx, noteID)
 	if err != nil || o.Content != "v2" || o.AttributedTo != bob {
@@ -162,8 +165,8 @@ func TestNotesReactionsDeletes(t *testing.T) {
 	// Delete of the note: a tombstone; a late Create does not resurrect it.
 	b.mustPost(t, asBob, activity(b.id("delete"), "Delete", bob, map[string]any{"id": noteID, "type": "Tombstone"}))
 	b.drain(t)
-	b.mustPost(t, asBob, activity(b.id("create"), "Create", bob, note(noteID, bob, map[string]any{
-		"content": "again", "updated": "2026-05-01T00:00:00Z"})))
+	b.mustPost(t, asBob, toAlice(activity(b.id("create"), "Create", bob, note(noteID, bob, map[string]any{
+		"content": "again", "updated": "2026-05-01T00:00:00Z"}))))
 	b.drain(t)
 	if o, err := b.st.ObjectByURI(b.ctx, noteID); err != nil || !o.Deleted() || o.Content != "" {
 		t.Fatalf("after the Delete: %+v, %v", o, err)

@@ -24,6 +24,9 @@ type HealthConfig struct {
 	// Timeout bounds one request's checks, which run concurrently (default
 	// 2 s). A check still running at the deadline is reported as failed.
 	Timeout time.Duration
+	// Details are settings reported beside the checks (nil: none), such as
+	// a guard an operator turned off.
+	Details map[string]any
 	// Logger receives failed checks at warn level (nil means discard).
 	// Error texts are logged, never written into the response, since the
 	// endpoint may be reachable from outside.
@@ -46,6 +49,8 @@ type HealthReport struct {
 	Status string `json:"status"`
 	// Checks maps each check's name to "ok", "fail" or "timeout".
 	Checks map[string]string `json:"checks"`
+	// Details are HealthConfig.Details.
+	Details map[string]any `json:"details,omitempty"`
 }
 
 // Health returns a handler for /healthz or /readyz that runs checks on every
@@ -103,7 +108,7 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			results <- checkResult{name: name, err: runCheck(ctx, h.checks[name])}
 		}()
 	}
-	rep := HealthReport{Status: "ok", Checks: make(map[string]string, len(h.names))}
+	rep := HealthReport{Status: "ok", Checks: make(map[string]string, len(h.names)), Details: h.cfg.Details}
 collect:
 	for range h.names {
 		select {

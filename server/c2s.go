@@ -102,7 +102,7 @@ func (s *Server) postOutbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, store.Errorf(store.EUNAUTHORIZED, "an Authorization: Bearer token is required"))
 		return
 	}
-	actor, err := s.st.Authenticate(ctx, name, tok)
+	actor, err := s.authenticate(r, name, tok)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 
+	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -17,6 +19,8 @@ const (
 	// eSignature is a GET whose HTTP signature is required, or present, and
 	// does not verify.
 	eSignature store.Code = "bad_signature"
+	// eThrottled is a client that used up its failed token attempts.
+	eThrottled store.Code = "too_many_requests"
 )
 
 // status maps an error code to its HTTP status. It is the only place that
@@ -43,6 +47,8 @@ func status(code store.Code) int {
 		return http.StatusUnsupportedMediaType
 	case eMethod:
 		return http.StatusMethodNotAllowed
+	case eThrottled:
+		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError
 	}
@@ -69,6 +75,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
 	case eSignature:
 		w.Header().Set("WWW-Authenticate", `Signature realm="courier",headers="(request-target) host date"`)
+	}
+	var te *throttledError
+	if errors.As(err, &te) {
+		w.Header().Set("Retry-After", limit.RetryAfter(te.wait))
 	}
 	writeJSON(w, st, "application/json; charset=utf-8", errorBody{Error: msg})
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -55,6 +56,10 @@ type Config struct {
 	// Now is the clock signed GETs' Date is checked against (default
 	// time.Now).
 	Now func() time.Time
+	// Failures throttles failed bearer-token attempts per client address;
+	// share one with the admin API. Nil: a throttle of the server's own
+	// with limit's defaults.
+	Failures *limit.Failures
 }
 
 func (c Config) withDefaults() Config {
@@ -72,6 +77,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Failures == nil {
+		c.Failures = limit.NewFailures(nil)
 	}
 	return c
 }
@@ -211,8 +219,33 @@ func (s *Server) owner(r *http.Request, a *store.Actor) (bool, error) {
 	if !present {
 		return false, nil
 	}
-	if _, err := s.st.Authenticate(r.Context(), a.Name, tok); err != nil {
+	if _, err := s.authenticate(r, a.Name, tok); err != nil {
 		return false, err
 	}
 	return true, nil
 }
+
+// authenticate checks tok as the bearer token of the actor name, unless
+// the client's address has used up its failed attempts (429 with
+// Retry-After); a wrong token counts as a failed attempt.
+func (s *Server) authenticate(r *http.Request, name, tok string) (*store.Actor, error) {
+	if wait := s.cfg.Failures.Wait(r.RemoteAddr); wait > 0 {
+		return nil, &throttledError{wait: wait, err: store.Errorf(eThrottled,
+			"too many failed token attempts from this address; retry in %ss", limit.RetryAfter(wait))}
+	}
+	a, err := s.st.Authenticate(r.Context(), name, tok)
+	if store.ErrorCode(err) == store.EUNAUTHORIZED {
+		s.cfg.Failures.Failed(r.RemoteAddr)
+	}
+	return a, err
+}
+
+// throttledError is an eThrottled error with the wait its answer's
+// Retry-After carries.
+type throttledError struct {
+	wait time.Duration
+	err  error
+}
+
+func (e *throttledError) Error() string { return e.err.Error() }
+func (e *throttledError) Unwrap() error { return e.err }

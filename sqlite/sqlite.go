@@ -20,9 +20,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -45,6 +48,9 @@ type Options struct {
 	BusyTimeout time.Duration
 	// ReadConns is the size of the read pool (default 4).
 	ReadConns int
+	// Logger receives the warning about a database file that users other
+	// than its owner can read (nil: discarded).
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -56,6 +62,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReadConns <= 0 {
 		o.ReadConns = 4
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
 }
@@ -92,6 +101,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, errors.New("sqlite: empty database path")
 	}
 	if err := checkDir(path); err != nil {
+		return nil, err
+	}
+	if err := createPrivate(path, opts.Logger); err != nil {
 		return nil, err
 	}
 	base := "file:" + (&url.URL{Path: path}).EscapedPath()
@@ -149,6 +161,41 @@ func checkDir(path string) error {
 	}
 	if !st.IsDir() {
 		return fmt.Errorf("sqlite: database directory %s is not a directory", dir)
+	}
+	return nil
+}
+
+// FileMode is the mode Open creates a new database file with: it holds
+// every local actor's private key, so only its owner reads it. SQLite
+// creates the WAL and shared-memory files with the database file's mode.
+const FileMode os.FileMode = 0o600
+
+// createPrivate creates the database file with FileMode when it does not
+// exist yet (an empty file is a new database to SQLite), and warns about
+// an existing database, WAL or shared-memory file that others can read.
+func createPrivate(path string, log *slog.Logger) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, FileMode)
+	if err == nil {
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("sqlite: create %s: %w", path, err)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return nil // SQLite cannot create it either, and says why below
+	}
+	if runtime.GOOS == "windows" {
+		return nil // no Unix permission bits to check
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		st, err := os.Stat(p)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // absent or not a file: Open reports it below
+		}
+		if mode := st.Mode().Perm(); mode&0o044 != 0 {
+			log.Warn("sqlite: the database file is readable by other users, and it holds every local actor's private key; restrict it with chmod 600",
+				"path", p, "mode", fmt.Sprintf("%04o", mode))
+		}
 	}
 	return nil
 }

@@ -181,16 +181,24 @@ func (s *Store) scanActor(row interface{ Scan(...any) error }, extra ...any) (*A
 	return &a, nil
 }
 
-// ActorByName returns the local actor name, or ENOTFOUND.
+// ActorByName returns the local actor name, or ENOTFOUND (for a deleted
+// actor too).
 func (s *Store) ActorByName(ctx context.Context, name string) (*Actor, error) {
 	return s.actorByName(ctx, s.db.Read, name)
 }
 
 func (s *Store) actorByName(ctx context.Context, q queryer, name string) (*Actor, error) {
+	return s.actorNamed(ctx, q, name, false)
+}
+
+// actorNamed reads the local actor name through q; a deleted one only
+// when deleted is true.
+func (s *Store) actorNamed(ctx context.Context, q queryer, name string, deleted bool) (*Actor, error) {
 	if !ValidName(name) {
 		return nil, Errorf(ENOTFOUND, "no actor %q", name)
 	}
-	a, err := s.scanActor(q.QueryRowContext(ctx, `SELECT `+actorColumns+` FROM actors WHERE name = ?`, name))
+	a, err := s.scanActor(q.QueryRowContext(ctx, `SELECT `+actorColumns+` FROM actors
+		WHERE name = ? AND (deleted_at IS NULL OR ?)`, name, deleted))
 	if err != nil {
 		return nil, wrap("actor by name", notFound(err, ENOTFOUND, "no actor %q", name))
 	}
@@ -207,19 +215,25 @@ func (s *Store) ActorByID(ctx context.Context, id int64) (*Actor, error) {
 }
 
 // ActorByURI returns the local actor whose ActivityPub id (or key id) is
-// uri, or ENOTFOUND.
+// uri, or ENOTFOUND. A deleted actor is returned until ReapDeletedActors
+// removes it, so that the deliveries of its Delete are signed.
 func (s *Store) ActorByURI(ctx context.Context, uri string) (*Actor, error) {
-	return s.localActor(ctx, s.db.Read, uri)
+	return s.localActorOf(ctx, s.db.Read, uri, true)
 }
 
-// localActor is ActorByURI read through q.
+// localActor is ActorByURI read through q, without deleted actors: what
+// the inbox imports never concerns a deleted actor.
 func (s *Store) localActor(ctx context.Context, q queryer, uri string) (*Actor, error) {
+	return s.localActorOf(ctx, q, uri, false)
+}
+
+func (s *Store) localActorOf(ctx context.Context, q queryer, uri string, deleted bool) (*Actor, error) {
 	uri, _, _ = strings.Cut(uri, "#")
 	name, ok := s.uris.ActorName(uri)
 	if !ok {
 		return nil, Errorf(ENOTFOUND, "no local actor %q", uri)
 	}
-	return s.actorByName(ctx, q, name)
+	return s.actorNamed(ctx, q, name, deleted)
 }
 
 // dummyHash keeps Authenticate's timing the same for unknown names.
@@ -235,7 +249,7 @@ func (s *Store) Authenticate(ctx context.Context, name, token string) (*Actor, e
 		var hash string
 		var err error
 		a, err = s.scanActor(s.db.Read.QueryRowContext(ctx,
-			`SELECT `+actorColumns+`, token_hash FROM actors WHERE name = ?`, name), &hash)
+			`SELECT `+actorColumns+`, token_hash FROM actors WHERE name = ? AND deleted_at IS NULL`, name), &hash)
 		switch {
 		case err == nil:
 			stored = hash

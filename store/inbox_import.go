@@ -61,7 +61,7 @@ func (s *Store) ObjectByURITx(ctx context.Context, tx *sql.Tx, uri string) (*Obj
 }
 
 // ActorByURITx returns the local actor whose id (or key id) is uri as tx
-// sees it, or ENOTFOUND.
+// sees it, or ENOTFOUND (for a deleted actor too).
 func (s *Store) ActorByURITx(ctx context.Context, tx *sql.Tx, uri string) (*Actor, error) {
 	return s.localActor(ctx, tx, uri)
 }

@@ -94,6 +94,12 @@ func scanObject(row interface{ Scan(...any) error }) (*Object, error) {
 	o.Published, o.Updated, o.DeletedAt = fromMS(published), fromNullMS(updated), fromNullMS(deleted)
 	if doc != "" {
 		o.Document = json.RawMessage(doc)
+		if !o.Local() && o.Content == "" && o.Summary == "" {
+			// A remote object's text is stored once, in its document.
+			if d, err := activitypub.ParseObject(o.Document); err == nil {
+				o.Content, o.Summary = d.Content, d.Summary
+			}
+		}
 	}
 	return &o, nil
 }
@@ -149,7 +155,9 @@ type RemoteObject struct {
 }
 
 // UpsertRemoteObjectTx stores a remote object in tx, or replaces the stored
-// one when the new one is at least as recent. It reports whether anything
+// one when the new one is at least as recent. The object is stored once:
+// its Document, from which Content and Summary are read back (they are
+// stored beside it only when the document does not hold them). It reports whether anything
 // was written. An object whose stored copy is newer (by "updated", else
 // "published") is left alone; a tombstoned object is never resurrected; a
 // local object cannot be overwritten (EFORBIDDEN).
@@ -169,6 +177,13 @@ func (s *Store) UpsertRemoteObjectTx(ctx context.Context, tx *sql.Tx, o RemoteOb
 	t := s.clock()
 	if o.Published.IsZero() {
 		o.Published = t
+	}
+	// The text is stored once, in the document, when the document gives
+	// it back as scanObject reads it; else (a document of another shape)
+	// beside it, so nothing is lost.
+	content, summary := o.Content, o.Summary
+	if d, err := activitypub.ParseObject(o.Document); err == nil && d.Content == o.Content && d.Summary == o.Summary {
+		content, summary = "", ""
 	}
 	vis := Visibility(o.To, o.CC, "")
 	if vis == VisibilityDirect && len(o.To)+len(o.CC) > 0 {
@@ -194,7 +209,7 @@ func (s *Store) UpsertRemoteObjectTx(ctx context.Context, tx *sql.Tx, o RemoteOb
 		_, err = tx.ExecContext(ctx, `UPDATE objects SET type = ?, content = ?, summary = ?, in_reply_to = ?,
 			to_json = ?, cc_json = ?, visibility = ?, published_at = ?, updated_at = ?, document = ?, modified_at = ?
 			WHERE id = ?`,
-			o.Type, o.Content, o.Summary, nullString(o.InReplyTo), marshalList(o.To), marshalList(o.CC), vis,
+			o.Type, content, summary, nullString(o.InReplyTo), marshalList(o.To), marshalList(o.CC), vis,
 			ms(o.Published), nullMS(o.Updated), string(o.Document), ms(t), existing.RowID)
 		if err != nil {
 			return false, wrap("upsert remote object", err)
@@ -205,7 +220,7 @@ func (s *Store) UpsertRemoteObjectTx(ctx context.Context, tx *sql.Tx, o RemoteOb
 			(uri, type, attributed_to, content, summary, in_reply_to, to_json, cc_json, visibility,
 			 published_at, updated_at, document, created_at, modified_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			o.URI, o.Type, o.AttributedTo, o.Content, o.Summary, nullString(o.InReplyTo),
+			o.URI, o.Type, o.AttributedTo, content, summary, nullString(o.InReplyTo),
 			marshalList(o.To), marshalList(o.CC), vis, ms(o.Published), nullMS(o.Updated), string(o.Document), ms(t), ms(t))
 		if err != nil {
 			return false, wrap("upsert remote object", err)

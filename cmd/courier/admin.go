@@ -7,6 +7,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/admin"
+	"github.com/courier-ap/courier/inbox"
 )
 
 // registerAdmin mounts the admin API; without an admin token every /admin/
@@ -23,6 +24,12 @@ func (a *app) registerAdmin(r *mux.Router) error {
 		Signatures: a.delivery.Schemes(),
 		Lease:      a.cfg.Lease,
 		Logger:     a.logger,
+
+		AllowPrivateAddresses: a.cfg.AllowPrivateAddresses,
+		Failures:              a.failures,
+	}
+	if a.inbox != nil {
+		cfg.Inbound = inboundView{h: a.inbox, requests: float64(a.cfg.InboxHostRequests), bytes: float64(a.cfg.InboxHostBytes)}
 	}
 	if a.cfg.Bus == "nats" && a.cfg.NATSMode == "jetstream" {
 		cfg.JetStream = admin.NewJetStream(a.db.Read, a.db.Write, nil)
@@ -33,6 +40,20 @@ func (a *app) registerAdmin(r *mux.Router) error {
 	}
 	api.Register(r)
 	return nil
+}
+
+// inboundView shows the inbox's per-host budgets in the admin API.
+type inboundView struct {
+	h               *inbox.Handler
+	requests, bytes float64
+}
+
+func (v inboundView) InboundHosts() admin.InboundHosts {
+	out := admin.InboundHosts{RequestsPerMinute: v.requests, BytesPerMinute: v.bytes}
+	for _, h := range v.h.HostBudgets() {
+		out.Hosts = append(out.Hosts, admin.InboundHost(h))
+	}
+	return out
 }
 
 // adminCommand runs `courier admin ...` against a running server's admin API.

@@ -16,6 +16,7 @@ import (
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
+	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
@@ -60,6 +61,9 @@ type app struct {
 	listener net.Listener
 	router   *mux.Router
 
+	failures *limit.Failures // failed bearer tokens, admin API and outbox alike
+	inbox    *inbox.Handler  // nil in a worker-only process
+
 	bus      bus          // nil when this process runs no worker
 	nats     *natsbus.Bus // set with --bus nats
 	importer *inbox.Importer
@@ -87,6 +91,11 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool
 		registry: outbox.NewRegistry(),
 		queue:    outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read}),
 		beat:     metrics.NewHeartbeat(nil),
+		failures: limit.NewFailures(nil),
+	}
+	if cfg.AllowPrivateAddresses {
+		logger.Warn("COURIER_ALLOW_PRIVATE_ADDRESSES is on: courier fetches from and delivers to loopback and private addresses; never set it on a server reachable from the internet",
+			"allow_private_addresses", true)
 	}
 	a.metrics = metrics.New(a.reg, metrics.ReadBuildInfo(version))
 	a.metrics.WatchQueue(metrics.QueueFuncs{
@@ -262,10 +271,16 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 	r := mux.NewRouter()
 	r.Handle("/metrics", metrics.Handler(a.reg)).Methods(http.MethodGet)
 	r.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/readyz", metrics.Health(a.readiness())).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/readyz", metrics.NewHealth(a.readiness(), metrics.HealthConfig{
+		Details: map[string]any{"allow_private_addresses": a.cfg.AllowPrivateAddresses},
+	})).Methods(http.MethodGet, http.MethodHead)
 	if serveHTTP {
 		srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version,
-			Keys: a.resolver, AuthorizedFetch: a.cfg.AuthorizedFetch})
+			Keys: a.resolver, AuthorizedFetch: a.cfg.AuthorizedFetch, Failures: a.failures})
+		if err != nil {
+			return err
+		}
+		budgets, err := a.cfg.hostBudgets()
 		if err != nil {
 			return err
 		}
@@ -278,11 +293,16 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 			Metrics:    a.metrics.Inbox(),
 			Health:     a.delivery.Health(),
 			Schemes:    a.delivery.Schemes(),
+
+			HostRequestsPerMinute: float64(a.cfg.InboxHostRequests),
+			HostBytesPerMinute:    int64(a.cfg.InboxHostBytes),
+			HostBudgetFactors:     budgets,
 		})
 		if err != nil {
 			return err
 		}
 		in.Register(r)
+		a.inbox = in
 		if err := a.registerAdmin(r); err != nil {
 			return err
 		}
@@ -358,6 +378,10 @@ func (a *app) Run(ctx context.Context) error {
 	// Delivery's recorder and sweeper run in every process: the server's
 	// admin API and signs of life write through it too.
 	g.Go(func() error { return a.delivery.Run(workerCtx) })
+	// Deleted actors' keys go once their Delete is past delivery.
+	g.Go(func() error {
+		return store.KeyReaper{Store: a.store, Deliveries: a.deliveryDone(), Logger: a.logger}.Run(workerCtx)
+	})
 	g.Go(func() error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
@@ -371,6 +395,12 @@ func (a *app) Run(ctx context.Context) error {
 	err := g.Wait()
 	a.logger.Info("stopped")
 	return err
+}
+
+// deliveryDone is what the key reaper asks before removing a deleted
+// actor's key.
+func (a *app) deliveryDone() store.DeliveryFinisher {
+	return deliveryDone{queue: a.queue, delivery: a.delivery}
 }
 
 func runProcess(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool) error {

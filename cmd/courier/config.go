@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/outbox"
@@ -44,6 +45,9 @@ type Config struct {
 	UnavailableAfter      time.Duration
 	ProbeInterval         time.Duration
 	ParkRecheck           time.Duration
+	InboxHostRequests     int
+	InboxHostBytes        int
+	InboxHostBudgets      string
 }
 
 // setting is one flag with its environment variable.
@@ -77,6 +81,9 @@ func settings(cfg *Config) []setting {
 		{"delivery-timeout", "COURIER_DELIVERY_TIMEOUT", "bound on one delivery POST, response included", (*durationValue)(&cfg.DeliveryTimeout)},
 		{"unavailable-after", "COURIER_DELIVERY_UNAVAILABLE_AFTER", "how long a host must keep failing before it is marked unavailable and its deliveries are parked", (*durationValue)(&cfg.UnavailableAfter)},
 		{"probe-interval", "COURIER_DELIVERY_PROBE_INTERVAL", "first wait between probes of an unavailable host (doubles up to 1h)", (*durationValue)(&cfg.ProbeInterval)},
+		{"inbox-host-requests", "COURIER_INBOX_HOST_REQUESTS", "inbound requests a minute each remote host may send; beyond it courier answers 429 with Retry-After", (*intValue)(&cfg.InboxHostRequests)},
+		{"inbox-host-bytes", "COURIER_INBOX_HOST_BYTES", "inbound body bytes a minute each remote host may send; beyond it courier answers 429 with Retry-After", (*intValue)(&cfg.InboxHostBytes)},
+		{"inbox-host-budgets", "COURIER_INBOX_HOST_BUDGETS", "remote hosts with a multiple of the inbound budgets, as host=factor,host=factor (host as its key ids name it, with a port if any)", (*stringValue)(&cfg.InboxHostBudgets)},
 		{"park-recheck", "COURIER_DELIVERY_PARK_RECHECK", "how long a parked delivery sleeps before it looks at its host again (a recovering host releases it at once)", (*durationValue)(&cfg.ParkRecheck)},
 	}
 }
@@ -104,6 +111,9 @@ func defaultConfig() Config {
 		UnavailableAfter: delivery.DefaultUnavailableAfter,
 		ProbeInterval:    delivery.DefaultProbeInterval,
 		ParkRecheck:      delivery.DefaultParkRecheck,
+		// The inbox's own defaults.
+		InboxHostRequests: inbox.DefaultHostRequests,
+		InboxHostBytes:    inbox.DefaultHostBytes,
 	}
 }
 
@@ -162,6 +172,19 @@ func (c Config) validate() error {
 			return fmt.Errorf("invalid --%s %s: must be at least 1s", d.flag, d.v)
 		}
 	}
+	if c.InboxHostRequests < 1 {
+		return fmt.Errorf("invalid --inbox-host-requests (COURIER_INBOX_HOST_REQUESTS) %d: must be at least 1", c.InboxHostRequests)
+	}
+	if c.InboxHostBytes < inbox.DefaultMaxBody {
+		return fmt.Errorf("invalid --inbox-host-bytes (COURIER_INBOX_HOST_BYTES) %d: must be at least %d, the largest body", c.InboxHostBytes, inbox.DefaultMaxBody)
+	}
+	if _, err := c.hostBudgets(); err != nil {
+		return err
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < admin.MinTokenLen {
+		return fmt.Errorf("invalid --admin-token (COURIER_ADMIN_TOKEN): %d characters, at least %d needed; %s",
+			len(c.AdminToken), admin.MinTokenLen, admin.TokenAdvice)
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("invalid --listen %q: want host:port", c.Listen)
 	}
@@ -183,6 +206,25 @@ func (c Config) validate() error {
 		return fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", c.LogLevel)
 	}
 	return nil
+}
+
+// hostBudgets parses --inbox-host-budgets: host=factor pairs separated by
+// commas, nil when empty.
+func (c Config) hostBudgets() (map[string]float64, error) {
+	if strings.TrimSpace(c.InboxHostBudgets) == "" {
+		return nil, nil
+	}
+	out := map[string]float64{}
+	for _, part := range strings.Split(c.InboxHostBudgets, ",") {
+		host, f, ok := strings.Cut(strings.TrimSpace(part), "=")
+		host = strings.ToLower(strings.TrimSpace(host))
+		factor, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if !ok || host == "" || strings.ContainsAny(host, "/ ") || err != nil || factor <= 0 || factor > 1000 {
+			return nil, fmt.Errorf("invalid --inbox-host-budgets (COURIER_INBOX_HOST_BUDGETS) entry %q: want host=factor, like mastodon.social=4 (a factor above 0, at most 1000)", part)
+		}
+		out[host] = factor
+	}
+	return out, nil
 }
 
 // BaseURL without a trailing slash.

@@ -23,7 +23,7 @@ func openDB(ctx context.Context, cfg Config, logger *slog.Logger) (*sqlite.DB, e
 	if postgres.IsURL(cfg.DB) {
 		return nil, errPostgresSchemaOnly
 	}
-	db, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous})
+	db, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func migrateCommand(ctx context.Context, cfg Config, stdout io.Writer, logger *s
 	if postgres.IsURL(cfg.DB) {
 		return migratePostgres(ctx, cfg, stdout, logger)
 	}
-	db, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous})
+	db, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous, Logger: logger})
 	if err != nil {
 		return err
 	}

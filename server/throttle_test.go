@@ -1,0 +1,33 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/courier-ap/courier/limit"
+)
+
+// TestFailedBearerTokensThrottled: wrong outbox tokens from one address
+// are answered 401 up to limit.DefaultFailureBurst, then 429 with
+// Retry-After, the right token included (it is not compared), on writes
+// and on the owner's reads alike; nothing is written meanwhile.
+func TestFailedBearerTokensThrottled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	note := map[string]any{"type": "Note", "content": "hi", "to": []string{"https://www.w3.org/ns/activitystreams#Public"}}
+	for i := range limit.DefaultFailureBurst {
+		r := b.post(t, "alice", "guess-"+string(rune('a'+i)), note)
+		wantStatus(t, r, http.StatusUnauthorized)
+	}
+	r := b.post(t, "alice", b.token, note)
+	wantStatus(t, r, http.StatusTooManyRequests)
+	if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
+		t.Fatalf("429 without a Retry-After: %q", ra)
+	}
+	wantStatus(t, b.get(t, "/users/alice/outbox", "Authorization", "Bearer "+b.token), http.StatusTooManyRequests)
+	if n := b.count(t, "SELECT COUNT(*) FROM objects"); n != 0 {
+		t.Fatalf("%d objects written while throttled", n)
+	}
+	// Without a token the public view is served: no credential, no attempt.
+	wantStatus(t, b.get(t, "/users/alice/outbox"), http.StatusOK)
+}

@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// DeleteActor deletes the local actor name: in one transaction it marks
+// the actor deleted and enqueues its Delete, addressed to the public and
+// its followers. The actor then answers as unknown (ActorByName,
+// Authenticate), but its row, key and followers stay, so the fan-out finds
+// every follower and every delivery of the Delete is still signed
+// (ActorByURI, which signing uses, still returns it); ReapDeletedActors
+// removes the row once every delivery has finished or died. An unknown or
+// already deleted actor is ENOTFOUND.
+func (s *Store) DeleteActor(ctx context.Context, name string) (*Activity, error) {
+	var act *Activity
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		a, err := s.actorByName(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		ev := s.newEvent()
+		if act, err = s.emitTx(ctx, tx, ev, a, "Delete", a.URI, []string{Public}, []string{s.uris.Followers(a.Name)}); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE actors SET deleted_at = ?, updated_at = ? WHERE id = ?`,
+			ms(ev.At), ms(ev.At), a.ID); err != nil {
+			return wrap("delete actor", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return act, nil
+}
+
+// DeliveryFinisher reports whether the outgoing activity activityID,
+// enqueued by the event eventID, is past delivery: fanned out, and each of
+// its deliveries delivered or given up (dead-lettered, refused, drained).
+type DeliveryFinisher interface {
+	DeliveryFinished(ctx context.Context, eventID, activityID string) (bool, error)
+}
+
+// ReapDeletedActors removes each deleted local actor, its key with it,
+// whose Delete is past delivery (d), and returns how many it removed. Its
+// activities, objects and follows go with it.
+func (s *Store) ReapDeletedActors(ctx context.Context, d DeliveryFinisher) (int, error) {
+	rows, err := s.db.Read.QueryContext(ctx, `SELECT a.id, a.name, COALESCE(act.uri, ''), COALESCE(act.event_id, '')
+		FROM actors a
+		LEFT JOIN activities act ON act.actor_id = a.id AND act.type = 'Delete' AND act.object_uri = ?1 || '/users/' || a.name
+		WHERE a.deleted_at IS NOT NULL`, s.uris.Base)
+	if err != nil {
+		return 0, wrap("deleted actors", err)
+	}
+	type gone struct {
+		id               int64
+		name, uri, event string
+	}
+	var all []gone
+	for rows.Next() {
+		var g gone
+		if err := rows.Scan(&g.id, &g.name, &g.uri, &g.event); err != nil {
+			rows.Close()
+			return 0, wrap("deleted actors", err)
+		}
+		all = append(all, g)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return 0, wrap("deleted actors", err)
+	}
+	n := 0
+	for _, g := range all {
+		if g.uri != "" {
+			done, err := d.DeliveryFinished(ctx, g.event, g.uri)
+			if err != nil {
+				return n, fmt.Errorf("store: delivery of %s: %w", g.uri, err)
+			}
+			if !done {
+				continue
+			}
+		}
+		if err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `DELETE FROM actors WHERE id = ? AND deleted_at IS NOT NULL`, g.id)
+			return err
+		}); err != nil {
+			return n, wrap("reap actor", err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// DefaultReapInterval is how often a KeyReaper looks for deleted actors.
+const DefaultReapInterval = time.Minute
+
+// KeyReaper removes deleted local actors, keys included, once their
+// Delete is past delivery (Store.ReapDeletedActors), every Interval.
+type KeyReaper struct {
+	Store      *Store
+	Deliveries DeliveryFinisher
+	// Interval is the time between two passes (default DefaultReapInterval).
+	Interval time.Duration
+	// Logger receives one line per removed actor count and errors (nil
+	// discards).
+	Logger *slog.Logger
+}
+
+// Run reaps until ctx ends; it returns nil then.
+func (k KeyReaper) Run(ctx context.Context) error {
+	if k.Interval <= 0 {
+		k.Interval = DefaultReapInterval
+	}
+	if k.Logger == nil {
+		k.Logger = slog.New(slog.DiscardHandler)
+	}
+	t := time.NewTicker(k.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		n, err := k.Store.ReapDeletedActors(ctx, k.Deliveries)
+		switch {
+		case err != nil && !errors.Is(err, context.Canceled):
+			k.Logger.WarnContext(ctx, "store: removing deleted actors", "err", err)
+		case n > 0:
+			k.Logger.InfoContext(ctx, "store: deleted actors removed, their Delete delivered", "count", n)
+		}
+	}
+}
