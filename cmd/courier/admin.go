@@ -9,9 +9,9 @@ import (
 	"github.com/courier-ap/courier/admin"
 )
 
-// registerAdmin mounts the admin API; without an admin token every /admin/
-// path answers that the API is disabled.
-func (a *app) registerAdmin(r *mux.Router) error {
+// registerOps mounts the admin API on the operators' router; without an
+// admin token every /admin/ path answers that the API is disabled.
+func (a *app) registerOps(r *mux.Router) error {
 	ds := admin.NewDeliveryState(a.delivery, a.queue)
 	cfg := admin.Config{
 		Token:      a.cfg.AdminToken,

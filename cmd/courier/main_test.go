@@ -38,6 +38,7 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 		{"bad nats url", []string{"worker", "--bus", "nats", "--nats-url", "http://x"}, nil, 2, "want nats://host:port"},
 		{"bad base url", []string{"serve", "--base-url", "example.org"}, nil, 2, "--base-url"},
 		{"bad listen", []string{"serve", "--listen", "8080"}, nil, 2, "want host:port"},
+		{"bad ops listen", []string{"worker", "--ops-listen", "9464"}, nil, 2, "invalid --ops-listen"},
 		{"bad bool", []string{"serve"}, map[string]string{"COURIER_ALLOW_PRIVATE_ADDRESSES": "maybe"}, 2, "not true or false"},
 		{"unknown flag", []string{"serve", "--colour"}, nil, 2, "flag provided but not defined"},
 		{"unknown command", []string{"fly"}, nil, 2, `unknown command "fly"`},
