@@ -91,6 +91,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool
 		beat:     metrics.NewHeartbeat(nil),
 	}
 	a.metrics = metrics.New(a.reg, metrics.ReadBuildInfo(version))
+	a.metrics.Init(knownLabels())
 	a.metrics.WatchQueue(metrics.QueueFuncs{
 		Rows: func(ctx context.Context) (map[string]map[string]int64, error) {
 			st, err := a.queue.Stats(ctx)

@@ -6,7 +6,22 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/delivery"
+	"github.com/courier-ap/courier/inbox"
+	"github.com/courier-ap/courier/metrics"
 )
+
+// knownLabels are the label values every process knows from the start: its
+// metrics show them at 0 on a fresh instance.
+func knownLabels() metrics.Known {
+	return metrics.Known{
+		EventTypes: []string{activitypub.EventOutgoing, delivery.EventPost, inbox.EventReceived},
+		Handlers:   []string{delivery.HandlerFanout, delivery.HandlerPost, inbox.HandlerImport},
+		HostStates: []string{delivery.HostHealthy, delivery.HostFailing, delivery.HostUnavailable, delivery.HostPaused},
+	}
+}
 
 // listen opens the operators' listener and, with serveHTTP, the public one.
 // Each error names the address and the setting to change.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/courier-ap/courier/metrics"
 )
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -174,5 +177,66 @@ func TestOpsListenBusy(t *testing.T) {
 	_, err = newApp(context.Background(), cfg, slog.New(slog.DiscardHandler), false)
 	if err == nil || !strings.Contains(err.Error(), workerOpsEnv) {
 		t.Fatalf("worker on a busy ops address: %v", err)
+	}
+}
+
+// A fresh instance's /metrics, before any event, has every family the
+// Grafana dashboard and the alert rules query (the JetStream bus's own,
+// ExternalNames, aside: this instance runs the db bus), each with zeros
+// for the label values courier knows.
+func TestFreshInstanceHasEveryQueriedFamily(t *testing.T) {
+	t.Parallel()
+	cfg := defaultConfig()
+	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
+	cfg.Synchronous = "NORMAL"
+	cfg.Listen = "127.0.0.1:0"
+	cfg.OpsListen = "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	raw, fams := scrape(t, "http://"+a.opsListener.Addr().String()+"/metrics")
+	referenced, err := metrics.ReferencedNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(referenced) < 20 {
+		t.Fatalf("only %d names referenced", len(referenced))
+	}
+	scraped, err := metrics.ScrapedNames(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing := metrics.Unknown(referenced, append(scraped, metrics.ExternalNames...)); len(missing) > 0 {
+		t.Errorf("a fresh instance's /metrics lacks %d queried families: %v", len(missing), missing)
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"courier_outbox_rows", map[string]string{"status": "dead_lettered", "type": "delivery.post"}},
+		{"courier_outbox_rows", map[string]string{"status": "pending", "type": "inbox.received"}},
+		{"courier_delivery_hosts", map[string]string{"state": "unavailable"}},
+		{"courier_delivery_attempts_total", map[string]string{"outcome": "retry", "status_class": "5xx"}},
+		{"courier_outbox_events_handled_total", map[string]string{"handler": "delivery.post", "outcome": "failure"}},
+		{"courier_outbox_events_dead_lettered_total", map[string]string{"type": "delivery.post"}},
+		{"courier_outbox_events_enqueued_total", map[string]string{"type": "activity.outgoing"}},
+		{"courier_outbox_events_settled_total", map[string]string{"type": "inbox.received", "outcome": "dead"}},
+		{"courier_outbox_ledger_claims_total", map[string]string{"handler": "inbox.import", "result": "taken_over"}},
+		{"courier_inbox_requests_total", map[string]string{"result": "accepted"}},
+	} {
+		if v := value(fams, c.name, c.labels); v != 0 {
+			t.Errorf("%s%v = %v on a fresh instance, want a series at 0", c.name, c.labels, v)
+		}
 	}
 }
