@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"inbox":          {"outbox", "activitypub", "store", "sqlite", "metrics"},
 	"server":         {"outbox", "activitypub", "store", "sqlite", "metrics"},
 	"admin":          {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "sqlite", "metrics"},
+	"console":        {"admin"},
 	"chaos":          {"outbox", "activitypub", "store", "sqlite", "migrations"},
 	"interop":        {},
 	"cmd/courier":    nil, // may import everything; nothing imports it

@@ -83,6 +83,9 @@ type Config struct {
 	// (NewJetStream). Nil when the bus is db or NATS_MODE=core: the
 	// JetStream endpoints then answer 409 saying so.
 	JetStream JetStream
+	// Rates counts recent delivery attempts (NewDeliveryRates). Nil: the
+	// throughput endpoint answers 409.
+	Rates Rates
 	// Lease is the outbox claim lease: a row claimed longer ago is stuck.
 	// Default outbox.DefaultLease (600 s); keep it equal to the worker's.
 	Lease time.Duration
@@ -210,6 +213,7 @@ func (a *API) routes() *mux.Router {
 	handle("/admin", a.index, get)
 	handle("/admin/", a.index, get)
 	handle("/admin/stats", a.stats, get)
+	handle("/admin/throughput", a.throughput, get)
 	handle("/admin/events", a.listEvents, get)
 	handle("/admin/events/retry", a.retryEvents, post)
 	handle("/admin/events/{id}", a.getEvent, get)
@@ -258,6 +262,7 @@ type Endpoint struct {
 // Endpoints lists the API's routes, as GET /admin/ shows them.
 var Endpoints = []Endpoint{
 	{"GET", "/admin/stats", "outbox counts by status and type, and stuck rows"},
+	{"GET", "/admin/throughput", "delivery attempts of the last hour, minute by minute (delivered, failed)"},
 	{"GET", "/admin/events?status=&type=&host=&older_than=&limit=&cursor=", "list outbox events (status: pending, processing, stuck, dead_lettered, done)"},
 	{"GET", "/admin/events/{id}", "one event in full: payload, attempts, last error, ledger rows, delivery attempts"},
 	{"POST", "/admin/events/{id}/retry", "put a dead-lettered event back to pending with its attempts reset"},

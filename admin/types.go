@@ -71,6 +71,9 @@ type Stats struct {
 	Stuck int64 `json:"stuck"`
 	// LeaseSeconds is the lease Stuck is measured against.
 	LeaseSeconds int64 `json:"lease_seconds"`
+	// OldestDueSeconds is how long the pending row that has been due the
+	// longest has waited since it became due (0 when none is due).
+	OldestDueSeconds int64 `json:"oldest_due_seconds"`
 }
 
 // RetryResult answers a retry of a filtered set of events.

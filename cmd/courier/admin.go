@@ -7,10 +7,12 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/admin"
+	"github.com/courier-ap/courier/console"
 )
 
-// registerOps mounts the admin API on the operators' router; without an
-// admin token every /admin/ path answers that the API is disabled.
+// registerOps mounts the admin API and the console on the operators'
+// router; without an admin token every /admin/ and /console/ path answers
+// that they are disabled.
 func (a *app) registerOps(r *mux.Router) error {
 	ds := admin.NewDeliveryState(a.delivery, a.queue)
 	cfg := admin.Config{
@@ -19,6 +21,7 @@ func (a *app) registerOps(r *mux.Router) error {
 		Store:      a.store,
 		Hosts:      ds,
 		Deliveries: ds,
+		Rates:      admin.NewDeliveryRates(a.db.Read),
 		Lease:      a.cfg.Lease,
 		Logger:     a.logger,
 	}
@@ -30,6 +33,11 @@ func (a *app) registerOps(r *mux.Router) error {
 		return err
 	}
 	api.Register(r)
+	con, err := console.New(console.Config{Admin: api, Enabled: api.Enabled(), Logger: a.logger})
+	if err != nil {
+		return err
+	}
+	con.Register(r)
 	return nil
 }
 
