@@ -9,8 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,6 +90,25 @@ func (r *consoleRig) follow(t *testing.T) {
 	if st := h.post(t, r.public+"/inbox", act); st != http.StatusAccepted {
 		t.Fatalf("follow answered %d", st)
 	}
+}
+
+// deadLetterNote has the remote host follow alice (its Accept delivered),
+// then refuse (400) the Create of a note alice posts to her followers, which
+// is dead-lettered.
+func (r *consoleRig) deadLetterNote(t *testing.T) {
+	t.Helper()
+	bg := context.Background()
+	r.remote.status.Store(http.StatusAccepted)
+	r.follow(t)
+	waitFor(t, "the Accept delivered", func() bool { return len(r.remote.received("Accept")) == 1 })
+	r.remote.status.Store(http.StatusBadRequest)
+	if _, _, err := r.app.store.CreateNote(bg, r.alice, store.NoteInput{Content: "hello", To: []string{r.alice.URI + "/followers"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Create dead-lettered", func() bool {
+		st, err := r.app.queue.Stats(bg)
+		return err == nil && st["dead_lettered"]["delivery.post"] == 1
+	})
 }
 
 // signedInbox is a remote host (remoteHost's actor document) whose inbox
@@ -196,3 +218,230 @@ func noRedirect(jar http.CookieJar) *http.Client {
 }
 
 func hostOf(u string) string { return strings.TrimPrefix(u, "http://") }
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`)
+
+// consoleClient is an operator's HTTP client of the console, redirects
+// shown, with a cookie jar.
+type consoleClient struct {
+	t   *testing.T
+	ops string
+	c   *http.Client
+}
+
+func newConsoleClient(t *testing.T, ops string) *consoleClient {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &consoleClient{t: t, ops: ops, c: noRedirect(jar)}
+}
+
+func (cc *consoleClient) do(method, path string, form url.Values, header map[string]string) (*http.Response, string) {
+	cc.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, cc.ops+path, body)
+	if err != nil {
+		cc.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := cc.c.Do(req)
+	if err != nil {
+		cc.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// csrf reads the CSRF token from a signed-in page.
+func (cc *consoleClient) csrf() string {
+	cc.t.Helper()
+	_, page := cc.do(http.MethodGet, "/console/hosts", nil, nil)
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		cc.t.Fatalf("no CSRF token on the hosts page:\n%s", page)
+	}
+	return m[1]
+}
+
+// The console signs in only with the admin token, keeps it in an HttpOnly,
+// SameSite=Strict cookie, refuses every change without the cookie, without
+// the CSRF token or from another origin, asks before bulk and destructive
+// actions, escapes what it shows and sends a strict CSP on every answer.
+func TestConsoleGuards(t *testing.T) {
+	t.Parallel()
+	rig := newConsoleRig(t)
+	bg := context.Background()
+	rig.deadLetterNote(t)
+	host := hostOf(rig.remote.host.srv.URL)
+	paused := func() bool {
+		h, err := rig.app.delivery.Health().Host(bg, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Paused
+	}
+	cc := newConsoleClient(t, rig.ops)
+	checkHeaders := func(what string, resp *http.Response) {
+		t.Helper()
+		c := resp.Header.Get("Content-Security-Policy")
+		if !strings.Contains(c, "default-src 'none'") || strings.Contains(c, "unsafe") || !strings.Contains(c, "frame-ancestors 'none'") {
+			t.Errorf("%s: Content-Security-Policy %q", what, c)
+		}
+		if resp.Header.Get("Cache-Control") != "no-store" || resp.Header.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("%s: headers %v", what, resp.Header)
+		}
+	}
+
+	resp, _ := cc.do(http.MethodGet, "/console/", nil, nil)
+	checkHeaders("signed out", resp)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login" {
+		t.Fatalf("signed out, /console/ answered %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, body := cc.do(http.MethodPost, "/console/hosts/"+host+"/pause", url.Values{"csrf": {strings.Repeat("a", 64)}}, nil)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not signed in") || paused() {
+		t.Fatalf("pause without the cookie: %d %s, paused %v", resp.StatusCode, body, paused())
+	}
+	resp, body = cc.do(http.MethodPost, "/console/login", url.Values{"token": {"wrong-token-wrong-token-wrong-token"}}, nil)
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 || !strings.Contains(body, "Wrong admin token") {
+		t.Fatalf("wrong token: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	resp, _ = cc.do(http.MethodPost, "/console/login", url.Values{"token": {consoleToken}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("sign in: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	ck := resp.Cookies()[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/console/" {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/console/", ck)
+	}
+	csrf := cc.csrf()
+
+	for _, c := range []struct {
+		name   string
+		form   url.Values
+		header map[string]string
+		want   int
+	}{
+		{"no CSRF token", url.Values{}, nil, http.StatusForbidden},
+		{"wrong CSRF token", url.Values{"csrf": {strings.Repeat("0", 64)}}, nil, http.StatusForbidden},
+		{"another origin", url.Values{"csrf": {csrf}}, map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"opaque origin", url.Values{"csrf": {csrf}}, map[string]string{"Origin": "null"}, http.StatusForbidden},
+	} {
+		resp, body := cc.do(http.MethodPost, "/console/hosts/"+host+"/pause", c.form, c.header)
+		checkHeaders(c.name, resp)
+		if resp.StatusCode != c.want || paused() {
+			t.Errorf("pause with %s: %d %s, paused %v", c.name, resp.StatusCode, body, paused())
+		}
+	}
+	resp, _ = cc.do(http.MethodPost, "/console/hosts/"+host+"/pause", url.Values{"csrf": {csrf}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || !paused() {
+		t.Fatalf("pause with the CSRF token: %d, paused %v", resp.StatusCode, paused())
+	}
+	if _, page := cc.do(http.MethodGet, "/console/hosts", nil, nil); !strings.Contains(page, "paused: deliveries") && !strings.Contains(page, "pause "+host) {
+		t.Errorf("no message after the pause:\n%s", page)
+	}
+
+	// A drain asks first, with the count, and changes nothing until
+	// confirmed.
+	resp, body = cc.do(http.MethodPost, "/console/hosts/"+host+"/drain", url.Values{"csrf": {csrf}}, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Drain "+host+": discard its 0 pending deliveries") {
+		t.Errorf("drain without confirmation: %d\n%s", resp.StatusCode, body)
+	}
+
+	// Discard all matching: a count and a confirmation first.
+	form := url.Values{"csrf": {csrf}, "action": {"discard"}, "status": {"dead_lettered"}, "host": {host}}
+	resp, body = cc.do(http.MethodPost, "/console/events/bulk", form, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Discard 1 dead_lettered events matching host &#34;"+host+"&#34;?") {
+		t.Fatalf("bulk discard without confirmation: %d\n%s", resp.StatusCode, body)
+	}
+	if st, _ := rig.app.queue.Stats(bg); st["dead_lettered"]["delivery.post"] != 1 {
+		t.Fatalf("the question changed something: %v", st)
+	}
+	form.Set("confirm", "1")
+	resp, _ = cc.do(http.MethodPost, "/console/events/bulk", form, nil)
+	if st, _ := rig.app.queue.Stats(bg); resp.StatusCode != http.StatusSeeOther || st["dead_lettered"]["delivery.post"] != 0 {
+		t.Fatalf("bulk discard confirmed: %d, %v", resp.StatusCode, st)
+	}
+	// Retrying what is not dead-lettered is refused, with the API's message.
+	resp, body = cc.do(http.MethodPost, "/console/events/bulk", url.Values{"csrf": {csrf}, "action": {"retry"}, "status": {"pending"}}, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "is not an action on pending events") {
+		t.Errorf("retry of pending events: %d\n%s", resp.StatusCode, body)
+	}
+
+	// What the console shows is escaped.
+	resp, _ = cc.do(http.MethodPost, "/console/blocks", url.Values{"csrf": {csrf}, "domain": {"spam.example"}, "reason": {`<script>alert(1)</script>`}}, nil)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("block: %d", resp.StatusCode)
+	}
+	if _, page := cc.do(http.MethodGet, "/console/blocks", nil, nil); strings.Contains(page, "<script>") || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Errorf("the reason is not escaped:\n%s", page)
+	}
+	// A bad block is the API's error, shown with its status.
+	resp, body = cc.do(http.MethodPost, "/console/blocks", url.Values{"csrf": {csrf}, "domain": {"not a domain"}}, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "want a domain name") {
+		t.Errorf("bad domain: %d\n%s", resp.StatusCode, body)
+	}
+	// Unknown events are the API's 404.
+	if resp, _ := cc.do(http.MethodGet, "/console/events/999999", nil, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown event: %d", resp.StatusCode)
+	}
+	// Signing out ends the session.
+	resp, _ = cc.do(http.MethodPost, "/console/logout", url.Values{"csrf": {csrf}}, nil)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", resp.StatusCode)
+	}
+	if resp, _ := cc.do(http.MethodGet, "/console/hosts", nil, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("after sign-out the hosts page answered %d", resp.StatusCode)
+	}
+}
+
+// A stale or wrong token in the cookie signs the browser out instead of
+// showing anything.
+func TestConsoleWrongCookieSignsOut(t *testing.T) {
+	t.Parallel()
+	rig := newConsoleRig(t)
+	cc := newConsoleClient(t, rig.ops)
+	u, _ := url.Parse(rig.ops + "/console/")
+	cc.c.Jar.SetCookies(u, []*http.Cookie{{Name: "courier_console", Value: "not-the-admin-token-not-the-admin-token", Path: "/console/"}})
+	resp, body := cc.do(http.MethodGet, "/console/", nil, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login?expired=1" || strings.Contains(body, "Overview") {
+		t.Fatalf("wrong cookie: %d %q\n%s", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+}
+
+// Without an admin token the console is off, as the admin API is.
+func TestConsoleOffWithoutToken(t *testing.T) {
+	t.Parallel()
+	cfg := defaultConfig()
+	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
+	cfg.Synchronous = "NORMAL"
+	cfg.Listen = "127.0.0.1:0"
+	cfg.OpsListen = "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	st, body := get(t, "http://"+a.opsListener.Addr().String()+"/console/login")
+	if st != http.StatusNotFound || !strings.Contains(body, "COURIER_ADMIN_TOKEN") {
+		t.Fatalf("console without a token: %d %s", st, body)
+	}
+}
