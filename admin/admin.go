@@ -8,7 +8,8 @@
 // events; the JetStream messages the consumer gave up on and their replay;
 // the delivery status of one activity inbox by inbox; remote hosts with
 // their health and the per-host controls pause, resume, retry now, drain and
-// reset; and domain blocks.
+// reset; the delivery attempts of the last hour, minute by minute; and
+// domain blocks.
 //
 // Every request needs `Authorization: Bearer <token>`; the token is compared
 // in constant time. With no token configured the API is off and every
