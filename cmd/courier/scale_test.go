@@ -106,7 +106,8 @@ func fillHistory(b *testing.B, path string, done int) {
 // real process on its operators' listener at the production settings
 // (synchronous=FULL, the default read pool): a /metrics scrape,
 // `admin stats`, `admin hosts` (a page of 100 hosts) and `admin events
-// --status pending`, each at 0, 1 M and 10 M done delivery rows with their
+// --status pending` and the console's overview and hosts pages, each at 0,
+// 1 M and 10 M done delivery rows with their
 // ledger rows, delivery targets and attempts. ns/op of the same query at
 // each size is the figure; GET /healthz on the same listener, reported as
 // healthz-ns/op, is the machine's floor for one request.
@@ -143,6 +144,7 @@ func BenchmarkOpsAtScale(b *testing.B) {
 			fetch := func(b *testing.B, path string) {
 				req, _ := http.NewRequest(http.MethodGet, ops+path, nil)
 				req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
+				req.AddCookie(&http.Cookie{Name: "courier_console", Value: cfg.AdminToken})
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					b.Fatal(err)
@@ -151,6 +153,9 @@ func BenchmarkOpsAtScale(b *testing.B) {
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusOK {
 					b.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+				}
+				if path == "/console/" && !strings.Contains(string(body), `id="dead-total">1000<`) {
+					b.Fatalf("the console's overview does not show the 1000 dead letters:\n%s", body)
 				}
 				if path == "/metrics" && !strings.Contains(string(body), `courier_stats_up{source="queue"} 1`) {
 					b.Fatalf("the scrape's queue query failed:\n%s", body)
@@ -163,6 +168,8 @@ func BenchmarkOpsAtScale(b *testing.B) {
 				{"admin-hosts", "/admin/hosts?limit=100"},
 				{"admin-events-pending", "/admin/events?status=pending"},
 				{"admin-events-dead", "/admin/events?status=dead_lettered&host=h003.example"},
+				{"console-overview", "/console/"},
+				{"console-hosts", "/console/hosts"},
 			} {
 				b.Run(c.name, func(b *testing.B) {
 					fetch(b, c.path) // warm the page cache and the statements
