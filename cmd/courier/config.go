@@ -57,8 +57,8 @@ func settings(cfg *Config) []setting {
 	return []setting{
 		{"db", "COURIER_DB", "SQLite database file", (*stringValue)(&cfg.DB)},
 		{"synchronous", "COURIER_SQLITE_SYNCHRONOUS", "SQLite synchronous mode: FULL (durable across power loss) or NORMAL (faster; the last commits may be lost on power loss)", (*stringValue)(&cfg.Synchronous)},
-		{"listen", "COURIER_LISTEN", "public HTTP listen address (host:port): ActivityPub, the inboxes and /healthz", (*stringValue)(&cfg.Listen)},
-		{"ops-listen", "COURIER_OPS_LISTEN", "operators' listen address (host:port): /metrics, /admin/, the console, /healthz and /readyz; keep it off the public network", (*stringValue)(&cfg.OpsListen)},
+		{"listen", "COURIER_LISTEN", "serve: public HTTP listen address (host:port): ActivityPub, the inboxes and /healthz", (*stringValue)(&cfg.Listen)},
+		{"ops-listen", "COURIER_OPS_LISTEN", "operators' listen address (host:port): /metrics, /healthz, /readyz and, with serve, /admin/ and the console; keep it off the public network", (*stringValue)(&cfg.OpsListen)},
 		{"base-url", "COURIER_BASE_URL", "public base URL of this server; ids are built from it", (*stringValue)(&cfg.BaseURL)},
 		{"admin-token", "COURIER_ADMIN_TOKEN", "bearer token of the admin API (empty: admin API off)", (*stringValue)(&cfg.AdminToken)},
 		{"bus", "EVENT_BUS_BACKEND", "event bus: db or nats", (*stringValue)(&cfg.Bus)},
