@@ -73,6 +73,11 @@ func TestOpenRowQueriesUseOpenIndexes(t *testing.T) {
 			}
 		}
 	}
+	// ReleaseTarget's update (pause, resume, retry now and reset of a host).
+	if plan := queryPlan(t, db.Read, `SELECT id FROM event_queue
+		WHERE target = ? AND status = 'pending' AND status <> 'done' AND next_attempt_at > ?`, "h.example", 0); !strings.Contains(plan, "event_queue_target_open") {
+		t.Errorf("release target plan %q", plan)
+	}
 	if plan := queryPlan(t, db.Read, `SELECT status, type, n FROM event_queue_counts WHERE n <> 0`); strings.Contains(plan, "event_queue ") {
 		t.Errorf("stats plan %q reads event_queue", plan)
 	}

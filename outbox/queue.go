@@ -814,8 +814,10 @@ func (q *Queue) change(ctx context.Context, op string, id int64, query string, a
 // returns how many rows it changed.
 func (q *Queue) ReleaseTarget(ctx context.Context, target string) (int64, error) {
 	now := q.now().UnixMilli()
+	// status <> 'done' names the condition of the host's open-row index
+	// (migration 0014): the host's history is not walked.
 	res, err := q.write.ExecContext(ctx, `UPDATE event_queue SET next_attempt_at = ?, updated_at = ?
-		WHERE target = ? AND status = 'pending' AND next_attempt_at > ?`, now, now, target, now)
+		WHERE target = ? AND status = 'pending' AND status <> 'done' AND next_attempt_at > ?`, now, now, target, now)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: release target: %w", err)
 	}
