@@ -104,7 +104,9 @@ func TestInitInventsNoZerosWhenTheQueryFails(t *testing.T) {
 	m := metrics.New(reg, metrics.BuildInfo{})
 	m.Init(metrics.Known{EventTypes: []string{"delivery.post"}, HostStates: []string{"healthy"}})
 	m.WatchQueue(metrics.QueueFuncs{
-		Rows:      func(context.Context) (map[string]map[string]int64, error) { return nil, errors.New("database is locked") },
+		Rows: func(context.Context) (map[string]map[string]int64, error) {
+			return nil, errors.New("database is locked")
+		},
 		OldestDue: func(context.Context, time.Time) (time.Time, bool, error) { return time.Time{}, false, nil },
 	})
 	m.WatchHosts(metrics.HostFuncs{
