@@ -357,6 +357,28 @@ func TestConsoleGuards(t *testing.T) {
 		t.Errorf("drain without confirmation: %d\n%s", resp.StatusCode, body)
 	}
 
+	// Filters: by error text, host and age; a bad age is the API's 400.
+	for _, c := range []struct {
+		query string
+		rows  int
+	}{
+		{"status=dead_lettered&error=status+400", 1},
+		{"status=dead_lettered&error=status+410", 0},
+		{"status=dead_lettered&host=" + host, 1},
+		{"status=dead_lettered&host=other.example", 0},
+		{"status=dead_lettered&older_than=1h", 0},
+		{"status=dead_lettered&older_than=0s", 1},
+		{"status=pending", 0},
+	} {
+		resp, page := cc.do(http.MethodGet, "/console/events?"+c.query, nil, nil)
+		if n := strings.Count(page, "<tr data-row="); resp.StatusCode != http.StatusOK || n != c.rows {
+			t.Errorf("events?%s: %d, %d rows, want %d", c.query, resp.StatusCode, n, c.rows)
+		}
+	}
+	if resp, page := cc.do(http.MethodGet, "/console/events?status=dead_lettered&older_than=soon", nil, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "older_than") {
+		t.Errorf("bad older_than: %d\n%s", resp.StatusCode, page)
+	}
+
 	// Discard all matching: a count and a confirmation first.
 	form := url.Values{"csrf": {csrf}, "action": {"discard"}, "status": {"dead_lettered"}, "host": {host}}
 	resp, body = cc.do(http.MethodPost, "/console/events/bulk", form, nil)
