@@ -251,6 +251,13 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request, s session) error 
 			Action:   Prefix + "events/bulk", Fields: fields, Count: len(ids), Capped: capped, Back: self})
 		return nil
 	}
+	// Never more than the operator confirmed: rows that came to match
+	// since the question wait for the next one.
+	confirmed, err := strconv.Atoi(r.PostForm.Get("confirm"))
+	if err != nil || confirmed < 0 {
+		return &apiError{Status: http.StatusBadRequest, Message: "confirm must be the number of events confirmed"}
+	}
+	ids = ids[:min(len(ids), confirmed)]
 	done, skipped := 0, 0
 	for _, id := range ids {
 		err := c.call(r, s, http.MethodPost, "/admin/events/"+strconv.FormatInt(id, 10)+"/"+action, nil, nil, nil)

@@ -251,7 +251,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shot.take(ctx, "activity")
 
-	// Pause and resume the host.
+	// Pause and resume the host (its health is recorded in the
+	// background).
+	waitFor(t, "the host's health recorded", func() bool {
+		_, err := rig.app.delivery.Health().Host(bg, host)
+		return err == nil
+	})
 	hostRow := fmt.Sprintf(`#hosts tr[data-host=%q]`, host)
 	browse(t, ctx, "hosts", chromedp.Navigate(rig.ops+"/console/hosts"), chromedp.WaitVisible(css(hostRow+" button.pause")),
 		chromedp.Click(css(hostRow+" button.pause")), chromedp.WaitVisible(css(hostRow+" .tag.paused")))

@@ -109,6 +109,11 @@ func (r *consoleRig) deadLetterNote(t *testing.T) {
 		st, err := r.app.queue.Stats(bg)
 		return err == nil && st["dead_lettered"]["delivery.post"] == 1
 	})
+	// Host health is recorded in the background.
+	waitFor(t, "the host's health recorded", func() bool {
+		_, err := r.app.delivery.Health().Host(bg, hostOf(r.remote.host.srv.URL))
+		return err == nil
+	})
 }
 
 // signedInbox is a remote host (remoteHost's actor document) whose inbox
@@ -387,6 +392,12 @@ func TestConsoleGuards(t *testing.T) {
 	}
 	if st, _ := rig.app.queue.Stats(bg); st["dead_lettered"]["delivery.post"] != 1 {
 		t.Fatalf("the question changed something: %v", st)
+	}
+	// Confirming fewer than match changes only as many.
+	form.Set("confirm", "0")
+	resp, _ = cc.do(http.MethodPost, "/console/events/bulk", form, nil)
+	if st, _ := rig.app.queue.Stats(bg); resp.StatusCode != http.StatusSeeOther || st["dead_lettered"]["delivery.post"] != 1 {
+		t.Fatalf("bulk discard confirmed for 0: %d, %v", resp.StatusCode, st)
 	}
 	form.Set("confirm", "1")
 	resp, _ = cc.do(http.MethodPost, "/console/events/bulk", form, nil)
