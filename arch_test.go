@@ -28,13 +28,14 @@ var allowed = map[string][]string{
 	"outbox/natsbus":  {"outbox", "metrics"},
 	"store":           {"outbox", "activitypub", "sqlite", "metrics"},
 	"delivery":        {"outbox", "activitypub", "store", "sqlite", "metrics"},
-	"inbox":           {"outbox", "activitypub", "store", "sqlite", "metrics"},
-	"server":          {"outbox", "activitypub", "store", "sqlite", "metrics"},
-	"admin":           {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "sqlite", "metrics"},
+	"inbox":           {"outbox", "activitypub", "store", "sqlite", "metrics", "limit"},
+	"server":          {"outbox", "activitypub", "store", "sqlite", "metrics", "limit"},
+	"admin":           {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "sqlite", "metrics", "limit"},
 	"chaos":           {"outbox", "activitypub", "store", "sqlite", "migrations"},
 	"interop":         {},
 	"relay":           {"outbox", "activitypub", "store", "delivery", "sqlite", "metrics"},
 	"limit":           {},
+	"console":         {"admin"},
 	"cmd/courier":     nil, // may import everything; nothing imports it
 }
 

@@ -8,7 +8,8 @@
 // events; the JetStream messages the consumer gave up on and their replay;
 // the delivery status of one activity inbox by inbox; remote hosts with
 // their health and the per-host controls pause, resume, retry now, drain and
-// reset; and domain blocks.
+// reset; the delivery attempts of the last hour, minute by minute; and
+// domain blocks.
 //
 // Every request needs `Authorization: Bearer <token>`; the token is compared
 // in constant time. With no token configured the API is off and every
@@ -97,6 +98,9 @@ type Config struct {
 	// (NewJetStream). Nil when the bus is db or NATS_MODE=core: the
 	// JetStream endpoints then answer 409 saying so.
 	JetStream JetStream
+	// Rates counts recent delivery attempts (NewDeliveryRates). Nil: the
+	// throughput endpoint answers 409.
+	Rates Rates
 	// Lease is the outbox claim lease: a row claimed longer ago is stuck.
 	// Default outbox.DefaultLease (600 s); keep it equal to the worker's.
 	Lease time.Duration
@@ -246,6 +250,7 @@ func (a *API) routes() *mux.Router {
 	handle("/admin", a.index, get)
 	handle("/admin/", a.index, get)
 	handle("/admin/stats", a.stats, get)
+	handle("/admin/throughput", a.throughput, get)
 	handle("/admin/events", a.listEvents, get)
 	handle("/admin/events/retry", a.retryEvents, post)
 	handle("/admin/events/{id}", a.getEvent, get)
@@ -301,6 +306,7 @@ type Endpoint struct {
 // Endpoints lists the API's routes, as GET /admin/ shows them.
 var Endpoints = []Endpoint{
 	{"GET", "/admin/stats", "outbox counts by status and type, and stuck rows"},
+	{"GET", "/admin/throughput", "delivery attempts of the last hour, minute by minute (delivered, failed)"},
 	{"GET", "/admin/events?status=&type=&host=&older_than=&limit=&cursor=", "list outbox events (status: pending, processing, stuck, dead_lettered, done)"},
 	{"GET", "/admin/events/{id}", "one event in full: payload, attempts, last error, ledger rows, delivery attempts"},
 	{"POST", "/admin/events/{id}/retry", "put a dead-lettered event back to pending with its attempts reset"},

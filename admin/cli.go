@@ -20,7 +20,7 @@ import (
 const (
 	// DefaultServer is the admin API's server when neither --server nor
 	// COURIER_ADMIN_URL is set.
-	DefaultServer = "http://127.0.0.1:8080"
+	DefaultServer = "http://127.0.0.1:9464"
 	// clientTimeout bounds one CLI request.
 	clientTimeout = 60 * time.Second
 	// maxResponseBytes bounds the answer the CLI reads.

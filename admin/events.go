@@ -416,6 +416,14 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) error {
 			out.Totals[status] += n
 		}
 	}
+	now := a.cfg.Now()
+	due, ok, err := a.queue.OldestPendingDue(ctx, now)
+	if err != nil {
+		return err
+	}
+	if ok && due.Before(now) {
+		out.OldestDueSeconds = int64(now.Sub(due) / time.Second)
+	}
 	if out.Totals[outbox.StatusProcessing] > 0 {
 		// Processing rows are few (claimed and unsettled ones), so one
 		// bounded scan counts them.

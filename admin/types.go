@@ -74,6 +74,9 @@ type Stats struct {
 	// AllowPrivateAddresses is COURIER_ALLOW_PRIVATE_ADDRESSES: the server
 	// fetches from and delivers to loopback and private addresses.
 	AllowPrivateAddresses bool `json:"allow_private_addresses"`
+	// OldestDueSeconds is how long the pending row that has been due the
+	// longest has waited since it became due (0 when none is due).
+	OldestDueSeconds int64 `json:"oldest_due_seconds"`
 }
 
 // RetryResult answers a retry of a filtered set of events.

@@ -48,6 +48,7 @@ type run struct {
 	dbPath string
 	base   string
 	listen string
+	ops    string // the server's operators' base URL
 
 	broker *broker
 	hosts  []*remoteHost
@@ -219,13 +220,19 @@ func (r *run) setup(ctx context.Context) error {
 		common = append(common, "--max-attempts", strconv.Itoa(r.cfg.MaxAttempts))
 	}
 	env := append(append([]string(nil), DefaultChildEnv...), r.cfg.ChildEnv...)
-	// The worker serves /metrics and /healthz on a port of its own.
-	workerPort, err := freePort()
+	// The server and the worker serve their operators' endpoints on ports
+	// of their own, so that runs side by side never clash.
+	serverOps, err := freePort()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSetup, err)
 	}
-	serverArgs := append([]string{"serve", "--worker=false", "--listen", r.listen}, common...)
-	workerArgs := append([]string{"worker", "--listen", "127.0.0.1:" + strconv.Itoa(workerPort)}, common...)
+	workerOps, err := freePort()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSetup, err)
+	}
+	r.ops = "http://127.0.0.1:" + strconv.Itoa(serverOps)
+	serverArgs := append([]string{"serve", "--worker=false", "--listen", r.listen, "--ops-listen", "127.0.0.1:" + strconv.Itoa(serverOps)}, common...)
+	workerArgs := append([]string{"worker", "--ops-listen", "127.0.0.1:" + strconv.Itoa(workerOps)}, common...)
 	if r.server, err = newChild("server", r.cfg.Executable, serverArgs, env, filepath.Join(r.dir, "server.log"), r.logger); err != nil {
 		return fmt.Errorf("%w: %w", ErrSetup, err)
 	}
@@ -567,13 +574,13 @@ func (r *run) createActor(ctx context.Context, name string) (*localActor, error)
 	return &localActor{name: name, id: out.ID, token: out.Token, inbox: out.ID + "/inbox"}, nil
 }
 
-// waitReady polls the server's /readyz until it answers 200 or ctx ends.
+// waitReady polls the server's /readyz (on its operators' listener) until it answers 200 or ctx ends.
 func (r *run) waitReady(ctx context.Context) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/readyz", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.ops+"/readyz", nil)
 		if err != nil {
 			return fmt.Errorf("chaos: readiness: %w", err)
 		}

@@ -416,6 +416,7 @@ func startCourier(t *testing.T, ctx context.Context, bin, dir string) *courier {
 	cmd := exec.CommandContext(ctx, bin, "serve",
 		"--db", c.db,
 		"--listen", "127.0.0.1:0",
+		"--ops-listen", "127.0.0.1:0",
 		"--base-url", c.origin,
 		"--allow-private-addresses",
 		"--log-level", "debug",

@@ -118,9 +118,11 @@ const (
 type statsCollector struct {
 	cfg Config
 
-	mu    sync.Mutex // guards queue and hosts
+	mu    sync.Mutex // guards queue, hosts, knownTypes and knownStates
 	queue QueueStats
 	hosts HostStats
+	// knownTypes and knownStates are reported at 0 when absent (see Init).
+	knownTypes, knownStates []string
 
 	rows, oldestAge, hostsDesc, parked, up, took *prometheus.Desc
 
@@ -174,17 +176,18 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	queue, hosts := c.queue, c.hosts
+	types, states := c.knownTypes, c.knownStates
 	c.mu.Unlock()
 
 	// A scrape has no context of its own; the timeout bounds each source.
 	if queue != nil {
 		c.collectSource(ch, sourceQueue, func(ctx context.Context, out *[]prometheus.Metric) error {
-			return c.collectQueue(ctx, queue, out)
+			return c.collectQueue(ctx, queue, types, out)
 		})
 	}
 	if hosts != nil {
 		c.collectSource(ch, sourceHosts, func(ctx context.Context, out *[]prometheus.Metric) error {
-			return c.collectHosts(ctx, hosts, out)
+			return c.collectHosts(ctx, hosts, states, out)
 		})
 	}
 }
@@ -210,12 +213,13 @@ func (c *statsCollector) collectSource(ch chan<- prometheus.Metric, source strin
 	ch <- prometheus.MustNewConstMetric(c.took, prometheus.GaugeValue, took.Seconds(), source)
 }
 
-func (c *statsCollector) collectQueue(ctx context.Context, q QueueStats, out *[]prometheus.Metric) error {
+func (c *statsCollector) collectQueue(ctx context.Context, q QueueStats, known []string, out *[]prometheus.Metric) error {
 	// Values are summed per label pair: two raw values may map to one label
 	// value ("other", or after sanitising), and a const metric may appear
 	// only once per label set.
 	type key struct{ status, typ string }
 	sums := map[key]float64{}
+	c.zeroRows(known, func(status, typ string) { sums[key{status, typ}] += 0 })
 	err := q.CountRows(ctx, func(status, eventType string, rows int64) {
 		sums[key{c.statuses.value(status), c.types.value(eventType)}] += float64(rows)
 	})
@@ -241,8 +245,11 @@ func (c *statsCollector) collectQueue(ctx context.Context, q QueueStats, out *[]
 	return nil
 }
 
-func (c *statsCollector) collectHosts(ctx context.Context, h HostStats, out *[]prometheus.Metric) error {
+func (c *statsCollector) collectHosts(ctx context.Context, h HostStats, known []string, out *[]prometheus.Metric) error {
 	sums := map[string]float64{}
+	for _, s := range known {
+		sums[s] += 0
+	}
 	err := h.CountHosts(ctx, func(state string, hosts int64) {
 		sums[c.states.value(state)] += float64(hosts)
 	})

@@ -7,12 +7,14 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/admin"
+	"github.com/courier-ap/courier/console"
 	"github.com/courier-ap/courier/inbox"
 )
 
-// registerAdmin mounts the admin API; without an admin token every /admin/
-// path answers that the API is disabled.
-func (a *app) registerAdmin(r *mux.Router) error {
+// registerOps mounts the admin API and the console on the operators'
+// router; without an admin token every /admin/ and /console/ path answers
+// that they are disabled.
+func (a *app) registerOps(r *mux.Router) error {
 	ds := admin.NewDeliveryState(a.delivery, a.queue)
 	cfg := admin.Config{
 		Token:      a.cfg.AdminToken,
@@ -22,6 +24,7 @@ func (a *app) registerAdmin(r *mux.Router) error {
 		Deliveries: ds,
 		Relays:     a.store,
 		Signatures: a.delivery.Schemes(),
+		Rates:      admin.NewDeliveryRates(a.db.Read),
 		Lease:      a.cfg.Lease,
 		Logger:     a.logger,
 
@@ -39,6 +42,11 @@ func (a *app) registerAdmin(r *mux.Router) error {
 		return err
 	}
 	api.Register(r)
+	con, err := console.New(console.Config{Admin: api, Enabled: api.Enabled(), Logger: a.logger})
+	if err != nil {
+		return err
+	}
+	con.Register(r)
 	return nil
 }
 

@@ -42,9 +42,10 @@ type bus interface {
 	Notify()
 }
 
-// app is one courier process: the HTTP server, the worker, or both. A
-// worker-only process still serves /metrics, /healthz and /readyz on
-// --listen.
+// app is one courier process: the HTTP server, the worker, or both. Every
+// process serves /metrics, /healthz and /readyz on its operators' listener
+// (--ops-listen); the server adds /admin/ and the console there, and the
+// ActivityPub surface with /healthz on the public one (--listen).
 type app struct {
 	cfg      Config
 	logger   *slog.Logger
@@ -58,8 +59,10 @@ type app struct {
 	resolver *activitypub.Resolver
 	delivery *delivery.Service
 
-	listener net.Listener
-	router   *mux.Router
+	listener    net.Listener // public; nil in a worker-only process
+	router      *mux.Router
+	opsListener net.Listener
+	opsRouter   *mux.Router
 
 	failures *limit.Failures // failed bearer tokens, admin API and outbox alike
 	inbox    *inbox.Handler  // nil in a worker-only process
@@ -98,6 +101,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool
 			"allow_private_addresses", true)
 	}
 	a.metrics = metrics.New(a.reg, metrics.ReadBuildInfo(version))
+	a.metrics.Init(knownLabels())
 	a.metrics.WatchQueue(metrics.QueueFuncs{
 		Rows: func(ctx context.Context) (map[string]map[string]int64, error) {
 			st, err := a.queue.Stats(ctx)
@@ -116,14 +120,9 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool
 	if err := a.buildHTTP(serveHTTP); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		if !serveHTTP {
-			return nil, fmt.Errorf("listen on %s for /metrics and health: %w (a worker beside a server needs its own --listen, such as 127.0.0.1:8081)", cfg.Listen, err)
-		}
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	if err := a.listen(serveHTTP); err != nil {
+		return nil, err
 	}
-	a.listener = ln
 	return a, nil
 }
 
@@ -265,56 +264,65 @@ func (a *app) buildWorker() error {
 	return nil
 }
 
-// buildHTTP builds the router: operational endpoints always; with
-// serveHTTP the ActivityPub surface and the inbox too.
+// buildHTTP builds the routers: the operators' endpoints always; with
+// serveHTTP the public ActivityPub surface and the inbox, and the admin API
+// and the console on the operators' router.
 func (a *app) buildHTTP(serveHTTP bool) error {
-	r := mux.NewRouter()
-	r.Handle("/metrics", metrics.Handler(a.reg)).Methods(http.MethodGet)
-	r.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/readyz", metrics.NewHealth(a.readiness(), metrics.HealthConfig{
+	ops := mux.NewRouter()
+	ops.Handle("/metrics", metrics.Handler(a.reg)).Methods(http.MethodGet)
+	ops.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
+	ops.Handle("/readyz", metrics.NewHealth(a.readiness(), metrics.HealthConfig{
 		Details: map[string]any{"allow_private_addresses": a.cfg.AllowPrivateAddresses},
 	})).Methods(http.MethodGet, http.MethodHead)
-	if serveHTTP {
-		srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version,
-			Keys: a.resolver, AuthorizedFetch: a.cfg.AuthorizedFetch, Failures: a.failures})
-		if err != nil {
-			return err
-		}
-		budgets, err := a.cfg.hostBudgets()
-		if err != nil {
-			return err
-		}
-		in, err := inbox.New(inbox.Config{
-			DB:         a.db,
-			Store:      a.store,
-			Resolver:   a.resolver,
-			DateWindow: a.cfg.DateWindow,
-			Logger:     a.logger,
-			Metrics:    a.metrics.Inbox(),
-			Health:     a.delivery.Health(),
-			Schemes:    a.delivery.Schemes(),
-
-			HostRequestsPerMinute: float64(a.cfg.InboxHostRequests),
-			HostBytesPerMinute:    int64(a.cfg.InboxHostBytes),
-			HostBudgetFactors:     budgets,
-		})
-		if err != nil {
-			return err
-		}
-		in.Register(r)
-		a.inbox = in
-		if err := a.registerAdmin(r); err != nil {
-			return err
-		}
-		srv.Register(r)
-	}
 	// Writes made while serving a request count their events.
 	enqueued := a.metrics.Outbox().Enqueued
-	r.Use(func(next http.Handler) http.Handler {
+	countEnqueued := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			next.ServeHTTP(w, req.WithContext(outbox.WithEnqueueObserver(req.Context(), enqueued)))
 		})
+	}
+	ops.Use(countEnqueued)
+	a.opsRouter = ops
+	if !serveHTTP {
+		return nil
+	}
+	r := mux.NewRouter()
+	// Load balancers probe the public port.
+	r.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
+	srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version,
+		Keys: a.resolver, AuthorizedFetch: a.cfg.AuthorizedFetch, Failures: a.failures})
+	if err != nil {
+		return err
+	}
+	budgets, err := a.cfg.hostBudgets()
+	if err != nil {
+		return err
+	}
+	in, err := inbox.New(inbox.Config{
+		DB:         a.db,
+		Store:      a.store,
+		Resolver:   a.resolver,
+		DateWindow: a.cfg.DateWindow,
+		Logger:     a.logger,
+		Metrics:    a.metrics.Inbox(),
+		Health:     a.delivery.Health(),
+		Schemes:    a.delivery.Schemes(),
+
+		HostRequestsPerMinute: float64(a.cfg.InboxHostRequests),
+		HostBytesPerMinute:    int64(a.cfg.InboxHostBytes),
+		HostBudgetFactors:     budgets,
 	})
+	if err != nil {
+		return err
+	}
+	in.Register(r)
+	a.inbox = in
+	// The admin API shows the inbox's budgets: registered after it.
+	if err := a.registerOps(ops); err != nil {
+		return err
+	}
+	srv.Register(r)
+	r.Use(countEnqueued)
 	a.router = r
 	return nil
 }
@@ -351,22 +359,23 @@ func (a *app) Run(ctx context.Context) error {
 	workerCtx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorker()
 	g, gctx := errgroup.WithContext(ctx)
-	hs := &http.Server{
-		Handler:           a.router,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
+	var servers []*http.Server
+	serve := func(ln net.Listener, h http.Handler, what string) {
+		hs := newHTTPServer(h, a.logger)
+		servers = append(servers, hs)
+		g.Go(func() error {
+			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("http %s: %w", what, err)
+			}
+			return nil
+		})
 	}
-	a.logger.Info("listening", "addr", a.listener.Addr().String(), "base_url", a.cfg.base())
-	g.Go(func() error {
-		if err := hs.Serve(a.listener); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http: %w", err)
-		}
-		return nil
-	})
+	if a.listener != nil {
+		a.logger.Info("listening", "addr", a.listener.Addr().String(), "base_url", a.cfg.base())
+		serve(a.listener, a.router, "public")
+	}
+	a.logger.Info("ops listening", "addr", a.opsListener.Addr().String())
+	serve(a.opsListener, a.opsRouter, "ops")
 	if a.bus != nil {
 		a.logger.Info("worker started", "bus", a.cfg.Bus, "concurrency", a.cfg.Concurrency)
 		g.Go(func() error { return a.bus.Run(workerCtx) })
@@ -386,8 +395,10 @@ func (a *app) Run(ctx context.Context) error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
 		defer cancel()
-		if err := hs.Shutdown(sctx); err != nil {
-			a.logger.Warn("http shutdown", "err", err)
+		for _, hs := range servers {
+			if err := hs.Shutdown(sctx); err != nil {
+				a.logger.Warn("http shutdown", "err", err)
+			}
 		}
 		stopWorker()
 		return nil

@@ -25,6 +25,7 @@ type Config struct {
 	DB                    string
 	Synchronous           string
 	Listen                string
+	OpsListen             string
 	BaseURL               string
 	AdminToken            string
 	Bus                   string
@@ -61,7 +62,8 @@ func settings(cfg *Config) []setting {
 	return []setting{
 		{"db", "COURIER_DB", "SQLite database file, or a postgres:// URL (migrate only in this build)", (*stringValue)(&cfg.DB)},
 		{"synchronous", "COURIER_SQLITE_SYNCHRONOUS", "SQLite synchronous mode: FULL (durable across power loss) or NORMAL (faster; the last commits may be lost on power loss)", (*stringValue)(&cfg.Synchronous)},
-		{"listen", "COURIER_LISTEN", "HTTP listen address (host:port)", (*stringValue)(&cfg.Listen)},
+		{"listen", "COURIER_LISTEN", "serve: public HTTP listen address (host:port): ActivityPub, the inboxes and /healthz", (*stringValue)(&cfg.Listen)},
+		{"ops-listen", "COURIER_OPS_LISTEN", "operators' listen address (host:port): /metrics, /healthz, /readyz and, with serve, /admin/ and the console; keep it off the public network", (*stringValue)(&cfg.OpsListen)},
 		{"base-url", "COURIER_BASE_URL", "public base URL of this server; ids are built from it", (*stringValue)(&cfg.BaseURL)},
 		{"admin-token", "COURIER_ADMIN_TOKEN", "bearer token of the admin API (empty: admin API off)", (*stringValue)(&cfg.AdminToken)},
 		{"bus", "EVENT_BUS_BACKEND", "event bus: db or nats", (*stringValue)(&cfg.Bus)},
@@ -88,11 +90,46 @@ func settings(cfg *Config) []setting {
 	}
 }
 
+// Default operators' addresses. The worker has its own, and its own
+// variable, so that one environment file serves a server and a worker on one
+// machine without a port clash.
+const (
+	DefaultOpsListen       = "127.0.0.1:9464"
+	DefaultWorkerOpsListen = "127.0.0.1:9465"
+	// workerOpsEnv is the worker's variable for --ops-listen.
+	workerOpsEnv = "COURIER_WORKER_OPS_LISTEN"
+)
+
+// defaultConfigFor is defaultConfig for command cmd: the worker's
+// operators' address is its own.
+func defaultConfigFor(cmd string) Config {
+	cfg := defaultConfig()
+	if cmd == "worker" {
+		cfg.OpsListen = DefaultWorkerOpsListen
+	}
+	return cfg
+}
+
+// settingsFor is settings for command cmd: the worker reads --ops-listen
+// from COURIER_WORKER_OPS_LISTEN, not from the server's COURIER_OPS_LISTEN.
+func settingsFor(cfg *Config, cmd string) []setting {
+	ss := settings(cfg)
+	if cmd == "worker" {
+		for i := range ss {
+			if ss[i].flag == "ops-listen" {
+				ss[i].env = workerOpsEnv
+			}
+		}
+	}
+	return ss
+}
+
 func defaultConfig() Config {
 	return Config{
 		DB:          "courier.db",
 		Synchronous: "FULL",
 		Listen:      "127.0.0.1:8080",
+		OpsListen:   DefaultOpsListen,
 		BaseURL:     "http://localhost:8080",
 		Bus:         "db",
 		MaxAttempts: outbox.DefaultMaxAttempts,
@@ -120,10 +157,10 @@ func defaultConfig() Config {
 // parseConfig reads the environment, then the flags in args, and validates
 // the result. The error names the flag or variable and the bad value.
 func parseConfig(name string, args []string, getenv func(string) string) (Config, []string, error) {
-	cfg := defaultConfig()
+	cfg := defaultConfigFor(name)
 	fs := flag.NewFlagSet("courier "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	ss := settings(&cfg)
+	ss := settingsFor(&cfg, name)
 	for _, s := range ss {
 		if v := getenv(s.env); v != "" {
 			if err := s.value.Set(v); err != nil {
@@ -187,6 +224,9 @@ func (c Config) validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("invalid --listen %q: want host:port", c.Listen)
+	}
+	if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {
+		return fmt.Errorf("invalid --ops-listen %q: want host:port", c.OpsListen)
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {

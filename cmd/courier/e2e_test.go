@@ -135,6 +135,7 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
 	cfg.Synchronous = "NORMAL"
 	cfg.Listen = addr
+	cfg.OpsListen = "127.0.0.1:0"
 	cfg.BaseURL = "http://" + addr
 	cfg.AllowPrivateAddresses = true
 	ctx, cancel := context.WithCancel(context.Background())
@@ -221,7 +222,7 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		raw, fams = scrape(t, base+"/metrics")
+		raw, fams = scrape(t, "http://"+a.opsListener.Addr().String()+"/metrics")
 		bad := failed()
 		if len(bad) == 0 {
 			break

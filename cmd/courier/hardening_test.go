@@ -59,6 +59,7 @@ func startApp(t *testing.T, mutate func(*Config)) (*app, *lockedBuffer) {
 	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
 	cfg.Synchronous = "NORMAL"
 	cfg.Listen = addr
+	cfg.OpsListen = "127.0.0.1:0"
 	cfg.BaseURL = "http://" + addr
 	mutate(&cfg)
 	if err := cfg.validate(); err != nil {
@@ -98,14 +99,14 @@ func TestAllowPrivateAddressesIsShown(t *testing.T) {
 	const tok = "0123456789abcdef0123456789abcdef"
 	for _, allow := range []bool{true, false} {
 		a, logs := startApp(t, func(c *Config) { c.AllowPrivateAddresses = allow; c.AdminToken = tok })
-		base := a.cfg.BaseURL
 
 		warned := strings.Contains(logs.String(), "level=WARN msg=\"COURIER_ALLOW_PRIVATE_ADDRESSES is on")
 		if warned != allow {
 			t.Errorf("allow=%v: start warning logged=%v\n%s", allow, warned, logs.String())
 		}
 
-		r, err := http.Get(base + "/readyz")
+		ops := "http://" + a.opsListener.Addr().String()
+		r, err := http.Get(ops + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +119,7 @@ func TestAllowPrivateAddressesIsShown(t *testing.T) {
 			t.Errorf("allow=%v: /readyz details %v (%v)", allow, ready.Details, err)
 		}
 
-		req, _ := http.NewRequest(http.MethodGet, base+"/admin/stats", nil)
+		req, _ := http.NewRequest(http.MethodGet, ops+"/admin/stats", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		r, err = http.DefaultClient.Do(req)
 		if err != nil {
@@ -133,7 +134,7 @@ func TestAllowPrivateAddressesIsShown(t *testing.T) {
 
 		var out, errOut bytes.Buffer
 		env := map[string]string{"COURIER_ADMIN_TOKEN": tok}
-		code := admin.Command(context.Background(), []string{"--server", base, "stats"}, &out, &errOut, func(k string) string { return env[k] })
+		code := admin.Command(context.Background(), []string{"--server", ops, "stats"}, &out, &errOut, func(k string) string { return env[k] })
 		shown := strings.Contains(out.String(), "warning: COURIER_ALLOW_PRIVATE_ADDRESSES=true")
 		if code != 0 || shown != allow {
 			t.Errorf("allow=%v: courier admin stats exit %d, warning shown=%v\n%s%s", allow, code, shown, out.String(), errOut.String())
@@ -188,7 +189,8 @@ func TestInboundBudgetSettingAndView(t *testing.T) {
 		t.Errorf("no warning about the throttled host:\n%s", logs.String())
 	}
 
-	req, _ := http.NewRequest(http.MethodGet, base+"/admin/inbound", nil)
+	ops := "http://" + a.opsListener.Addr().String()
+	req, _ := http.NewRequest(http.MethodGet, ops+"/admin/inbound", nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	r, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -206,7 +208,7 @@ func TestInboundBudgetSettingAndView(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	env := map[string]string{"COURIER_ADMIN_TOKEN": tok}
-	if code := admin.Command(context.Background(), []string{"--server", base, "inbound"}, &out, &errOut, func(k string) string { return env[k] }); code != 0 {
+	if code := admin.Command(context.Background(), []string{"--server", ops, "inbound"}, &out, &errOut, func(k string) string { return env[k] }); code != 0 {
 		t.Fatalf("courier admin inbound: exit %d %s", code, errOut.String())
 	}
 	if !strings.Contains(out.String(), "3 requests") || !strings.Contains(out.String(), host) {

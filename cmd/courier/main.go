@@ -145,9 +145,9 @@ func wantsHelp(args []string) bool {
 }
 
 func printFlags(w io.Writer, cmd string) {
-	cfg := defaultConfig()
+	cfg := defaultConfigFor(cmd)
 	fmt.Fprintf(w, "usage: courier %s [flags]\n\nflags (environment variable, default):\n", cmd)
-	for _, s := range settings(&cfg) {
+	for _, s := range settingsFor(&cfg, cmd) {
 		fmt.Fprintf(w, "  --%s  (%s, default %q)\n      %s\n", s.flag, s.env, s.value.String(), s.usage)
 	}
 }

@@ -38,6 +38,7 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 		{"bad nats url", []string{"worker", "--bus", "nats", "--nats-url", "http://x"}, nil, 2, "want nats://host:port"},
 		{"bad base url", []string{"serve", "--base-url", "example.org"}, nil, 2, "--base-url"},
 		{"bad listen", []string{"serve", "--listen", "8080"}, nil, 2, "want host:port"},
+		{"bad ops listen", []string{"worker", "--ops-listen", "9464"}, nil, 2, "invalid --ops-listen"},
 		{"bad bool", []string{"serve"}, map[string]string{"COURIER_ALLOW_PRIVATE_ADDRESSES": "maybe"}, 2, "not true or false"},
 		{"short admin token", []string{"serve"}, map[string]string{"COURIER_ADMIN_TOKEN": "admin"}, 2, "COURIER_ADMIN_TOKEN): 5 characters, at least 32 needed; make one with: openssl rand -hex 32"},
 		{"delete an unknown actor", []string{"actor", "delete", "--db", filepath.Join(dir, "actors.db"), "nobody"}, nil, 1, `no actor "nobody"`},

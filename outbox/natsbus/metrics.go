@@ -62,6 +62,11 @@ func newMetrics(reg prometheus.Registerer) (*busMetrics, error) {
 	if m.deliveries, err = register(reg, m.deliveries); err != nil {
 		return nil, err
 	}
+	// Every outcome exists from the start, so a fresh instance shows 0
+	// rather than no series.
+	for _, o := range []outbox.Outcome{outbox.Succeeded, outbox.Failed, outbox.Deferred, outbox.Dead, outbox.Released} {
+		m.deliveries.WithLabelValues(o.String())
+	}
 	return m, nil
 }
 
