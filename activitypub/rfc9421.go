@@ -461,21 +461,9 @@ func SignMessage(req *http.Request, body []byte, keyID string, key crypto.Signer
 }
 
 func signMessage(req *http.Request, body []byte, keyID string, key crypto.Signer, alg string, now time.Time) error {
-	if req == nil || req.URL == nil {
-		return fmt.Errorf("%w: nil request", ErrSign)
-	}
-	if key == nil || keyID == "" {
-		return fmt.Errorf("%w: no key", ErrSign)
-	}
-	if req.Header == nil {
-		req.Header = make(http.Header)
-	}
-	host := req.Host
-	if host == "" {
-		host = req.URL.Host
-	}
-	if host == "" {
-		return fmt.Errorf("%w: request has no host", ErrSign)
+	host, err := signTarget(req, keyID, key != nil)
+	if err != nil {
+		return err
 	}
 	for _, h := range []string{"Digest", "Signature", "Signature-Input", "Content-Digest"} {
 		req.Header.Del(h)

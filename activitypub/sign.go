@@ -54,21 +54,9 @@ var ErrSign = errors.New("activitypub: sign")
 //
 // body must be the exact bytes sent as the request body; req.Body is not read.
 func SignRequest(req *http.Request, body []byte, keyID string, key *rsa.PrivateKey, now time.Time) error {
-	if req == nil || req.URL == nil {
-		return fmt.Errorf("%w: nil request", ErrSign)
-	}
-	if key == nil || keyID == "" {
-		return fmt.Errorf("%w: no key", ErrSign)
-	}
-	if req.Header == nil {
-		req.Header = make(http.Header)
-	}
-	host := req.Host
-	if host == "" {
-		host = req.URL.Host
-	}
-	if host == "" {
-		return fmt.Errorf("%w: request has no host", ErrSign)
+	host, err := signTarget(req, keyID, key != nil)
+	if err != nil {
+		return err
 	}
 	req.Header.Del("Digest")
 	req.Header.Del("Signature")
@@ -101,4 +89,27 @@ func SignRequest(req *http.Request, body []byte, keyID string, key *rsa.PrivateK
 	sig := req.Header.Get("Signature")
 	req.Header.Set("Signature", strings.Replace(sig, `algorithm="hs2019"`, `algorithm="rsa-sha256"`, 1))
 	return nil
+}
+
+// signTarget checks what every signer needs (a request with a URL and a
+// host, a key and its id), gives req a header map, and returns the host to
+// sign.
+func signTarget(req *http.Request, keyID string, haveKey bool) (string, error) {
+	if req == nil || req.URL == nil {
+		return "", fmt.Errorf("%w: nil request", ErrSign)
+	}
+	if !haveKey || keyID == "" {
+		return "", fmt.Errorf("%w: no key", ErrSign)
+	}
+	if req.Header == nil {
+		req.Header = make(http.Header)
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	if host == "" {
+		return "", fmt.Errorf("%w: request has no host", ErrSign)
+	}
+	return host, nil
 }
