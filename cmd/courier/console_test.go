@@ -618,6 +618,10 @@ func TestConsoleRelays(t *testing.T) {
 	if err := relay.refusals(); err != nil {
 		t.Fatalf("the relay refused a signature: %v", err)
 	}
+	// Removing without a URL is refused before any question.
+	if resp, body := cc.do(http.MethodPost, "/console/relays/remove", url.Values{"csrf": {csrf}}, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "url is required") {
+		t.Errorf("remove without a URL: %d\n%s", resp.StatusCode, body)
+	}
 	// Removing an unknown relay is the API's 404.
 	if resp, body := cc.do(http.MethodPost, "/console/relays/remove", url.Values{"csrf": {csrf}, "url": {relayURL}, "confirm": {relayURL}}, nil); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no relay") {
 		t.Errorf("remove unknown: %d\n%s", resp.StatusCode, body)
