@@ -395,7 +395,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 }
 
 var pageNames = []string{"login", "message", "overview", "events", "event", "confirm", "hosts", "activity",
-	"jetstream", "blocks"}
+	"jetstream", "blocks", "relays"}
 
 func (c *Console) parse() error {
 	funcs := template.FuncMap{
@@ -479,6 +479,9 @@ func (c *Console) routes() *mux.Router {
 	r.Handle(Prefix+"blocks", c.page(c.blocks)).Methods(get)
 	r.Handle(Prefix+"blocks", c.action(c.addBlock)).Methods(post)
 	r.Handle(Prefix+"blocks/remove", c.action(c.removeBlock)).Methods(post)
+	r.Handle(Prefix+"relays", c.page(c.relays)).Methods(get)
+	r.Handle(Prefix+"relays", c.action(c.addRelay)).Methods(post)
+	r.Handle(Prefix+"relays/remove", c.action(c.removeRelay)).Methods(post)
 	return r
 }
 

@@ -492,3 +492,59 @@ func (c *Console) removeBlock(w http.ResponseWriter, r *http.Request, s session)
 	http.Redirect(w, r, Prefix+"blocks", http.StatusSeeOther)
 	return nil
 }
+
+type relaysData struct {
+	Relays []admin.RelayInfo
+	// Error is the API's answer when relays are not available here.
+	Error string
+}
+
+func (c *Console) relays(w http.ResponseWriter, r *http.Request, s session) error {
+	var list admin.RelayList
+	d := relaysData{}
+	if err := c.call(r, s, http.MethodGet, "/admin/relays", nil, nil, &list); err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) || ae.Status != http.StatusConflict {
+			return err
+		}
+		d.Error = ae.Message
+	}
+	d.Relays = list.Relays
+	c.render(w, r, http.StatusOK, "relays", s, "Relays", d)
+	return nil
+}
+
+// addRelay subscribes to a relay: the admin API stores it pending and
+// sends the instance actor's Follow.
+func (c *Console) addRelay(w http.ResponseWriter, r *http.Request, s session) error {
+	var res admin.RelayInfo
+	if err := c.call(r, s, http.MethodPost, "/admin/relays", nil, map[string]string{"url": r.PostForm.Get("url")}, &res); err != nil {
+		return err
+	}
+	flash(w, r, fmt.Sprintf("relay %s (%s): %s, Follow sent", res.URL, res.Style, res.State))
+	http.Redirect(w, r, Prefix+"relays", http.StatusSeeOther)
+	return nil
+}
+
+// removeRelay unsubscribes from a relay: without confirm it asks; with
+// confirm naming the relay the admin API removes it and sends the Undo.
+func (c *Console) removeRelay(w http.ResponseWriter, r *http.Request, s session) error {
+	u := r.PostForm.Get("url")
+	if u == "" {
+		return &apiError{Status: http.StatusBadRequest, Message: "url is required: the relay to remove"}
+	}
+	if r.PostForm.Get("confirm") != u {
+		c.render(w, r, http.StatusOK, "confirm", s, "Confirm", confirmData{
+			Question: fmt.Sprintf("Remove relay %s? courier sends it an Undo of the Follow and stops relaying to it.", u),
+			Action:   Prefix + "relays/remove", Fields: map[string]string{"url": u, "confirm": u}, Count: 1,
+			Back: Prefix + "relays"})
+		return nil
+	}
+	var res admin.ActionResult
+	if err := c.call(r, s, http.MethodDelete, "/admin/relays", nil, map[string]string{"url": u}, &res); err != nil {
+		return err
+	}
+	flash(w, r, res.Message)
+	http.Redirect(w, r, Prefix+"relays", http.StatusSeeOther)
+	return nil
+}

@@ -164,8 +164,10 @@ func postFromPage(t *testing.T, ctx context.Context, ops, path string, form map[
 // TestConsoleInBrowser drives the console in a real headless Chromium: it
 // signs in, sees a dead-lettered delivery, retries it and sees it delivered
 // to a real loopback inbox that verifies its signature; pauses and resumes
-// the host; and is refused a change without the CSRF token and without
-// the session cookie. It saves a screenshot of each page.
+// the host; adds a relay, sees it accepted by a real loopback relay and
+// removes it after a confirmation; and is refused a change without the
+// CSRF token and without the session cookie. It saves a screenshot of
+// each page.
 func TestConsoleInBrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	rig := newConsoleRig(t)
@@ -279,6 +281,48 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("blocks page shows %q", got)
 	}
 	shot.take(ctx, "blocks")
+
+	// Add a relay: pending until the relay (on loopback, verifying the
+	// instance actor's signature) accepts; remove it after a confirmation.
+	relay := newRelayInbox(t, rig)
+	relayURL := relay.host.srv.URL + "/inbox"
+	relayRow := fmt.Sprintf(`#relays tr[data-relay=%q]`, relayURL)
+	browse(t, ctx, "add a relay", chromedp.Navigate(rig.ops+"/console/relays"), chromedp.WaitVisible(id("#relay-url")),
+		chromedp.SendKeys(id("#relay-url"), relayURL), chromedp.Submit(id("#relay-url")), chromedp.WaitVisible(css(".flash")))
+	if got := textOf(t, ctx, relayRow); !strings.Contains(got, "mastodon") || !strings.Contains(got, "pending") {
+		t.Fatalf("relay row after add: %q", got)
+	}
+	rig.acceptRelay(t, relay)
+	if err := relay.refusals(); err != nil {
+		t.Fatalf("the relay refused a signature: %v", err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		browse(t, ctx, "relays", chromedp.Navigate(rig.ops+"/console/relays"), chromedp.WaitVisible(css(relayRow)))
+		if strings.Contains(textOf(t, ctx, relayRow), "accepted") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relays page never showed the relay accepted: %q", textOf(t, ctx, relayRow))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := textOf(t, ctx, relayRow); !strings.Contains(got, relay.host.actorID()) {
+		t.Fatalf("accepted relay row %q does not name its actor %s", got, relay.host.actorID())
+	}
+	shot.take(ctx, "relays")
+	browse(t, ctx, "remove the relay", chromedp.Click(css(relayRow+" button.danger")), chromedp.WaitVisible(id("#question")))
+	if q := textOf(t, ctx, "#question"); !strings.Contains(q, "Remove relay "+relayURL) {
+		t.Fatalf("confirmation asks %q", q)
+	}
+	if rs, err := rig.app.store.Relays(bg); err != nil || len(rs) != 1 {
+		t.Fatalf("the question removed the relay: %+v, %v", rs, err)
+	}
+	browse(t, ctx, "confirm the removal", chromedp.Click(id("#confirm")), chromedp.WaitVisible(css(".flash")))
+	if got := textOf(t, ctx, "#relays tbody"); strings.Contains(got, relayURL) {
+		t.Fatalf("relays page after the removal shows %q", got)
+	}
+	waitFor(t, "the relay's Undo", func() bool { return len(relay.received("Undo")) == 1 })
 	browse(t, ctx, "jetstream", chromedp.Navigate(rig.ops+"/console/jetstream"), chromedp.WaitVisible(css("h1")))
 	shot.take(ctx, "jetstream")
 	browse(t, ctx, "overview again", chromedp.Navigate(rig.ops+"/console/"), chromedp.WaitVisible(css("svg.chart")))

@@ -478,3 +478,152 @@ func TestConsoleOffWithoutToken(t *testing.T) {
 		t.Fatalf("console without a token: %d %s", st, body)
 	}
 }
+
+// newRelayInbox is a Mastodon-style relay on loopback: its inbox (the
+// relay's URL, <host>/inbox) verifies every POST against the key of
+// courier's instance actor and accepts it; its actor is the host's actor.
+func newRelayInbox(t *testing.T, rig *consoleRig) *signedInbox {
+	t.Helper()
+	key, err := activitypub.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newSignedInbox(t, key, rig.public+"/actor")
+	r.status.Store(http.StatusAccepted)
+	return r
+}
+
+// acceptRelay waits for the relay's verified Follow and answers it with an
+// Accept from the relay's actor to the instance actor's inbox.
+func (r *consoleRig) acceptRelay(t *testing.T, relay *signedInbox) {
+	t.Helper()
+	waitFor(t, "the relay's Follow", func() bool { return len(relay.received("Follow")) == 1 })
+	follow := relay.received("Follow")[0]
+	h := relay.host
+	if st := h.post(t, r.public+"/actor/inbox", map[string]any{"@context": activitypub.ActivityStreams,
+		"id": h.srv.URL + "/accepts/1", "type": "Accept", "actor": h.actorID(), "object": follow}); st != http.StatusAccepted {
+		t.Fatalf("the relay's Accept answered %d", st)
+	}
+}
+
+// The relays page lists the relays with their style, state and actor,
+// adds one (its Follow delivered to a real loopback relay that verifies
+// the signature) and removes one only after a confirmation; both changes
+// need the CSRF token, and what it shows is escaped.
+func TestConsoleRelays(t *testing.T) {
+	t.Parallel()
+	rig := newConsoleRig(t)
+	bg := context.Background()
+	relay := newRelayInbox(t, rig)
+	relayURL := relay.host.srv.URL + "/inbox"
+	stored := func() []store.Relay {
+		t.Helper()
+		rs, err := rig.app.store.Relays(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	cc := newConsoleClient(t, rig.ops)
+	if resp, _ := cc.do(http.MethodGet, "/console/relays", nil, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("signed out, the relays page answered %d", resp.StatusCode)
+	}
+	if resp, _ := cc.do(http.MethodPost, "/console/login", url.Values{"token": {consoleToken}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", resp.StatusCode)
+	}
+	csrf := cc.csrf()
+	resp, page := cc.do(http.MethodGet, "/console/relays", nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "No relay is subscribed") || !strings.Contains(page, `href="/console/relays" class="on"`) {
+		t.Fatalf("empty relays page: %d\n%s", resp.StatusCode, page)
+	}
+
+	// Without the CSRF token nothing is added.
+	for _, form := range []url.Values{{"url": {relayURL}}, {"url": {relayURL}, "csrf": {strings.Repeat("0", 64)}}} {
+		if resp, body := cc.do(http.MethodPost, "/console/relays", form, nil); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "CSRF") {
+			t.Errorf("add without the CSRF token: %d\n%s", resp.StatusCode, body)
+		}
+	}
+	if rs := stored(); len(rs) != 0 {
+		t.Fatalf("a refused add stored %+v", rs)
+	}
+	// A bad URL is the API's 400, with its message.
+	if resp, body := cc.do(http.MethodPost, "/console/relays", url.Values{"csrf": {csrf}, "url": {"ftp://relay.example/inbox"}}, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "want an http(s) URL") {
+		t.Errorf("ftp relay: %d\n%s", resp.StatusCode, body)
+	}
+
+	// Add: pending, its Follow delivered, signed by the instance actor.
+	resp, _ = cc.do(http.MethodPost, "/console/relays", url.Values{"csrf": {csrf}, "url": {relayURL}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/relays" {
+		t.Fatalf("add: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	_, page = cc.do(http.MethodGet, "/console/relays", nil, nil)
+	if !strings.Contains(page, "relay "+relayURL+" (mastodon): pending") || !strings.Contains(page, `<span class="tag pending">pending</span>`) {
+		t.Fatalf("after add:\n%s", page)
+	}
+	if resp, body := cc.do(http.MethodPost, "/console/relays", url.Values{"csrf": {csrf}, "url": {relayURL}}, nil); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "already added") {
+		t.Errorf("added twice: %d\n%s", resp.StatusCode, body)
+	}
+	rig.acceptRelay(t, relay)
+	if err := relay.refusals(); err != nil {
+		t.Fatalf("the relay refused a signature: %v", err)
+	}
+	waitFor(t, "the relay accepted", func() bool {
+		rs := stored()
+		return len(rs) == 1 && rs[0].State == store.StateAccepted
+	})
+	_, page = cc.do(http.MethodGet, "/console/relays", nil, nil)
+	if !strings.Contains(page, `<span class="tag accepted">accepted</span>`) || !strings.Contains(page, "<td>"+relay.host.actorID()+"</td>") {
+		t.Fatalf("after the Accept:\n%s", page)
+	}
+
+	// A hostile URL is shown escaped, in the list and in the message.
+	hostile := `https://relay.invalid/inbox?a="><script>alert(1)</script>`
+	resp, _ = cc.do(http.MethodPost, "/console/relays", url.Values{"csrf": {csrf}, "url": {hostile}}, nil)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("add hostile: %d", resp.StatusCode)
+	}
+	_, page = cc.do(http.MethodGet, "/console/relays", nil, nil)
+	if strings.Contains(page, "<script>") || strings.Count(page, "&lt;script&gt;alert(1)&lt;/script&gt;") < 3 {
+		t.Errorf("the hostile URL is not escaped:\n%s", page)
+	}
+
+	// Remove: without the CSRF token refused; without confirm (or with
+	// another relay's) a question; confirmed, removed and its Undo sent.
+	if resp, _ := cc.do(http.MethodPost, "/console/relays/remove", url.Values{"url": {relayURL}}, nil); resp.StatusCode != http.StatusForbidden || len(stored()) != 2 {
+		t.Errorf("remove without the CSRF token: %d, %d relays", resp.StatusCode, len(stored()))
+	}
+	for _, confirm := range []string{"", hostile} {
+		resp, body := cc.do(http.MethodPost, "/console/relays/remove", url.Values{"csrf": {csrf}, "url": {relayURL}, "confirm": {confirm}}, nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Remove relay "+relayURL+"?") || !strings.Contains(body, `name="confirm" value="`+relayURL+`"`) {
+			t.Errorf("remove with confirm %q: %d\n%s", confirm, resp.StatusCode, body)
+		}
+		if n := len(stored()); n != 2 {
+			t.Fatalf("the question removed a relay: %d left", n)
+		}
+	}
+	resp, _ = cc.do(http.MethodPost, "/console/relays/remove", url.Values{"csrf": {csrf}, "url": {relayURL}, "confirm": {relayURL}}, nil)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("remove confirmed: %d", resp.StatusCode)
+	}
+	if rs := stored(); len(rs) != 1 || rs[0].URL == relayURL {
+		t.Fatalf("after remove: %+v", rs)
+	}
+	if _, page = cc.do(http.MethodGet, "/console/relays", nil, nil); !strings.Contains(page, "relay "+relayURL+" removed; Undo sent") || strings.Contains(page, `data-relay="`+relayURL+`"`) {
+		t.Errorf("after remove:\n%s", page)
+	}
+	waitFor(t, "the relay's Undo", func() bool { return len(relay.received("Undo")) == 1 })
+	if undo, _ := relay.received("Undo")[0]["object"].(map[string]any); undo["id"] != relay.received("Follow")[0]["id"] {
+		t.Errorf("Undo of %v, want the Follow", undo)
+	}
+	if err := relay.refusals(); err != nil {
+		t.Fatalf("the relay refused a signature: %v", err)
+	}
+	// Removing without a URL is refused before any question.
+	if resp, body := cc.do(http.MethodPost, "/console/relays/remove", url.Values{"csrf": {csrf}}, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "url is required") {
+		t.Errorf("remove without a URL: %d\n%s", resp.StatusCode, body)
+	}
+	// Removing an unknown relay is the API's 404.
+	if resp, body := cc.do(http.MethodPost, "/console/relays/remove", url.Values{"csrf": {csrf}, "url": {relayURL}, "confirm": {relayURL}}, nil); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no relay") {
+		t.Errorf("remove unknown: %d\n%s", resp.StatusCode, body)
+	}
+}
