@@ -820,6 +820,24 @@ func (q *Queue) ReleaseTarget(ctx context.Context, target string) (int64, error)
 	return n, nil
 }
 
+// ReleaseEvent makes the pending row of eventID due now when it is waiting
+// (a delivery deferred while its answer was awaited, now known). Attempts
+// are kept. It reports whether a row changed: false when the row is not
+// pending yet (still being settled), already due, or gone.
+func (q *Queue) ReleaseEvent(ctx context.Context, eventID string) (bool, error) {
+	now := q.now().UnixMilli()
+	res, err := q.write.ExecContext(ctx, `UPDATE event_queue SET next_attempt_at = ?, updated_at = ?
+		WHERE event_id = ? AND status = 'pending' AND next_attempt_at > ?`, now, now, eventID, now)
+	if err != nil {
+		return false, fmt.Errorf("outbox: release event %s: %w", eventID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("outbox: release event %s: %w", eventID, err)
+	}
+	return n == 1, nil
+}
+
 // Stats counts the outbox rows by status and type.
 type Stats map[string]map[string]int64
 
