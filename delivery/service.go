@@ -174,6 +174,11 @@ type Config struct {
 	// 4096); a delivery that finds them all taken comes back after about
 	// SlotDefer without spending an attempt.
 	MaxInFlight int
+	// BulkFanout is the most inboxes a fan-out may reach and keep its
+	// deliveries in the interactive lane (default 100); the deliveries of
+	// a larger one go in outbox.LaneBulk, claimed after interactive work
+	// (an Accept, a reply, a direct message, another actor's small post).
+	BulkFanout int
 	// RetryAfterMax clamps a remote's Retry-After (default 6 h).
 	RetryAfterMax time.Duration
 	// MaxResponseBody is how much of a response body is read (default
@@ -214,6 +219,7 @@ const (
 	DefaultRetryAfterMax         = 6 * time.Hour
 	DefaultHandOff               = 250 * time.Millisecond
 	DefaultMaxInFlight           = 4096
+	DefaultBulkFanout            = 100
 	DefaultMaxResponseBody       = 4 << 10
 	DefaultRetention             = 30 * 24 * time.Hour
 	DefaultHostCacheTTL          = 10 * time.Second
@@ -238,6 +244,9 @@ func (c Config) withDefaults() Config {
 	def(&c.SlotDefer, DefaultSlotDefer)
 	def(&c.RetryAfterMax, DefaultRetryAfterMax)
 	def(&c.HandOff, DefaultHandOff)
+	if c.BulkFanout == 0 {
+		c.BulkFanout = DefaultBulkFanout
+	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
 	}
@@ -278,6 +287,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("delivery: BaseURL %q is not an http(s) URL", c.BaseURL)
 	case c.PerHostConcurrency < 1:
 		return fmt.Errorf("delivery: PerHostConcurrency must be at least 1, not %d", c.PerHostConcurrency)
+	case c.BulkFanout < 0:
+		return fmt.Errorf("delivery: BulkFanout must not be negative, not %d", c.BulkFanout)
 	case c.MaxInFlight < 1:
 		return fmt.Errorf("delivery: MaxInFlight must be at least 1, not %d", c.MaxInFlight)
 	case c.MaxResponseBody < 0:
