@@ -38,6 +38,15 @@ type flight struct {
 	landed time.Time
 }
 
+// States of courier_delivery_parked_total for deliveries waiting on flights.
+const (
+	// ParkedAwaitingAnswer: the host has a POST that outlasted HandOff; its
+	// other deliveries wait for its answer.
+	ParkedAwaitingAnswer = "awaiting_answer"
+	// ParkedInFlightLimit: MaxInFlight POSTs were in the air.
+	ParkedInFlightLimit = "in_flight_limit"
+)
+
 // flights are the POSTs in the air in this process, by delivery event id.
 type flights struct {
 	mu      sync.Mutex

@@ -64,6 +64,7 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 			return ctx.Err()
 		}
 		if s.flights.isSuspect(host) {
+			s.cfg.Metrics.Parked(ParkedAwaitingAnswer)
 			return outbox.Defer(s.now().Add(max(s.cfg.Timeout+flightGrace, backoff)),
 				"host "+host+" has not answered yet: waiting for it")
 		}
@@ -81,7 +82,7 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	f, ok := s.launch(ev, p, host, adm.probe, req, release)
 	if !ok {
 		release()
-		s.cfg.Metrics.Parked("in_flight_limit")
+		s.cfg.Metrics.Parked(ParkedInFlightLimit)
 		delay := s.cfg.SlotDefer/2 + time.Duration(rand.Int64N(int64(s.cfg.SlotDefer)/2+1))
 		return outbox.Defer(s.now().Add(delay), fmt.Sprintf("%d POSTs in flight: the limit", s.cfg.MaxInFlight))
 	}
