@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/courier-ap/courier/outbox"
@@ -33,9 +34,10 @@ type flight struct {
 	wait   time.Time // a failed probe's next probe time
 	err    error     // an interruption, returned as is
 
+	// Lock order: a flight's mu before flights.mu.
 	mu     sync.Mutex
-	handed bool // the handler stopped waiting; the row must be released
-	landed time.Time
+	handed bool         // the handler stopped waiting; the row must be released
+	landed atomic.Int64 // Unix ns when it landed; zero before
 }
 
 // States of courier_delivery_parked_total for deliveries waiting on flights.
@@ -174,7 +176,7 @@ const flightGrace = 5 * time.Second
 func (s *Service) finish(f *flight) {
 	fs := s.flights
 	f.mu.Lock()
-	f.landed = time.Now()
+	f.landed.Store(time.Now().UnixNano())
 	close(f.done)
 	handed := f.handed
 	f.mu.Unlock()
@@ -253,13 +255,10 @@ func (s *Service) releaseLanded(ctx context.Context) {
 	}
 	// A landed flight whose row never came back (discarded, or run
 	// elsewhere) is dropped after its deadline and a minute.
-	cutoff := time.Now().Add(-s.cfg.Timeout - flightGrace - time.Minute)
+	cutoff := time.Now().Add(-s.cfg.Timeout - flightGrace - time.Minute).UnixNano()
 	fs.mu.Lock()
 	for id, f := range fs.m {
-		f.mu.Lock()
-		old := !f.landed.IsZero() && f.landed.Before(cutoff)
-		f.mu.Unlock()
-		if old {
+		if at := f.landed.Load(); at != 0 && at < cutoff {
 			delete(fs.m, id)
 		}
 	}
