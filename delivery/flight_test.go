@@ -100,10 +100,10 @@ func TestHungHostsHoldNoHandlerSlots(t *testing.T) {
 		}
 		return true
 	})
-	inFlight, handed := b.svc.InFlight()
-	if inFlight < len(hung) || handed < len(hung) {
-		t.Errorf("in flight %d, handed off %d; want at least %d each", inFlight, handed, len(hung))
-	}
+	waitFor(t, "every hung host's probe handed off by its handler", func() bool {
+		inFlight, handed := b.svc.InFlight()
+		return inFlight >= len(hung) && handed >= len(hung)
+	})
 	for _, h := range hung {
 		if n := h.conns.Load(); n != 1 {
 			t.Errorf("hung host %s: %d connections, want 1 (one probe)", h.addr(), n)
