@@ -49,6 +49,10 @@ type ClientOptions struct {
 	RootCAs *x509.CertPool
 	// UserAgent is set on requests that have none. Default DefaultUserAgent.
 	UserAgent string
+	// Gate, when set, keeps requests from waiting on a host that is slow
+	// or already busy (see FetchGate): give it to the client of remote
+	// fetches. Default nil: no gate.
+	Gate *FetchGate
 }
 
 func (o ClientOptions) withDefaults() ClientOptions {
@@ -120,8 +124,12 @@ func NewClient(opts ClientOptions) *http.Client {
 		ResponseHeaderTimeout: opts.ResponseHeaderTimeout,
 		ExpectContinueTimeout: time.Second,
 	}
+	var rt http.RoundTripper = tr
+	if opts.Gate != nil {
+		rt = opts.Gate.Wrap(tr)
+	}
 	return &http.Client{
-		Transport: &userAgent{next: tr, ua: opts.UserAgent},
+		Transport: &userAgent{next: rt, ua: opts.UserAgent},
 		Timeout:   opts.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
