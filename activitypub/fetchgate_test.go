@@ -128,3 +128,90 @@ func TestFetchGateDoesNotWaitOnASlowHost(t *testing.T) {
 		t.Errorf("the slow host got %d requests, want 5", n)
 	}
 }
+
+// Hundreds of callers needing an actor whose host takes long to answer do
+// not all wait on its one fetch: the caller that fetches waits, the others
+// stop waiting after joinWait with ErrHostBusy, and Actor falls back to the
+// stored copy.
+func TestResolverCallersDoNotWaitOnASlowFetch(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var gets atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if gets.Add(1) > 1 {
+			<-release
+		}
+		w.Header().Set("Content-Type", ContentType)
+		_, _ = w.Write([]byte(`{"@context":"https://www.w3.org/ns/activitystreams","id":"http://` + r.Host + r.URL.Path + `","type":"Person","inbox":"http://` + r.Host + `/inbox"}`))
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	key, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewFetcher(FetcherConfig{
+		Client: NewClient(ClientOptions{AllowPrivate: true}),
+		Signer: Signer{KeyID: "https://courier.example/actor#main-key", Key: key},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &gateClock{now: time.Now()}
+	r, err := NewResolver(ResolverConfig{Fetcher: f, Store: newMemStore(), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id := slow.URL + "/users/slowpoke"
+	if _, err := r.Actor(ctx, id); err != nil { // stored, answered at once
+		t.Fatal(err)
+	}
+	clock.advance(48 * time.Hour) // the stored copy is stale now
+
+	refreshed := make(chan error, 1)
+	go func() {
+		_, err := r.Refresh(ctx, id)
+		refreshed <- err
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for gets.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the refresh never reached the host")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var busy, stale atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 300 {
+		wg.Go(func() {
+			if i%2 == 0 {
+				if _, err := r.Refresh(ctx, id); errors.Is(err, ErrHostBusy) {
+					busy.Add(1)
+				} else {
+					t.Errorf("refresh while another is in flight: %v, want ErrHostBusy", err)
+				}
+				return
+			}
+			if a, err := r.Actor(ctx, id); err == nil && a.ID == id {
+				stale.Add(1)
+			} else {
+				t.Errorf("actor while its refresh is in flight: %v", err)
+			}
+		})
+	}
+	wg.Wait() // would never end if the callers waited on the held fetch
+	if busy.Load() != 150 || stale.Load() != 150 || gets.Load() != 2 {
+		t.Errorf("%d busy, %d stale copies, %d requests; want 150, 150, 2", busy.Load(), stale.Load(), gets.Load())
+	}
+	close(release)
+	if err := <-refreshed; err != nil {
+		t.Errorf("the refresh itself: %v", err)
+	}
+}
