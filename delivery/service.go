@@ -15,7 +15,9 @@
 // longer than Config.UnavailableAfter is marked unavailable, its
 // deliveries are parked without spending attempts while one probe delivery
 // at a time tests it on a growing interval, and a success releases them
-// all at once.
+// all at once. A POST not answered within Config.HandOff goes on without
+// its handler (flight.go), and a fan-out to more than Config.BulkFanout
+// inboxes puts its deliveries in outbox.LaneBulk, behind interactive work.
 package delivery
 
 import (
