@@ -1,6 +1,8 @@
 package activitypub
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -33,10 +35,24 @@ type ClientOptions struct {
 	// ResponseHeaderTimeout bounds the wait for response headers after the
 	// request is written. Default 20 s.
 	ResponseHeaderTimeout time.Duration
-	// MaxConnsPerHost bounds connections per host. Default 8.
+	// MaxConnsPerHost bounds connections per host, and the idle
+	// connections kept per host. Default 8.
 	MaxConnsPerHost int
+	// IdleConnTimeout is how long an idle connection is kept. Default 90 s.
+	IdleConnTimeout time.Duration
+	// TLSSessionCacheSize is how many TLS sessions are kept so that a new
+	// connection to a host resumes instead of a full handshake. Default
+	// 8192.
+	TLSSessionCacheSize int
+	// RootCAs are the certificate authorities trusted for HTTPS. Default
+	// nil: the system's.
+	RootCAs *x509.CertPool
 	// UserAgent is set on requests that have none. Default DefaultUserAgent.
 	UserAgent string
+	// Gate, when set, keeps requests from waiting on a host that is slow
+	// or already busy (see FetchGate): give it to the client of remote
+	// fetches. Default nil: no gate.
+	Gate *FetchGate
 }
 
 func (o ClientOptions) withDefaults() ClientOptions {
@@ -55,6 +71,12 @@ func (o ClientOptions) withDefaults() ClientOptions {
 	if o.MaxConnsPerHost <= 0 {
 		o.MaxConnsPerHost = 8
 	}
+	if o.IdleConnTimeout <= 0 {
+		o.IdleConnTimeout = 90 * time.Second
+	}
+	if o.TLSSessionCacheSize <= 0 {
+		o.TLSSessionCacheSize = 8192
+	}
 	if o.UserAgent == "" {
 		o.UserAgent = DefaultUserAgent
 	}
@@ -66,6 +88,19 @@ func (o ClientOptions) withDefaults() ClientOptions {
 // cannot bypass it) and refuses non-global addresses unless AllowPrivate. It
 // never follows redirects (the caller sees the 3xx and must re-sign for the
 // new URL), ignores proxy environment variables, and sets a User-Agent.
+//
+// Connections are kept alive per host, up to MaxConnsPerHost idle ones for
+// each host, with no pool-wide cap: a fan-out visits thousands of hosts
+// before it comes back to the first, and a pool-wide cap would close the
+// first hosts' connections before their next delivery. Idle connections
+// are bounded by the hosts talked to within IdleConnTimeout. A pool-wide
+// cap also costs correctness: net/http evicts the oldest idle connection
+// when the pool is full, and a connection that was put back before its
+// response (no body) reached the caller can be the one evicted, and the
+// request then fails with "putIdleConn: too many idle connections" although
+// the response was read: a delivery counted as failed and sent twice.
+// HTTP/2 is used where the server offers it; new TLS connections resume a
+// cached session.
 func NewClient(opts ClientOptions) *http.Client {
 	opts = opts.withDefaults()
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
@@ -73,19 +108,28 @@ func NewClient(opts ClientOptions) *http.Client {
 		dialer.Control = guardControl
 	}
 	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
+		Proxy:             nil,
+		DialContext:       dialer.DialContext,
+		ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{
+			MinVersion:         tls.VersionTLS12,
+			RootCAs:            opts.RootCAs,
+			ClientSessionCache: tls.NewLRUClientSessionCache(opts.TLSSessionCacheSize),
+		},
+		MaxIdleConns:          0, // no pool-wide cap: see above
 		MaxIdleConnsPerHost:   opts.MaxConnsPerHost,
 		MaxConnsPerHost:       opts.MaxConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       opts.IdleConnTimeout,
 		TLSHandshakeTimeout:   opts.TLSHandshakeTimeout,
 		ResponseHeaderTimeout: opts.ResponseHeaderTimeout,
 		ExpectContinueTimeout: time.Second,
 	}
+	var rt http.RoundTripper = tr
+	if opts.Gate != nil {
+		rt = opts.Gate.Wrap(tr)
+	}
 	return &http.Client{
-		Transport: &userAgent{next: tr, ua: opts.UserAgent},
+		Transport: &userAgent{next: rt, ua: opts.UserAgent},
 		Timeout:   opts.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse

@@ -96,6 +96,7 @@ type Resolver struct {
 // call is one in-flight fetch shared by concurrent callers.
 type call struct {
 	done  chan struct{}
+	start time.Time // real time the fetch began
 	pub   crypto.PublicKey
 	actor *Actor
 	err   error
@@ -209,21 +210,32 @@ func (r *Resolver) fetchActor(ctx context.Context, id string) (*Actor, error) {
 	return c.actor, c.err
 }
 
+// joinWait is how long a fetch may have been in flight for a caller to wait
+// for it rather than start its own: a remote that takes 25 s to answer then holds the caller that
+// fetches, not every import that needs the document (they get ErrHostBusy
+// and use what they have, a stored or embedded copy, or come back later).
+const joinWait = 2 * time.Second
+
 // do runs fn once for concurrent callers with the same key. A caller whose
-// context ends stops waiting; the fetch itself is bounded by the client's
-// timeout and the first caller's context.
+// context ends, or finds another's fetch in flight for joinWait, stops waiting;
+// the fetch itself is bounded by the client's timeout and the first
+// caller's context.
 func (r *Resolver) do(ctx context.Context, key string, fn func() *call) *call {
 	r.mu.Lock()
 	if c, ok := r.inflight[key]; ok {
 		r.mu.Unlock()
+		t := time.NewTimer(max(joinWait-time.Since(c.start), 0))
+		defer t.Stop()
 		select {
 		case <-c.done:
 			return c
 		case <-ctx.Done():
 			return &call{err: fmt.Errorf("activitypub: resolve: %w", ctx.Err())}
+		case <-t.C:
+			return &call{err: fmt.Errorf("activitypub: resolve: %w: its fetch has been in flight for over %s", ErrHostBusy, joinWait)}
 		}
 	}
-	c := &call{done: make(chan struct{})}
+	c := &call{done: make(chan struct{}), start: time.Now()}
 	r.inflight[key] = c
 	r.mu.Unlock()
 

@@ -212,8 +212,8 @@ func (a *API) stuck(r outbox.Row, now time.Time) bool {
 // eventJSON converts a row; payload only when withPayload.
 func (a *API) eventJSON(r outbox.Row, now time.Time, withPayload bool) Event {
 	e := Event{
-		RowID: r.ID, EventID: r.Event.ID, Type: r.Event.Type, Host: r.Event.Target, Status: r.Status,
-		Attempts: r.Attempts, LastError: r.LastError,
+		RowID: r.ID, EventID: r.Event.ID, Type: r.Event.Type, Host: r.Event.Target, Lane: outbox.LaneName(r.Event.Lane),
+		Status: r.Status, Attempts: r.Attempts, LastError: r.LastError,
 		OccurredAt: utc(r.Event.OccurredAt), CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
 		AgeSeconds: int64(max(now.Sub(r.CreatedAt), 0) / time.Second),
 	}

@@ -17,6 +17,8 @@ type Event struct {
 	Type    string `json:"type"`
 	// Host is the row's routing target (a delivery's remote host).
 	Host string `json:"host,omitempty"`
+	// Lane is the row's claim lane: interactive or bulk (outbox.LaneName).
+	Lane string `json:"lane"`
 	// Status is pending, processing, done or dead_lettered; Stuck is set on
 	// a processing row claimed longer ago than the lease.
 	Status        string    `json:"status"`

@@ -3,15 +3,26 @@
 package delivery_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"database/sql"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
-	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -21,6 +32,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/migrations"
@@ -29,58 +42,94 @@ import (
 	"github.com/courier-ap/courier/store"
 )
 
-// Benchmark shape: one post fanned out to benchFollowers followers with
-// personal inboxes, spread evenly over benchHosts simulated hosts.
+// Benchmark shape, as an instance sees it: benchHosts simulated hosts, each
+// on its own loopback address (127.0.x.y) with its own certificate from a
+// CA made in the run, each with benchPerHost followers of one local actor
+// sharing the host's inbox; benchNotes public notes, so every host gets
+// benchNotes deliveries in a burst.
 const (
-	benchFollowers = 10_000
-	benchHosts     = 1_000
+	benchHosts   = 1_000
+	benchPerHost = 10
+	benchNotes   = 10
+	// benchConcurrency is courier serve's --concurrency default.
+	benchConcurrency = 128
+	// benchBacklog is the bulk fan-out an Accept is enqueued behind.
+	benchBacklog = 100_000
 )
 
-// BenchmarkFanout10k fans one post out to 10,000 followers on 1,000
-// simulated hosts served by one loopback httptest server that routes by
-// Host and verifies every signature and digest, and reports deliveries per
-// second against the RSA-2048 signatures per second the same cores make
-// (measured in the same run). A second run sends 20% of the hosts to a
-// listener that accepts connections and never answers, and reports the
-// healthy hosts' throughput against the first run. Run it once:
+// BenchmarkFanout sends benchNotes notes to benchHosts hosts through the
+// real outbox db worker and delivery service at the production defaults
+// (activitypub.NewClient's and delivery's timeouts, concurrency and
+// per-host limits; the worker's defaults with courier serve's
+// --concurrency) and reports, in one run:
 //
-//	go test ./delivery/ -run '^$' -bench Fanout10k -benchtime 1x
+//   - the CPU of one RSA-2048 signature ÷ courier's own CPU per delivery
+//     (the receivers run in a child process, so their verifying is not
+//     counted), and the wall-clock ratio of deliveries/s to signatures/s;
+//   - with 20% of the hosts hung (they accept, complete TLS, read the POST
+//     and never answer) and, separately, 20% slow (each POST answered after
+//     10 s): the healthy hosts' deliveries/s ÷ the all-healthy rate;
+//   - new connections per delivery, over HTTP/1.1, TLS with HTTP/1.1 only,
+//     and TLS with HTTP/2;
+//   - duplicate POSTs (one activity twice at one inbox) in fault-free runs;
+//   - how long an Accept enqueued behind benchBacklog pending deliveries of
+//     a fan-out takes to reach its inbox.
 //
-// The machine may be shared, so besides wall-clock rates it reports rates
-// per CPU-second of this process (getrusage), which other load does not
-// skew: the delivery figure then includes everything the process did for
-// a delivery (the fan-out, the database, the receiving server's
-// verification), against the cost of a signature alone.
-func BenchmarkFanout10k(b *testing.B) {
-	var sign, healthy, hung rates
+// Run it once (about three minutes on two cores):
+//
+//	go test ./delivery/ -run '^$' -bench Fanout -benchtime 1x -timeout 20m
+func BenchmarkFanout(b *testing.B) {
+	ca := newBenchCA(b)
 	for b.Loop() {
 		key, err := activitypub.GenerateKey()
 		if err != nil {
 			b.Fatal(err)
 		}
-		// The signing ceiling is measured before, between and after the
-		// runs; the best figure counts.
-		sign = signRate(key, time.Second)
-		healthy = fanoutRun(b, 0)
+		sign := signRate(key, time.Second)
+		plain := fanoutRun(b, ca, "http1", 0, 0)
+		tls1 := fanoutRun(b, ca, "tls-http1", 0, 0)
 		sign = sign.best(signRate(key, time.Second))
-		hung = fanoutRun(b, 0.2)
+		h2 := fanoutRun(b, ca, "tls-http2", 0, 0)
+		hung := fanoutRun(b, ca, "tls-http1", 0.2, 0)
+		slow := fanoutRun(b, ca, "tls-http1", 0, 0.2)
 		sign = sign.best(signRate(key, time.Second))
+		accept := acceptRun(b, ca)
+
+		b.ReportMetric(sign.wall, "signatures/s")
+		for _, r := range []struct {
+			name string
+			res  runResult
+		}{{"http1", plain}, {"tls_http1", tls1}, {"tls_http2", h2}} {
+			b.ReportMetric(r.res.rate.wall, r.name+"_deliveries/s")
+			b.ReportMetric(r.res.rate.cpu/sign.cpu, r.name+"_ratio_to_signing_cpu")
+			b.ReportMetric(r.res.rate.wall/sign.wall, r.name+"_ratio_to_signing_wall")
+			b.ReportMetric(r.res.connsPerDelivery(), r.name+"_new_conns/delivery")
+			b.ReportMetric(float64(r.res.stats.Duplicates), r.name+"_duplicates")
+		}
+		b.ReportMetric(hung.rate.wall/tls1.rate.wall, "ratio_20%_hung_to_healthy")
+		b.ReportMetric(slow.rate.wall/tls1.rate.wall, "ratio_20%_slow_to_healthy")
+		b.ReportMetric(accept.Seconds(), "accept_behind_100k_s")
+
+		b.Logf("GOMAXPROCS=%d; %d hosts x %d followers (shared inbox) x %d notes = %d deliveries; worker concurrency %d; production timeouts",
+			runtime.GOMAXPROCS(0), benchHosts, benchPerHost, benchNotes, benchHosts*benchNotes, benchConcurrency)
+		b.Logf("RSA-2048 signatures: %.0f/s wall on every core, %.0f per CPU-second", sign.wall, sign.cpu)
+		for _, r := range []struct {
+			name string
+			res  runResult
+		}{{"HTTP/1.1     ", plain}, {"TLS HTTP/1.1 ", tls1}, {"TLS HTTP/2   ", h2}} {
+			b.Logf("%s all healthy: %.0f deliveries/s wall (ratio %.2f), %.0f per courier CPU-second (ratio %.2f); %.3f new connections/delivery, %.2f of handshakes resumed; %d duplicates",
+				r.name, r.res.rate.wall, r.res.rate.wall/sign.wall, r.res.rate.cpu, r.res.rate.cpu/sign.cpu,
+				r.res.connsPerDelivery(), r.res.resumedShare(), r.res.stats.Duplicates)
+		}
+		b.Logf("TLS HTTP/1.1, 20%% hung: %.0f healthy deliveries/s (ratio %.2f of all-healthy); %.3f new connections/delivery",
+			hung.rate.wall, hung.rate.wall/tls1.rate.wall, hung.connsPerDelivery())
+		b.Logf("TLS HTTP/1.1, 20%% slow: %.0f healthy deliveries/s (ratio %.2f of all-healthy); %d duplicates",
+			slow.rate.wall, slow.rate.wall/tls1.rate.wall, slow.stats.Duplicates)
+		b.Logf("an Accept enqueued behind %d pending deliveries of a fan-out reached its inbox after %s", benchBacklog, accept.Round(time.Millisecond))
 	}
-	b.ReportMetric(sign.wall, "signatures/s")
-	b.ReportMetric(healthy.wall, "deliveries/s")
-	b.ReportMetric(healthy.wall/sign.wall, "ratio_to_signing")
-	b.ReportMetric(healthy.cpu/sign.cpu, "ratio_to_signing_cpu")
-	b.ReportMetric(hung.wall, "healthy_deliveries/s_20%_hung")
-	b.ReportMetric(hung.wall/healthy.wall, "ratio_hung_to_healthy")
-	b.Logf("GOMAXPROCS=%d, %d deliveries over %d hosts", runtime.GOMAXPROCS(0), benchFollowers, benchHosts)
-	b.Logf("RSA-2048 signatures: %.0f/s wall, %.0f per CPU-second", sign.wall, sign.cpu)
-	b.Logf("all hosts healthy:   %.0f deliveries/s wall (ratio %.2f), %.0f per CPU-second (ratio %.2f)",
-		healthy.wall, healthy.wall/sign.wall, healthy.cpu, healthy.cpu/sign.cpu)
-	b.Logf("20%% of hosts hung:   %.0f healthy deliveries/s wall (ratio %.2f of all-healthy), %.0f per CPU-second (ratio %.2f)",
-		hung.wall, hung.wall/healthy.wall, hung.cpu, hung.cpu/healthy.cpu)
 }
 
-// rates is a throughput per wall-clock second and per CPU-second of the
+// rates is a throughput per wall-clock second and per CPU-second of this
 // process.
 type rates struct{ wall, cpu float64 }
 
@@ -112,7 +161,7 @@ func signRate(key *rsa.PrivateKey, d time.Duration) rates {
 		for range runtime.GOMAXPROCS(0) {
 			wg.Go(func() {
 				for time.Now().Before(stop) {
-					req, err := http.NewRequest(http.MethodPost, "http://h0001.bench.test/users/f1/inbox", bytes.NewReader(body))
+					req, err := http.NewRequest(http.MethodPost, "https://127.0.2.1:4430/inbox", bytes.NewReader(body))
 					if err != nil {
 						return
 					}
@@ -128,18 +177,351 @@ func signRate(key *rsa.PrivateKey, d time.Duration) rates {
 	})
 }
 
-// fanoutRun runs one fan-out of a post to benchFollowers followers and
-// returns the deliveries per second to healthy hosts; hungShare of the
-// hosts never answer.
-func fanoutRun(b *testing.B, hungShare float64) rates {
+// benchCA is a throwaway certificate authority; its PEM goes to the
+// receivers' process, which issues each host's certificate.
+type benchCA struct {
+	certPEM, keyPEM []byte
+	pool            *x509.CertPool
+}
+
+func newBenchCA(b testing.TB) *benchCA {
 	b.Helper()
-	ctx := context.Background()
-	dir := b.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "courier.db"), sqlite.Options{}) // production FULL
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer db.Close()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "courier bench CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &benchCA{
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		pool:    pool,
+	}
+}
+
+// receiverSpec configures the receivers' process.
+type receiverSpec struct {
+	Hosts  int     `json:"hosts"`
+	Mode   string  `json:"mode"` // http1, tls-http1, tls-http2
+	Hung   float64 `json:"hung"`
+	Slow   float64 `json:"slow"`
+	CACert string  `json:"ca_cert"`
+	CAKey  string  `json:"ca_key"`
+	// Keys are the public keys (SPKI PEM) the receivers trust, by key id.
+	Keys map[string]string `json:"keys"`
+}
+
+// receiverStats is what the receivers counted.
+type receiverStats struct {
+	Healthy    int64 `json:"healthy"`    // distinct (inbox, activity) at healthy hosts
+	Slow       int64 `json:"slow"`       // distinct (inbox, activity) at slow hosts
+	Duplicates int64 `json:"duplicates"` // a POST of an (inbox, activity) seen before
+	Rejected   int64 `json:"rejected"`   // failed verification
+	Posts      int64 `json:"posts"`
+	Conns      int64 `json:"conns"` // new connections at healthy and slow hosts
+	Handshakes int64 `json:"handshakes"`
+	Resumed    int64 `json:"resumed"`
+	AcceptAt   int64 `json:"accept_at"` // Unix ns of the first Accept's arrival
+}
+
+// receivers is the child process serving the simulated hosts.
+type receivers struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	hosts   []string // https://127.0.x.y:port
+	control string
+}
+
+const receiversEnv = "COURIER_BENCH_RECEIVERS"
+
+// TestMain runs the receivers' process when the benchmark starts this
+// binary as one.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(receiversEnv); spec != "" {
+		if err := serveReceivers(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "receivers:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func startReceivers(b testing.TB, spec receiverSpec) *receivers {
+	b.Helper()
+	js, _ := json.Marshal(spec)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), receiversEnv+"="+string(js))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var hello struct {
+		Hosts   []string `json:"hosts"`
+		Control string   `json:"control"`
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, &hello) != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		b.Fatalf("receivers did not start: %v %q", err, line)
+	}
+	r := &receivers{cmd: cmd, stdin: stdin, hosts: hello.Hosts, control: hello.Control}
+	b.Cleanup(r.stop)
+	return r
+}
+
+func (r *receivers) stop() {
+	if r.stdin != nil {
+		r.stdin.Close()
+		r.stdin = nil
+		_ = r.cmd.Wait()
+	}
+}
+
+func (r *receivers) stats(b testing.TB) receiverStats {
+	b.Helper()
+	resp, err := http.Get(r.control)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st receiverStats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		b.Fatal(err)
+	}
+	return st
+}
+
+// serveReceivers is the receivers' process: it serves spec's hosts until
+// its stdin closes.
+func serveReceivers(specJSON string) error {
+	var spec receiverSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		return err
+	}
+	caBlock, _ := pem.Decode([]byte(spec.CACert))
+	keyBlock, _ := pem.Decode([]byte(spec.CAKey))
+	if caBlock == nil || keyBlock == nil {
+		return fmt.Errorf("bad CA")
+	}
+	caCert, err := x509.ParseCertificate(caBlock.Bytes)
+	if err != nil {
+		return err
+	}
+	caKey, err := x509.ParseECPrivateKey(keyBlock.Bytes)
+	if err != nil {
+		return err
+	}
+	keys := &keyring{m: map[string]*rsa.PublicKey{}}
+	for id, p := range spec.Keys {
+		pub, err := activitypub.ParsePublicKeyPEM(p)
+		if err != nil {
+			return err
+		}
+		rsaPub, ok := pub.(*rsa.PublicKey)
+		if !ok {
+			return fmt.Errorf("public key of %s is not RSA", id)
+		}
+		keys.put(id, rsaPub)
+	}
+	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+
+	var st struct {
+		healthy, slow, dups, rejected, posts, conns, handshakes, resumed, acceptAt atomic.Int64
+	}
+	var seen sync.Map
+	hang := make(chan struct{})
+	hungN, slowN := int(float64(spec.Hosts)*spec.Hung), int(float64(spec.Hosts)*spec.Slow)
+	var servers []*http.Server
+	var hosts []string
+	for i := range spec.Hosts {
+		ip := net.IPv4(127, 0, 2+byte(i/250), 1+byte(i%250))
+		hung, slow := i >= spec.Hosts-hungN, i >= spec.Hosts-hungN-slowN && i < spec.Hosts-hungN
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+		if err != nil {
+			return err
+		}
+		origin := "http://" + ln.Addr().String()
+		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				// The Accept's recipient, for the resolver.
+				base := "https://" + r.Host
+				if r.TLS == nil {
+					base = "http://" + r.Host
+				}
+				w.Header().Set("Content-Type", activitypub.ContentType)
+				_ = json.NewEncoder(w).Encode(map[string]any{
+					"@context": activitypub.ActivityStreams, "id": base + r.URL.Path, "type": "Person",
+					"inbox": base + r.URL.Path + "/inbox", "preferredUsername": "x",
+				})
+				return
+			}
+			st.posts.Add(1)
+			body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			if err != nil {
+				return
+			}
+			if hung {
+				select {
+				case <-hang:
+				case <-r.Context().Done():
+				}
+				return
+			}
+			if _, err := verifyCavage(r, body, keys, time.Now()); err != nil {
+				st.rejected.Add(1)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			var a struct {
+				ID   string `json:"id"`
+				Type string `json:"type"`
+			}
+			_ = json.Unmarshal(body, &a)
+			if a.Type == "Accept" {
+				st.acceptAt.CompareAndSwap(0, time.Now().UnixNano())
+			}
+			if slow {
+				select {
+				case <-time.After(10 * time.Second):
+				case <-hang:
+					return
+				}
+			}
+			if _, dup := seen.LoadOrStore(r.Host+r.URL.Path+" "+a.ID, true); dup {
+				st.dups.Add(1)
+			} else if slow {
+				st.slow.Add(1)
+			} else {
+				st.healthy.Add(1)
+			}
+			w.WriteHeader(http.StatusAccepted)
+		})
+		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second,
+			ConnState: func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew && !hung {
+					st.conns.Add(1)
+				}
+			}}
+		if spec.Mode != "http1" {
+			tmpl := &x509.Certificate{
+				SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: ip.String()},
+				NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+				IPAddresses: []net.IP{ip}, KeyUsage: x509.KeyUsageDigitalSignature,
+				ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			}
+			der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &leafKey.PublicKey, caKey)
+			if err != nil {
+				return err
+			}
+			protos := []string{"http/1.1"}
+			if spec.Mode == "tls-http2" {
+				protos = []string{"h2", "http/1.1"}
+			}
+			srv.TLSConfig = &tls.Config{
+				Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: leafKey}},
+				NextProtos:   protos,
+				VerifyConnection: func(cs tls.ConnectionState) error {
+					if !hung {
+						st.handshakes.Add(1)
+						if cs.DidResume {
+							st.resumed.Add(1)
+						}
+					}
+					return nil
+				},
+			}
+			if spec.Mode == "tls-http1" {
+				srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+			}
+			ln = tls.NewListener(ln, srv.TLSConfig)
+			origin = "https://" + strings.TrimPrefix(origin, "http://")
+		}
+		go func() { _ = srv.Serve(ln) }()
+		servers = append(servers, srv)
+		hosts = append(hosts, origin)
+	}
+	ctl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() {
+		_ = http.Serve(ctl, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_ = json.NewEncoder(w).Encode(receiverStats{
+				Healthy: st.healthy.Load(), Slow: st.slow.Load(), Duplicates: st.dups.Load(),
+				Rejected: st.rejected.Load(), Posts: st.posts.Load(), Conns: st.conns.Load(),
+				Handshakes: st.handshakes.Load(), Resumed: st.resumed.Load(), AcceptAt: st.acceptAt.Load(),
+			})
+		}))
+	}()
+	hello, _ := json.Marshal(map[string]any{"hosts": hosts, "control": "http://" + ctl.Addr().String()})
+	fmt.Println(string(hello))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	close(hang)
+	for _, s := range servers {
+		_ = s.Close()
+	}
+	ctl.Close()
+	return nil
+}
+
+// runResult is one fan-out run's figures.
+type runResult struct {
+	rate  rates // healthy deliveries per second of wall clock and of this process's CPU
+	stats receiverStats
+}
+
+func (r runResult) connsPerDelivery() float64 {
+	return float64(r.stats.Conns) / float64(max(r.stats.Healthy+r.stats.Slow, 1))
+}
+
+func (r runResult) resumedShare() float64 {
+	return float64(r.stats.Resumed) / float64(max(r.stats.Handshakes, 1))
+}
+
+// instance is courier's side of a run: a database, an actor, the delivery
+// service and the db worker at the production defaults.
+type instance struct {
+	db    *sqlite.DB
+	st    *store.Store
+	alice *store.Actor
+	svc   *delivery.Service
+	stop  func()
+}
+
+func newInstance(b *testing.B, ca *benchCA) *instance {
+	b.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "courier.db"), sqlite.Options{}) // production FULL
+	if err != nil {
+		b.Fatal(err)
+	}
 	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
 		b.Fatal(err)
 	}
@@ -152,97 +534,11 @@ func fanoutRun(b *testing.B, hungShare float64) rates {
 	if err != nil {
 		b.Fatal(err)
 	}
-	keys := &keyring{m: map[string]*rsa.PublicKey{activitypub.KeyID(alice.URI): &priv.PublicKey}}
-
-	hungHosts := int(float64(benchHosts) * hungShare)
-	host := func(i int) string { return fmt.Sprintf("h%04d.bench.test", i) }
-	isHung := func(h string) bool {
-		var i int
-		_, err := fmt.Sscanf(h, "h%04d.bench.test", &i)
-		return err == nil && i < hungHosts
-	}
-	err = db.Tx(ctx, func(tx *sql.Tx) error {
-		for i := range benchFollowers {
-			h := host(i % benchHosts)
-			uri := fmt.Sprintf("http://%s/users/f%d", h, i/benchHosts)
-			if _, err := st.AddFollowerTx(ctx, tx, store.Follower{ActorID: alice.ID, URI: uri, Inbox: uri + "/inbox"}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-
-	// The healthy hosts: one server, routing by Host, verifying everything.
-	var delivered, rejected atomic.Int64
-	seen := sync.Map{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err != nil || !strings.HasSuffix(r.Host, ".bench.test") || isHung(r.Host) {
-			rejected.Add(1)
-			http.Error(w, "bad", http.StatusBadRequest)
-			return
-		}
-		if _, err := verifyCavage(r, body, keys, time.Now()); err != nil {
-			rejected.Add(1)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		if _, dup := seen.LoadOrStore(r.Host+r.URL.Path, true); !dup {
-			delivered.Add(1)
-		}
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	defer srv.Close()
-	// The hung hosts: a listener that accepts and never answers.
-	hold, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var held sync.WaitGroup
-	var conns sync.Map
-	held.Go(func() {
-		for {
-			c, err := hold.Accept()
-			if err != nil {
-				return
-			}
-			conns.Store(c, true)
-			// Read the request and never answer; close when the client
-			// gives up.
-			held.Go(func() {
-				_, _ = io.Copy(io.Discard, c)
-				c.Close()
-				conns.Delete(c)
-			})
-		}
-	})
-	defer func() {
-		hold.Close()
-		conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
-		held.Wait()
-	}()
-
-	// The test-only dial override: every host name goes to one of the two
-	// loopback listeners.
-	srvAddr, holdAddr := srv.Listener.Addr().String(), hold.Addr().String()
-	dialer := &net.Dialer{Timeout: 2 * time.Second}
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			h, _, _ := net.SplitHostPort(addr)
-			if isHung(h) {
-				return dialer.DialContext(ctx, network, holdAddr)
-			}
-			return dialer.DialContext(ctx, network, srvAddr)
-		},
-		MaxIdleConns: 2 * benchHosts, MaxIdleConnsPerHost: 4, MaxConnsPerHost: 4,
-		IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 2 * time.Second,
-	}
-	defer tr.CloseIdleConnections()
+	// The production client (its timeouts, pool and TLS), trusting only
+	// the run's CA; private addresses allowed for loopback.
+	client := activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, RootCAs: ca.pool})
 	fetcher, err := activitypub.NewFetcher(activitypub.FetcherConfig{
-		Client: &http.Client{Transport: tr}, Signer: activitypub.Signer{KeyID: activitypub.KeyID(alice.URI), Key: priv}})
+		Client: client, Signer: activitypub.Signer{KeyID: activitypub.KeyID(alice.URI), Key: priv}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -251,46 +547,171 @@ func fanoutRun(b *testing.B, hungShare float64) rates {
 		b.Fatal(err)
 	}
 	svc, err := delivery.New(delivery.Config{
-		DB: db, Store: st, Resolver: resolver, BaseURL: baseURL,
-		Client:             &http.Client{Transport: tr, Timeout: 5 * time.Second},
-		PerHostConcurrency: 4, SlotWait: 100 * time.Millisecond, SlotDefer: 2 * time.Second,
+		DB: db, Store: st, Resolver: resolver, BaseURL: baseURL, AllowPrivate: true,
+		Client: activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, RootCAs: ca.pool,
+			Timeout: delivery.DefaultTimeout, DialTimeout: delivery.DefaultDialTimeout,
+			TLSHandshakeTimeout: delivery.DefaultDialTimeout, ResponseHeaderTimeout: delivery.DefaultResponseHeaderTimeout,
+			MaxConnsPerHost: delivery.DefaultPerHostConcurrency}),
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	reg := outbox.NewRegistry()
 	svc.Register(reg)
-	w, err := outbox.NewWorker(outbox.WorkerConfig{
-		DB: db.Write, Read: db.Read, Registry: reg, Concurrency: 512, BatchSize: 256,
-		PollInterval: 5 * time.Millisecond, ShutdownGrace: time.Second,
-	})
+	w, err := outbox.NewWorker(outbox.WorkerConfig{DB: db.Write, Read: db.Read, Registry: reg, Concurrency: benchConcurrency})
 	if err != nil {
 		b.Fatal(err)
 	}
 	db.OnWrite(w.Notify)
-	runCtx, stop := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(ctx)
 	var running sync.WaitGroup
 	running.Go(func() { _ = svc.Run(runCtx) })
 	running.Go(func() { _ = w.Run(runCtx) })
-	defer func() { stop(); running.Wait() }()
+	in := &instance{db: db, st: st, alice: alice, svc: svc}
+	in.stop = func() { cancel(); running.Wait(); db.Close() }
+	return in
+}
 
-	want := int64(benchFollowers - hungHosts*benchFollowers/benchHosts)
-	r := measure(func() int64 {
-		if _, _, err := st.CreateNote(ctx, alice, store.NoteInput{Content: "<p>one post, ten thousand inboxes</p>",
-			To: []string{activitypub.Public}, CC: []string{st.URIs().Followers("alice")}}); err != nil {
-			b.Fatal(err)
-		}
-		deadline := time.Now().Add(90 * time.Second)
-		for delivered.Load() < want {
-			if time.Now().After(deadline) {
-				b.Fatalf("only %d of %d healthy deliveries after 90 s (%d rejected)", delivered.Load(), want, rejected.Load())
+func (in *instance) spec(ca *benchCA) receiverSpec {
+	return receiverSpec{CACert: string(ca.certPEM), CAKey: string(ca.keyPEM),
+		Keys: map[string]string{activitypub.KeyID(in.alice.URI): in.alice.PublicKeyPEM}}
+}
+
+// followers adds perHost followers of alice on every host, sharing the
+// host's inbox unless personal.
+func (in *instance) followers(b *testing.B, hosts []string, perHost int, personal bool) {
+	b.Helper()
+	ctx := context.Background()
+	err := in.db.Tx(ctx, func(tx *sql.Tx) error {
+		for _, h := range hosts {
+			for j := range perHost {
+				uri := fmt.Sprintf("%s/users/f%d", h, j)
+				f := store.Follower{ActorID: in.alice.ID, URI: uri, Inbox: uri + "/inbox"}
+				if !personal {
+					f.SharedInbox = h + "/inbox"
+				}
+				if _, err := in.st.AddFollowerTx(ctx, tx, f); err != nil {
+					return err
+				}
 			}
-			time.Sleep(2 * time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// fanoutRun posts benchNotes notes and returns the healthy hosts'
+// deliveries per second; hung and slow are the shares of hosts that never
+// answer and that answer after 10 s.
+func fanoutRun(b *testing.B, ca *benchCA, mode string, hung, slow float64) runResult {
+	b.Helper()
+	in := newInstance(b, ca)
+	defer in.stop()
+	spec := in.spec(ca)
+	spec.Hosts, spec.Mode, spec.Hung, spec.Slow = benchHosts, mode, hung, slow
+	rc := startReceivers(b, spec)
+	defer rc.stop()
+	in.followers(b, rc.hosts, benchPerHost, false)
+	healthyHosts := benchHosts - int(float64(benchHosts)*hung) - int(float64(benchHosts)*slow)
+	want := int64(healthyHosts * benchNotes)
+	var last receiverStats
+	r := measure(func() int64 {
+		for n := range benchNotes {
+			if _, _, err := in.st.CreateNote(context.Background(), in.alice, store.NoteInput{
+				Content: fmt.Sprintf("<p>note %d</p>", n),
+				To:      []string{activitypub.Public}, CC: []string{in.st.URIs().Followers("alice")}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			last = rc.stats(b)
+			if last.Healthy >= want {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%s: only %d of %d healthy deliveries after 5 min (%d rejected)", mode, last.Healthy, want, last.Rejected)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		return want
 	})
-	if n := rejected.Load(); n != 0 {
-		b.Fatalf("%d requests failed verification", n)
+	if last.Rejected != 0 {
+		b.Fatalf("%s: %d requests failed verification", mode, last.Rejected)
 	}
-	return r
+	if slow > 0 {
+		// The slow hosts are served too, at their pace.
+		wantSlow := int64(int(float64(benchHosts)*slow) * benchNotes)
+		deadline := time.Now().Add(3 * time.Minute)
+		for last.Slow < wantSlow && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			last = rc.stats(b)
+		}
+		if last.Slow < wantSlow {
+			b.Fatalf("%s: slow hosts got %d of %d deliveries", mode, last.Slow, wantSlow)
+		}
+	}
+	return runResult{rate: r, stats: last}
+}
+
+// acceptRun fans one note out to benchBacklog personal inboxes, and once
+// those deliveries are pending enqueues the Accept of a Follow by another
+// local actor to one remote actor, and returns how long the Accept took to
+// reach its inbox.
+func acceptRun(b *testing.B, ca *benchCA) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	in := newInstance(b, ca)
+	defer in.stop()
+	spec := in.spec(ca)
+	spec.Hosts, spec.Mode = benchHosts, "tls-http1"
+	bob, _, err := in.st.CreateActor(ctx, store.NewActor{Name: "bob"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec.Keys[activitypub.KeyID(bob.URI)] = bob.PublicKeyPEM
+	rc := startReceivers(b, spec)
+	defer rc.stop()
+	in.followers(b, rc.hosts, benchBacklog/benchHosts, true)
+	q := outbox.NewQueue(in.db.Write, outbox.QueueOptions{Read: in.db.Read})
+	if _, _, err := in.st.CreateNote(ctx, in.alice, store.NoteInput{Content: "<p>to everyone</p>",
+		To: []string{activitypub.Public}, CC: []string{in.st.URIs().Followers("alice")}}); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		n, err := q.Count(ctx, outbox.Filter{Type: delivery.EventPost, Status: outbox.StatusPending}, benchBacklog)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n >= benchBacklog*9/10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the fan-out enqueued %d deliveries in 3 min", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	follower := rc.hosts[len(rc.hosts)/2] + "/users/follower"
+	start := time.Now()
+	err = in.db.Tx(ctx, func(tx *sql.Tx) error {
+		_, _, err := in.st.EnqueueEventActivityTx(ctx, tx, uuid.NewString(), start, bob, "Accept",
+			store.FollowObject(follower+"/follows/1", follower, bob.URI), []string{follower}, nil)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for {
+		st := rc.stats(b)
+		if st.AcceptAt != 0 {
+			return time.Unix(0, st.AcceptAt).Sub(start)
+		}
+		if time.Since(start) > 3*time.Minute {
+			b.Fatal("the Accept did not arrive in 3 min")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

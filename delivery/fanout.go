@@ -74,6 +74,10 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 		return err
 	}
 	events := make([]outbox.Event, 0, len(targets))
+	lane := outbox.LaneInteractive
+	if len(targets) > s.cfg.BulkFanout {
+		lane = outbox.LaneBulk
+	}
 	for _, t := range targets {
 		p := Post{Actor: out.Actor, ActivityID: act.ID, Inbox: t.inbox}
 		if !t.shared && !t.several {
@@ -85,7 +89,7 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 		}
 		events = append(events, outbox.Event{
 			ID: outbox.ChildID(ev.ID, t.inbox), Type: EventPost, Target: t.host,
-			Payload: payload, OccurredAt: ev.OccurredAt,
+			Payload: payload, OccurredAt: ev.OccurredAt, Lane: lane,
 		})
 	}
 	stored := &store.Activity{

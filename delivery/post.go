@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -18,8 +17,10 @@ import (
 )
 
 // deliver handles an EventPost event: it passes the host's health gate and
-// concurrency bound, POSTs the activity, classifies the answer, records the
-// attempt and updates the host's health.
+// concurrency bound, signs the POST and sends it as a flight (see flight),
+// waits up to HandOff for the answer, and returns the outcome; a flight
+// that lands later is recorded and applied to the host's health by itself,
+// and the row's next run returns its outcome without sending again.
 func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	var p Post
 	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.Inbox == "" || p.Actor == "" || p.ActivityID == "" {
@@ -33,6 +34,15 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 		}
 		host = h
 	}
+	if f := s.flights.get(ev.ID); f != nil {
+		select {
+		case <-f.done:
+			s.flights.remove(ev.ID)
+			return s.landed(f)
+		default:
+			return outbox.Defer(f.deadline, "host "+host+" slow: the answer to this delivery is awaited")
+		}
+	}
 	now := s.now()
 	adm, err := s.health.admit(ctx, host, ev, now)
 	if err != nil {
@@ -43,64 +53,96 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 		return err
 	}
 	// A delivery never waits long for its host's slot: it comes back a
-	// little later (after the host's backoff when it is failing) without
-	// spending an attempt, so a slow or dead host costs neither workers nor
-	// database churn.
+	// little later (after the host's backoff when it is failing, or once a
+	// host that has not answered in HandOff answers) without spending an
+	// attempt, so a slow or dead host costs neither workers nor database
+	// churn.
 	limit, slotWait, backoff := s.health.slotPolicy(host)
 	release, ok := s.slots.acquire(ctx, host, limit, slotWait)
 	if !ok {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if s.flights.isSuspect(host) {
+			s.cfg.Metrics.Parked(ParkedAwaitingAnswer)
+			return outbox.Defer(s.now().Add(max(s.cfg.Timeout+flightGrace, backoff)),
+				"host "+host+" has not answered yet: waiting for it")
+		}
 		delay := s.cfg.SlotDefer/2 + time.Duration(rand.Int64N(int64(s.cfg.SlotDefer)/2+1))
 		return outbox.Defer(s.now().Add(max(delay, backoff)), "host "+host+" busy: no free delivery slot")
 	}
-	defer release()
+	req, err := s.request(ctx, p, host)
+	if err != nil {
+		release()
+		if errors.Is(err, activitypub.ErrBadURL) {
+			s.record(p, ev.ID, host, now, 0, OutcomePermanent, err.Error(), 0)
+		}
+		return err
+	}
+	f, ok := s.launch(ev, p, host, adm.probe, req, release)
+	if !ok {
+		release()
+		s.cfg.Metrics.Parked(ParkedInFlightLimit)
+		delay := s.cfg.SlotDefer/2 + time.Duration(rand.Int64N(int64(s.cfg.SlotDefer)/2+1))
+		return outbox.Defer(s.now().Add(delay), fmt.Sprintf("%d POSTs in flight: the limit", s.cfg.MaxInFlight))
+	}
+	if !s.await(ctx, f) {
+		return outbox.Defer(f.deadline, "host "+host+" slow: the answer to this delivery is awaited")
+	}
+	s.flights.remove(ev.ID)
+	return s.landed(f)
+}
 
+// prepared is a delivery's POST, signed in the first scheme its host is
+// to get, with what a fallback to the next scheme needs (see
+// sendLearning).
+type prepared struct {
+	req   *http.Request
+	body  []byte
+	sig   activitypub.Signer
+	order []Scheme
+}
+
+// request builds and signs the POST of p to host, on one of the CPU slots
+// (one per core): signing is the costly part of a delivery.
+func (s *Service) request(ctx context.Context, p Post, host string) (*prepared, error) {
+	select {
+	case s.flights.cpu <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.flights.cpu }()
 	sig, err := s.signer(ctx, p.Actor)
 	if err != nil {
 		if errors.Is(err, ErrNotLocal) {
-			return outbox.Permanent(err)
+			return nil, outbox.Permanent(err)
 		}
-		return err
+		return nil, err
 	}
 	body, err := s.activity(ctx, p.ActivityID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	start := time.Now()
-	status, header, postErr := s.postLearning(ctx, host, p.Inbox, body, sig)
-	took := time.Since(start)
-	if postErr != nil && ctx.Err() != nil {
-		return fmt.Errorf("delivery: post to %s interrupted: %w", p.Inbox, ctx.Err())
+	order := s.schemeOrder(ctx, host, sig)
+	req, err := s.newPost(p.Inbox, body, sig, order[0])
+	if err != nil {
+		return nil, outbox.Permanent(fmt.Errorf("delivery: %s: %w", p.Inbox, err))
 	}
-	if errors.Is(postErr, activitypub.ErrSign) {
-		return outbox.Permanent(fmt.Errorf("delivery: %s: %w", p.Inbox, postErr))
-	}
-	now = s.now()
-	d := Classify(status, header, postErr, now, s.cfg.RetryAfterMax)
-	wait := s.health.observe(ctx, host, ev.ID, d, adm.probe, now)
-	outcome := outcomeOf(d.Verdict)
-	s.record(p, ev.ID, host, now, status, outcome, d.Reason, took)
-	s.cfg.Metrics.Attempt(outcome, status, took)
+	return &prepared{req: req, body: body, sig: sig, order: order}, nil
+}
 
-	switch d.Verdict {
-	case Delivered:
-		return nil
-	case Permanent, Refused:
-		if d.Gone && p.Recipient != "" {
-			s.removeGone(ctx, p.Recipient)
-		}
-		return outbox.Permanent(&PermanentError{Status: status, Reason: d.Reason})
+// newPost builds the POST of body to inbox, signed with scheme.
+func (s *Service) newPost(inbox string, body []byte, sig activitypub.Signer, scheme Scheme) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, inbox, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", activitypub.ErrBadURL, err)
 	}
-	if !wait.IsZero() {
-		// A failed probe: the host stays unavailable; wait for the next
-		// probe without spending an attempt.
-		return outbox.Defer(wait, "host "+host+" unavailable; probe failed: "+d.Reason)
+	req.Header.Set("Content-Type", activitypub.ContentType)
+	req.Header.Set("User-Agent", s.cfg.UserAgent)
+	if err := signAs(req, body, sig, scheme, s.now()); err != nil {
+		return nil, err
 	}
-	s.log.DebugContext(ctx, "delivery: attempt failed", "event_id", ev.ID, "inbox", p.Inbox, "host", host,
-		"status", status, "attempt", outbox.Attempt(ctx), "err", d.Reason)
-	return outbox.RetryAfter(&TransientError{Status: status, Reason: d.Reason}, d.RetryAfter)
+	return req, nil
 }
 
 // maxCachedActivities bounds the activity cache; when full it is cleared.
@@ -140,28 +182,6 @@ func (s *Service) removeGone(ctx context.Context, actor string) {
 		return
 	}
 	s.log.InfoContext(ctx, "delivery: inbox gone; follower removed", "actor", actor, "followers_removed", n)
-}
-
-// post signs and sends one POST with scheme. It returns the status and headers, or the
-// transport error. The response body is read up to MaxResponseBody and
-// discarded; it is never logged.
-func (s *Service) post(ctx context.Context, inbox string, body []byte, sig activitypub.Signer, scheme Scheme) (int, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, inbox, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %v", activitypub.ErrBadURL, err)
-	}
-	req.Header.Set("Content-Type", activitypub.ContentType)
-	req.Header.Set("User-Agent", s.cfg.UserAgent)
-	if err := signAs(req, body, sig, scheme, s.now()); err != nil {
-		return 0, nil, err
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.cfg.MaxResponseBody))
-	return resp.StatusCode, resp.Header, nil
 }
 
 func (s *Service) record(p Post, eventID, host string, at time.Time, status int, outcome, msg string, took time.Duration) {

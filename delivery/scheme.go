@@ -373,31 +373,43 @@ func refusesScheme(status int) bool {
 	return status == http.StatusBadRequest || status == http.StatusUnauthorized
 }
 
-// postLearning POSTs body to inbox with the schemes host is to get, in
-// order: on a 400 or 401 it tries the next one at once, within the same
-// attempt, and the schemes learnt from the answers are remembered. It
-// returns the last POST's answer.
-func (s *Service) postLearning(ctx context.Context, host, inbox string, body []byte, sig activitypub.Signer) (int, http.Header, error) {
+// schemeOrder returns the signature schemes a delivery to host is to
+// get, in order (draft-cavage alone when they cannot be read).
+func (s *Service) schemeOrder(ctx context.Context, host string, sig activitypub.Signer) []Scheme {
 	order, err := s.schemes.Order(ctx, host)
 	if err != nil {
 		s.log.WarnContext(ctx, "delivery: signature scheme unknown; draft-cavage", "host", host, "err", err)
 		order = []Scheme{SchemeCavage}
 	}
-	if sig.Ed25519 == nil && len(order) > 0 && order[0] == SchemeRFC9421Ed25519 {
+	if sig.Ed25519 == nil && len(order) > 1 && order[0] == SchemeRFC9421Ed25519 {
 		order = order[1:]
 	}
+	if len(order) == 0 {
+		order = []Scheme{SchemeCavage}
+	}
+	return order
+}
+
+// sendLearning sends p's POST, signed in the first scheme of p.order: on a
+// 400 or 401 it signs again in the next scheme and tries at once, within
+// the same attempt, and the schemes learnt from the answers are
+// remembered. It returns the last POST's answer.
+func (s *Service) sendLearning(ctx context.Context, host string, p *prepared) (int, http.Header, error) {
 	var refused []Scheme
-	var status int
-	var header http.Header
-	for _, scheme := range order {
-		status, header, err = s.post(ctx, inbox, body, sig, scheme)
-		if err != nil || !refusesScheme(status) {
+	status, header, err := s.send(p.req.WithContext(ctx))
+	for i := 0; err == nil && refusesScheme(status); i++ {
+		refused = append(refused, p.order[i])
+		if i+1 >= len(p.order) {
 			break
 		}
-		refused = append(refused, scheme)
+		var req *http.Request
+		if req, err = s.newPost(p.req.URL.String(), p.body, p.sig, p.order[i+1]); err != nil {
+			break
+		}
+		status, header, err = s.send(req.WithContext(ctx))
 	}
 	if err == nil && status >= 200 && status < 300 {
-		accepted := order[len(refused)]
+		accepted := p.order[len(refused)]
 		if lerr := s.schemes.observe(ctx, host, accepted, refused); lerr != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "delivery: remember signature scheme", "host", host, "err", lerr)
 		}

@@ -44,6 +44,14 @@ import (
 // directory holding the receiver's certificate and the keys it trusts.
 const envSchemeReceiver = "COURIER_BENCH_SCHEME_RECEIVER"
 
+// The shape of BenchmarkFanoutEd25519: one post fanned out to
+// edBenchFollowers followers with personal inboxes, spread evenly over
+// edBenchHosts simulated hosts.
+const (
+	edBenchFollowers = 10_000
+	edBenchHosts     = 1_000
+)
+
 // BenchmarkFanoutEd25519 fans one post out to 10,000 followers on 1,000
 // hosts over TLS, twice on fresh databases: once to hosts courier knows to
 // accept RFC 9421 Ed25519 (as after each had sent a verified RFC 9421
@@ -82,7 +90,7 @@ func BenchmarkFanoutEd25519(b *testing.B) {
 	b.ReportMetric(float64(perSig)/float64(rsa), "rsa_sig_cpu/delivery_cpu_rsa")
 	b.ReportMetric(float64(ed.Microseconds()), "us_cpu/delivery_ed25519")
 	b.ReportMetric(float64(rsa.Microseconds()), "us_cpu/delivery_rsa")
-	b.Logf("GOMAXPROCS=%d, %d deliveries over %d hosts, TLS, receivers in a child process", runtime.GOMAXPROCS(0), benchFollowers, benchHosts)
+	b.Logf("GOMAXPROCS=%d, %d deliveries over %d hosts, TLS, receivers in a child process", runtime.GOMAXPROCS(0), edBenchFollowers, edBenchHosts)
 	b.Logf("one RSA-2048 signature: %s of CPU (%.0f per CPU-second); one Ed25519 RFC 9421 signature: %s",
 		perSig.Round(time.Microsecond), sign.cpu, time.Duration(float64(time.Second)/edSign.cpu).Round(time.Microsecond))
 	b.Logf("RFC 9421 Ed25519 fan-out: %s of courier's CPU per delivery; RSA signature / that = %.2f (goal 3)",
@@ -138,8 +146,8 @@ func schemeFanoutRun(b *testing.B, ed bool) time.Duration {
 	}
 	host := func(i int) string { return fmt.Sprintf("h%04d.bench.test", i) }
 	err = db.Tx(ctx, func(tx *sql.Tx) error {
-		for i := range benchFollowers {
-			uri := fmt.Sprintf("https://%s/users/f%d", host(i%benchHosts), i/benchHosts)
+		for i := range edBenchFollowers {
+			uri := fmt.Sprintf("https://%s/users/f%d", host(i%edBenchHosts), i/edBenchHosts)
 			if _, err := st.AddFollowerTx(ctx, tx, store.Follower{ActorID: alice.ID, URI: uri, Inbox: uri + "/inbox"}); err != nil {
 				return err
 			}
@@ -160,7 +168,7 @@ func schemeFanoutRun(b *testing.B, ed bool) time.Duration {
 		},
 		TLSClientConfig:       &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          2 * benchHosts,
+		MaxIdleConns:          2 * edBenchHosts,
 		MaxIdleConnsPerHost:   delivery.DefaultPerHostConcurrency,
 		MaxConnsPerHost:       delivery.DefaultPerHostConcurrency,
 		IdleConnTimeout:       90 * time.Second,
@@ -183,7 +191,7 @@ func schemeFanoutRun(b *testing.B, ed bool) time.Duration {
 		b.Fatal(err)
 	}
 	if ed {
-		for i := range benchHosts {
+		for i := range edBenchHosts {
 			svc.Schemes().AcceptsRFC9421(ctx, host(i), activitypub.AlgEd25519)
 		}
 	}
@@ -210,11 +218,11 @@ func schemeFanoutRun(b *testing.B, ed bool) time.Duration {
 	var got receiverCount
 	for {
 		got = rcv.count(b)
-		if got.Delivered >= benchFollowers || got.Rejected > 0 {
+		if got.Delivered >= edBenchFollowers || got.Rejected > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("only %d of %d deliveries after 3 min", got.Delivered, benchFollowers)
+			b.Fatalf("only %d of %d deliveries after 3 min", got.Delivered, edBenchFollowers)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -226,10 +234,10 @@ func schemeFanoutRun(b *testing.B, ed bool) time.Duration {
 	if ed {
 		want = "rfc9421-ed25519"
 	}
-	if got.Schemes[want] != benchFollowers {
-		b.Fatalf("the receiver saw schemes %v, want %d %s", got.Schemes, benchFollowers, want)
+	if got.Schemes[want] != edBenchFollowers {
+		b.Fatalf("the receiver saw schemes %v, want %d %s", got.Schemes, edBenchFollowers, want)
 	}
-	return cpu / benchFollowers
+	return cpu / edBenchFollowers
 }
 
 func mustRSA(b *testing.B, pemText string) *rsa.PrivateKey {

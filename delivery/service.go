@@ -15,7 +15,9 @@
 // longer than Config.UnavailableAfter is marked unavailable, its
 // deliveries are parked without spending attempts while one probe delivery
 // at a time tests it on a growing interval, and a success releases them
-// all at once.
+// all at once. A POST not answered within Config.HandOff goes on without
+// its handler (flight.go), and a fan-out to more than Config.BulkFanout
+// inboxes puts its deliveries in outbox.LaneBulk, behind interactive work.
 package delivery
 
 import (
@@ -25,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -162,6 +165,22 @@ type Config struct {
 	// (default 5 s) without spending an attempt.
 	SlotWait  time.Duration
 	SlotDefer time.Duration
+	// HandOff is how long a delivery's handler waits for the answer of its
+	// POST (default 250 ms). A host that has not answered by then no longer
+	// holds the handler: the POST goes on by itself (see MaxInFlight), its
+	// row waits without spending an attempt, and the host's other
+	// deliveries wait for its answer. Waiting on remote hosts then costs
+	// sockets and memory, not the worker's handler slots.
+	HandOff time.Duration
+	// MaxInFlight bounds the POSTs in the air in this process (default
+	// 4096); a delivery that finds them all taken comes back after about
+	// SlotDefer without spending an attempt.
+	MaxInFlight int
+	// BulkFanout is the most inboxes a fan-out may reach and keep its
+	// deliveries in the interactive lane (default 100); the deliveries of
+	// a larger one go in outbox.LaneBulk, claimed after interactive work
+	// (an Accept, a reply, a direct message, another actor's small post).
+	BulkFanout int
 	// RetryAfterMax clamps a remote's Retry-After (default 6 h).
 	RetryAfterMax time.Duration
 	// MaxResponseBody is how much of a response body is read (default
@@ -200,6 +219,9 @@ const (
 	DefaultSlotWait              = 500 * time.Millisecond
 	DefaultSlotDefer             = 5 * time.Second
 	DefaultRetryAfterMax         = 6 * time.Hour
+	DefaultHandOff               = 250 * time.Millisecond
+	DefaultMaxInFlight           = 4096
+	DefaultBulkFanout            = 100
 	DefaultMaxResponseBody       = 4 << 10
 	DefaultRetention             = 30 * 24 * time.Hour
 	DefaultHostCacheTTL          = 10 * time.Second
@@ -223,6 +245,13 @@ func (c Config) withDefaults() Config {
 	def(&c.SlotWait, DefaultSlotWait)
 	def(&c.SlotDefer, DefaultSlotDefer)
 	def(&c.RetryAfterMax, DefaultRetryAfterMax)
+	def(&c.HandOff, DefaultHandOff)
+	if c.BulkFanout == 0 {
+		c.BulkFanout = DefaultBulkFanout
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
 	def(&c.Retention, DefaultRetention)
 	def(&c.HostCacheTTL, DefaultHostCacheTTL)
 	def(&c.KeyCacheTTL, DefaultKeyCacheTTL)
@@ -260,6 +289,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("delivery: BaseURL %q is not an http(s) URL", c.BaseURL)
 	case c.PerHostConcurrency < 1:
 		return fmt.Errorf("delivery: PerHostConcurrency must be at least 1, not %d", c.PerHostConcurrency)
+	case c.BulkFanout < 0:
+		return fmt.Errorf("delivery: BulkFanout must not be negative, not %d", c.BulkFanout)
+	case c.MaxInFlight < 1:
+		return fmt.Errorf("delivery: MaxInFlight must be at least 1, not %d", c.MaxInFlight)
 	case c.MaxResponseBody < 0:
 		return errors.New("delivery: MaxResponseBody must not be negative")
 	case c.Retention < c.ParkMax:
@@ -272,7 +305,7 @@ func (c Config) validate() error {
 		"Timeout": c.Timeout, "DialTimeout": c.DialTimeout, "ResponseHeaderTimeout": c.ResponseHeaderTimeout,
 		"UnavailableAfter": c.UnavailableAfter, "ProbeInterval": c.ProbeInterval, "ParkMax": c.ParkMax,
 		"ParkRecheck": c.ParkRecheck, "SlotWait": c.SlotWait, "SlotDefer": c.SlotDefer,
-		"RetryAfterMax": c.RetryAfterMax, "Retention": c.Retention, "HostCacheTTL": c.HostCacheTTL,
+		"RetryAfterMax": c.RetryAfterMax, "HandOff": c.HandOff, "Retention": c.Retention, "HostCacheTTL": c.HostCacheTTL,
 		"KeyCacheTTL": c.KeyCacheTTL,
 	} {
 		if d < 0 {
@@ -299,6 +332,8 @@ type Service struct {
 	slots  *slotSet
 	// schemes: which signature scheme each host accepts (scheme.go).
 	schemes *Schemes
+	// flights are the POSTs in the air.
+	flights *flights
 
 	docsMu sync.Mutex
 	docs   map[string][]byte // activity id -> stored bytes
@@ -328,16 +363,17 @@ func New(cfg Config) (*Service, error) {
 		c.Timeout = cfg.Timeout
 	}
 	s := &Service{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		db:     cfg.DB,
-		store:  cfg.Store,
-		uris:   store.NewURIs(cfg.BaseURL),
-		client: &c,
-		queue:  outbox.NewQueue(cfg.DB.Write, outbox.QueueOptions{Read: cfg.DB.Read, Now: cfg.Now}),
-		keys:   &keyCache{ttl: cfg.KeyCacheTTL, m: map[string]keyEntry{}},
-		slots:  newSlotSet(),
-		docs:   map[string][]byte{},
+		cfg:     cfg,
+		log:     cfg.Logger,
+		db:      cfg.DB,
+		store:   cfg.Store,
+		uris:    store.NewURIs(cfg.BaseURL),
+		client:  &c,
+		queue:   outbox.NewQueue(cfg.DB.Write, outbox.QueueOptions{Read: cfg.DB.Read, Now: cfg.Now}),
+		keys:    &keyCache{ttl: cfg.KeyCacheTTL, m: map[string]keyEntry{}},
+		slots:   newSlotSet(),
+		flights: newFlights(cfg.MaxInFlight, runtime.GOMAXPROCS(0)),
+		docs:    map[string][]byte{},
 	}
 	s.rec = newRecorder(cfg.DB, cfg.Logger)
 	s.health = newHealth(s)
@@ -367,7 +403,14 @@ const sweepInterval = 10 * time.Minute
 // then wait in a bounded buffer and are written one by one when it is full.
 func (s *Service) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Go(func() { s.rec.run(ctx) })
+	// The recorder outlives the flights, which record what they land.
+	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRec()
+	wg.Go(func() { s.rec.run(recCtx) })
+	wg.Go(func() {
+		s.runFlights(ctx)
+		stopRec()
+	})
 	wg.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()

@@ -43,6 +43,9 @@ type Event struct {
 	OccurredAt time.Time
 	// NotBefore delays the first attempt; zero means as soon as possible.
 	NotBefore time.Time
+	// Lane orders claims: LaneInteractive (the default) before LaneBulk
+	// (see lane.go).
+	Lane int
 }
 
 // childSpace is the UUID namespace of derived event ids.
@@ -60,8 +63,8 @@ func ChildID(parentID, key string) string {
 var now = time.Now
 
 const insertEvent = `INSERT INTO event_queue
-	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at)
-	VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)
+	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane)
+	VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)
 	ON CONFLICT (event_id) DO NOTHING`
 
 const insertPayload = `INSERT INTO event_payloads (id, payload) VALUES (?, ?)`
@@ -128,7 +131,7 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 			inline = string(payload)
 		}
 		res, err := stmt.ExecContext(ctx, ev.ID, ev.Type, target, inline,
-			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli())
+			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane)
 		if err != nil {
 			return fmt.Errorf("outbox: enqueue %s %s: %w", ev.Type, ev.ID, err)
 		}

@@ -93,7 +93,7 @@ const payloadColumn = `CASE WHEN payload = '' THEN
 	COALESCE((SELECT p.payload FROM event_payloads p WHERE p.id = event_queue.id), '') ELSE payload END`
 
 const rowColumns = `id, event_id, type, target, ` + payloadColumn + `, status, attempts, next_attempt_at,
-	claimed_at, last_error, occurred_at, created_at, updated_at, republished`
+	claimed_at, last_error, occurred_at, created_at, updated_at, republished, lane`
 
 const (
 	sqlRowDone = `UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
@@ -221,7 +221,7 @@ func execIDs(s *stmts, byWidth map[int]string, rangeQuery string, args []any, id
 // hotQueries are the statements of claiming and settling, which the queue
 // keeps prepared.
 var hotQueries = func() []string {
-	qs := []string{sqlSelectStaleIDs, sqlSelectDueIDs, sqlLoadRange, sqlLoadClaimed, sqlRowDefer, sqlRowDead,
+	qs := []string{sqlSelectStaleIDs, sqlSelectDueIDs, sqlSelectDueBulkIDs, sqlLoadRange, sqlLoadClaimed, sqlRowDefer, sqlRowDead,
 		sqlRangeClaim, sqlRangeDone}
 	for w := 1; w <= maxIDs; w *= 2 {
 		qs = append(qs, sqlRowsClaim[w], sqlRowsDone[w])
@@ -284,7 +284,7 @@ func scanRow(sc scanner) (Row, error) {
 		claimed              sql.NullInt64
 	)
 	if err := sc.Scan(&r.ID, &eventID, &r.Event.Type, &target, &payload, &r.Status, &r.Attempts, &next,
-		&claimed, &msg, &occ, &cr, &up, &r.Republished); err != nil {
+		&claimed, &msg, &occ, &cr, &up, &r.Republished, &r.Event.Lane); err != nil {
 		return Row{}, err
 	}
 	r.Event.ID, r.Event.Target, r.LastError = eventID.String, target.String, msg.String
@@ -323,8 +323,12 @@ type Claimed struct {
 const (
 	sqlSelectStaleIDs = `SELECT id, next_attempt_at FROM event_queue
 		WHERE status = 'processing' AND claimed_at <= ? ORDER BY claimed_at LIMIT ?`
+	// Due rows, per lane (see lane.go): lane 0 through its own index, the
+	// others through event_queue_due.
 	sqlSelectDueIDs = `SELECT id, next_attempt_at FROM event_queue
-		WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`
+		WHERE status = 'pending' AND lane = 0 AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`
+	sqlSelectDueBulkIDs = `SELECT id, next_attempt_at FROM event_queue INDEXED BY event_queue_due
+		WHERE status = 'pending' AND next_attempt_at <= ? AND lane <> 0 ORDER BY next_attempt_at, id LIMIT ?`
 	// sqlLoadClaimed reads the rows of one owner token through the index
 	// of claimed rows; Load keeps those of its claim. It reads what a
 	// claimer uses (the claim itself set the status, claimed_at and
@@ -335,7 +339,7 @@ const (
 	// index of claimed rows, which would look each row up).
 	sqlLoadRange   = sqlLoadColumns + `WHERE id BETWEEN ? AND ? AND +status = 'processing' AND +claimed_at = ?`
 	sqlLoadColumns = `SELECT id, COALESCE(event_id, ''), type, COALESCE(target, ''), ` + payloadColumn + `,
-		attempts, next_attempt_at, occurred_at, republished FROM event_queue `
+		attempts, next_attempt_at, occurred_at, republished, lane FROM event_queue `
 )
 
 // SettleAndClaimIDs settles, then claims up to limit rows as Claim does, in
@@ -368,8 +372,9 @@ func (q *Queue) SettleAndClaimIDs(ctx context.Context, limit int, lease time.Dur
 }
 
 // claimIDs claims up to limit rows with owner token token: first rows
-// whose claim is older than lease, then due pending rows, oldest first. It
-// reads only their ids and due times.
+// whose claim is older than lease, then due pending rows, oldest first
+// within their lane, interactive rows ahead of bulk ones (lane.go). It reads
+// only their ids and due times.
 func claimIDs(s *stmts, token int64, now time.Time, limit int, lease time.Duration) (Claimed, error) {
 	if limit <= 0 {
 		return Claimed{}, nil
@@ -377,34 +382,37 @@ func claimIDs(s *stmts, token int64, now time.Time, limit int, lease time.Durati
 	nowMs := now.UnixMilli()
 	ids := make([]int64, 0, limit)
 	oldest := int64(0)
-	for _, sel := range []struct {
-		query string
-		bound int64
-	}{{sqlSelectStaleIDs, nowMs - lease.Milliseconds()}, {sqlSelectDueIDs, nowMs}} {
-		if len(ids) >= limit {
-			break
+	add := func(got []idDue) {
+		for _, r := range got {
+			ids = append(ids, r.id)
+			if oldest == 0 || r.due < oldest {
+				oldest = r.due
+			}
 		}
-		rs, err := s.query(sel.query, sel.bound, limit-len(ids))
+	}
+	stale, err := selectIDs(s, sqlSelectStaleIDs, nowMs-lease.Milliseconds(), limit)
+	if err != nil {
+		return Claimed{}, err
+	}
+	add(stale)
+	if rest := limit - len(ids); rest > 0 {
+		// Interactive rows first; bulk rows get what is left, and at least
+		// one in BulkShare of the claim when they are due.
+		inter, err := selectIDs(s, sqlSelectDueIDs, nowMs, rest)
 		if err != nil {
 			return Claimed{}, err
 		}
-		for rs.Next() {
-			var id, due int64
-			if err := rs.Scan(&id, &due); err != nil {
-				rs.Close()
+		var bulk []idDue
+		if len(inter) == rest {
+			if bulk, err = selectIDs(s, sqlSelectDueBulkIDs, nowMs, max(rest/BulkShare, 1)); err != nil {
 				return Claimed{}, err
 			}
-			ids = append(ids, id)
-			if oldest == 0 || due < oldest {
-				oldest = due
-			}
-		}
-		if err := rs.Close(); err != nil {
+			inter = inter[:rest-len(bulk)]
+		} else if bulk, err = selectIDs(s, sqlSelectDueBulkIDs, nowMs, rest-len(inter)); err != nil {
 			return Claimed{}, err
 		}
-		if err := rs.Err(); err != nil {
-			return Claimed{}, err
-		}
+		add(inter)
+		add(bulk)
 	}
 	if len(ids) == 0 {
 		return Claimed{}, nil
@@ -417,6 +425,27 @@ func claimIDs(s *stmts, token int64, now time.Time, limit int, lease time.Durati
 		return Claimed{}, fmt.Errorf("claimed %d of the %d rows read", n, len(ids))
 	}
 	return Claimed{Token: time.UnixMilli(token), IDs: ids, OldestDue: time.UnixMilli(oldest)}, nil
+}
+
+// idDue is a row id and its due time.
+type idDue struct{ id, due int64 }
+
+// selectIDs runs one of the claim's id selections.
+func selectIDs(s *stmts, query string, bound int64, limit int) ([]idDue, error) {
+	rs, err := s.query(query, bound, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []idDue
+	for rs.Next() {
+		var r idDue
+		if err := rs.Scan(&r.id, &r.due); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
 }
 
 // Load reads the rows of claim c from the read pool, in the order of c.IDs.
@@ -489,7 +518,7 @@ func loadClaimed(c Claimed, run func(query string, args ...any) (*sql.Rows, erro
 			attempts, next, occ, repub int64
 		)
 		if err := rs.Scan(&r.ID, &r.Event.ID, &r.Event.Type, &r.Event.Target, &payload, &attempts, &next,
-			&occ, &repub); err != nil {
+			&occ, &repub, &r.Event.Lane); err != nil {
 			return nil, err
 		}
 		i, ok := index(r.ID)
@@ -826,6 +855,24 @@ func (q *Queue) ReleaseTarget(ctx context.Context, target string) (int64, error)
 		return 0, fmt.Errorf("outbox: release target: %w", err)
 	}
 	return n, nil
+}
+
+// ReleaseEvent makes the pending row of eventID due now when it is waiting
+// (a delivery deferred while its answer was awaited, now known). Attempts
+// are kept. It reports whether a row changed: false when the row is not
+// pending yet (still being settled), already due, or gone.
+func (q *Queue) ReleaseEvent(ctx context.Context, eventID string) (bool, error) {
+	now := q.now().UnixMilli()
+	res, err := q.write.ExecContext(ctx, `UPDATE event_queue SET next_attempt_at = ?, updated_at = ?
+		WHERE event_id = ? AND status = 'pending' AND next_attempt_at > ?`, now, now, eventID, now)
+	if err != nil {
+		return false, fmt.Errorf("outbox: release event %s: %w", eventID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("outbox: release event %s: %w", eventID, err)
+	}
+	return n == 1, nil
 }
 
 // Stats counts the outbox rows by status and type.

@@ -138,6 +138,8 @@ func (a *app) buildFederation(ctx context.Context) error {
 	client := activitypub.NewClient(activitypub.ClientOptions{
 		AllowPrivate: a.cfg.AllowPrivateAddresses,
 		UserAgent:    userAgent(a.cfg),
+		// Fetches never wait on a host that is slow or already busy.
+		Gate: activitypub.NewFetchGate(activitypub.FetchGateOptions{}),
 	})
 	fetcher, err := activitypub.NewFetcher(activitypub.FetcherConfig{Client: client, Signer: inst.Signer(), Logger: a.logger})
 	if err != nil {

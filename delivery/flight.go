@@ -1,0 +1,307 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/courier-ap/courier/outbox"
+)
+
+// A flight is one POST in the air. The handler that sends it waits up to
+// Config.HandOff for the answer; a host that has not answered by then no
+// longer holds the handler (a worker slot, shared by every delivery and
+// import): the handler defers its row without spending an attempt and the
+// flight goes on by itself, bounded by Config.MaxInFlight and the client's
+// timeouts. When it lands, its outcome is recorded and applied to the
+// host's health at once, and its row is made due again; the next run of
+// the row takes the outcome from the flight instead of sending again. So
+// waiting on remote hosts is bounded by sockets and memory, CPU work
+// (signing, JSON, SQL) by the worker's handler slots and the cores.
+type flight struct {
+	eventID, host string
+	probe         bool
+	deadline      time.Time // clock time by which the flight has ended for sure
+	done          chan struct{}
+
+	// Set before done is closed.
+	d      Decision
+	status int
+	wait   time.Time // a failed probe's next probe time
+	err    error     // an interruption, returned as is
+
+	// Lock order: a flight's mu before flights.mu.
+	mu     sync.Mutex
+	handed bool         // the handler stopped waiting; the row must be released
+	landed atomic.Int64 // Unix ns when it landed; zero before
+}
+
+// States of courier_delivery_parked_total for deliveries waiting on flights.
+const (
+	// ParkedAwaitingAnswer: the host has a POST that outlasted HandOff; its
+	// other deliveries wait for its answer.
+	ParkedAwaitingAnswer = "awaiting_answer"
+	// ParkedInFlightLimit: MaxInFlight POSTs were in the air.
+	ParkedInFlightLimit = "in_flight_limit"
+)
+
+// flights are the POSTs in the air in this process, by delivery event id.
+type flights struct {
+	mu      sync.Mutex
+	m       map[string]*flight
+	suspect map[string]int // host -> handed flights not yet landed
+	slots   chan struct{}  // MaxInFlight
+	cpu     chan struct{}  // signing and encoding, one per core
+	wg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	// toRelease are landed, handed flights whose rows are to be made due.
+	toRelease map[string]int // event id -> tries left
+}
+
+func newFlights(maxInFlight, cores int) *flights {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &flights{m: map[string]*flight{}, suspect: map[string]int{}, slots: make(chan struct{}, maxInFlight),
+		cpu: make(chan struct{}, max(cores, 1)), ctx: ctx, cancel: cancel, toRelease: map[string]int{}}
+}
+
+func (fs *flights) get(id string) *flight {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.m[id]
+}
+
+func (fs *flights) remove(id string) {
+	fs.mu.Lock()
+	delete(fs.m, id)
+	fs.mu.Unlock()
+}
+
+// isSuspect reports whether host has a flight that outlasted the hand-off.
+func (fs *flights) isSuspect(host string) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.suspect[host] > 0
+}
+
+// InFlight returns the POSTs in the air now and those of them whose
+// handler stopped waiting.
+func (s *Service) InFlight() (inFlight, handedOff int) {
+	fs := s.flights
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, n := range fs.suspect {
+		handedOff += n
+	}
+	return len(fs.slots), handedOff
+}
+
+// landed returns the outcome of a flight that ended: nil when the delivery
+// is done, an outbox error otherwise (as deliver returns them).
+func (s *Service) landed(f *flight) error {
+	if f.err != nil {
+		return f.err
+	}
+	switch f.d.Verdict {
+	case Delivered:
+		return nil
+	case Permanent, Refused:
+		return outbox.Permanent(&PermanentError{Status: f.status, Reason: f.d.Reason})
+	}
+	if !f.wait.IsZero() {
+		// A failed probe: the host stays unavailable; wait for the next
+		// probe without spending an attempt.
+		return outbox.Defer(f.wait, "host "+f.host+" unavailable; probe failed: "+f.d.Reason)
+	}
+	return outbox.RetryAfter(&TransientError{Status: f.status, Reason: f.d.Reason}, f.d.RetryAfter)
+}
+
+// launch sends req as a flight for the delivery p of event ev. release
+// frees the host's slot when the flight lands. It returns the flight, or
+// false when MaxInFlight POSTs are in the air already.
+func (s *Service) launch(ev outbox.Event, p Post, host string, probe bool, req *prepared, release func()) (*flight, bool) {
+	fs := s.flights
+	select {
+	case fs.slots <- struct{}{}:
+	default:
+		return nil, false
+	}
+	f := &flight{eventID: ev.ID, host: host, probe: probe, done: make(chan struct{}),
+		deadline: s.now().Add(s.cfg.Timeout + flightGrace)}
+	fs.mu.Lock()
+	fs.m[ev.ID] = f
+	fs.mu.Unlock()
+	fs.wg.Go(func() {
+		defer func() { <-fs.slots }()
+		defer release()
+		ctx := fs.ctx
+		start := time.Now()
+		status, header, postErr := s.sendLearning(ctx, host, req)
+		took := time.Since(start)
+		if postErr != nil && ctx.Err() != nil {
+			f.err = fmt.Errorf("delivery: post to %s interrupted: %w", p.Inbox, ctx.Err())
+			s.finish(f)
+			return
+		}
+		now := s.now()
+		d := Classify(status, header, postErr, now, s.cfg.RetryAfterMax)
+		f.wait = s.health.observe(ctx, host, ev.ID, d, probe, now)
+		outcome := outcomeOf(d.Verdict)
+		s.record(p, ev.ID, host, now, status, outcome, d.Reason, took)
+		s.cfg.Metrics.Attempt(outcome, status, took)
+		if d.Gone && p.Recipient != "" {
+			s.removeGone(ctx, p.Recipient)
+		}
+		if d.Verdict == Retry {
+			s.log.DebugContext(ctx, "delivery: attempt failed", "event_id", ev.ID, "inbox", p.Inbox, "host", host,
+				"status", status, "err", d.Reason)
+		}
+		f.d, f.status = d, status
+		s.finish(f)
+	})
+	return f, true
+}
+
+// flightGrace is added to Timeout for the deadline of a handed flight's
+// row: by then the flight has landed (or the process died, and the row is
+// retried).
+const flightGrace = 5 * time.Second
+
+// finish marks f landed. A handed flight's row is queued for release, and
+// when its host answered, the host's deliveries waiting on it are released.
+func (s *Service) finish(f *flight) {
+	fs := s.flights
+	f.mu.Lock()
+	f.landed.Store(time.Now().UnixNano())
+	close(f.done)
+	handed := f.handed
+	f.mu.Unlock()
+	if !handed {
+		return
+	}
+	fs.mu.Lock()
+	if fs.suspect[f.host]--; fs.suspect[f.host] <= 0 {
+		delete(fs.suspect, f.host)
+	}
+	fs.toRelease[f.eventID] = releaseTries
+	fs.mu.Unlock()
+	if f.err == nil && !f.d.HostDown && f.d.Verdict != Refused {
+		// The host answered: what waited on it goes now.
+		if _, err := s.queue.ReleaseTarget(fs.ctx, f.host); err != nil && fs.ctx.Err() == nil {
+			s.log.WarnContext(fs.ctx, "delivery: release deliveries of answering host", "host", f.host, "err", err)
+		}
+	}
+}
+
+// releaseTries bounds how often a landed flight's row is looked for (every
+// releaseEvery): the row may still be being settled as deferred.
+const (
+	releaseTries = 50
+	releaseEvery = 100 * time.Millisecond
+)
+
+// await waits up to HandOff for f. It reports true when f landed; false
+// when the handler stops waiting (the flight is handed off).
+func (s *Service) await(ctx context.Context, f *flight) bool {
+	t := time.NewTimer(s.cfg.HandOff)
+	defer t.Stop()
+	select {
+	case <-f.done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.done:
+		return true
+	default:
+	}
+	f.handed = true
+	fs := s.flights
+	fs.mu.Lock()
+	fs.suspect[f.host]++
+	fs.mu.Unlock()
+	return false
+}
+
+// releaseLanded makes the rows of landed, handed flights due, and forgets
+// landed flights nobody came back for.
+func (s *Service) releaseLanded(ctx context.Context) {
+	fs := s.flights
+	fs.mu.Lock()
+	ids := make([]string, 0, len(fs.toRelease))
+	for id := range fs.toRelease {
+		ids = append(ids, id)
+	}
+	fs.mu.Unlock()
+	for _, id := range ids {
+		ok, err := s.queue.ReleaseEvent(ctx, id)
+		if err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "delivery: release landed delivery", "event_id", id, "err", err)
+		}
+		fs.mu.Lock()
+		if ok || fs.toRelease[id] <= 1 {
+			delete(fs.toRelease, id)
+		} else {
+			fs.toRelease[id]--
+		}
+		fs.mu.Unlock()
+	}
+	// A landed flight whose row never came back (discarded, or run
+	// elsewhere) is dropped after its deadline and a minute.
+	cutoff := time.Now().Add(-s.cfg.Timeout - flightGrace - time.Minute).UnixNano()
+	fs.mu.Lock()
+	for id, f := range fs.m {
+		if at := f.landed.Load(); at != 0 && at < cutoff {
+			delete(fs.m, id)
+		}
+	}
+	fs.mu.Unlock()
+}
+
+// runFlights releases landed rows until ctx ends, then waits up to
+// flightShutdown for flights in the air, cancels the rest and waits for
+// them. Their rows come back at their deadline.
+func (s *Service) runFlights(ctx context.Context) {
+	t := time.NewTicker(releaseEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			done := make(chan struct{})
+			go func() { s.flights.wg.Wait(); close(done) }()
+			timer := time.NewTimer(flightShutdown)
+			select {
+			case <-done:
+			case <-timer.C:
+				s.flights.cancel()
+				<-done
+			}
+			timer.Stop()
+			return
+		case <-t.C:
+			s.releaseLanded(ctx)
+		}
+	}
+}
+
+// flightShutdown is how long Run waits for POSTs in the air when it ends.
+const flightShutdown = 10 * time.Second
+
+// send POSTs req and reads up to MaxResponseBody of the answer. It returns
+// the status and headers, or the transport error.
+func (s *Service) send(req *http.Request) (int, http.Header, error) {
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.cfg.MaxResponseBody))
+	return resp.StatusCode, resp.Header, nil
+}
