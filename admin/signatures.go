@@ -115,6 +115,9 @@ func renderSignature(w io.Writer, h delivery.SchemeStatus) {
 	row(tw, "rfc 9421", schemeState(h.RFC9421, h.RFC9421Until))
 	row(tw, "ed25519", schemeState(h.Ed25519, h.Ed25519Until))
 	row(tw, "order", schemeOrder(h.Order))
+	if h.NoFallbackUntil != nil {
+		row(tw, "fallback", "none until "+ts(*h.NoFallbackUntil)+" (every scheme was refused)")
+	}
 	row(tw, "learnt from", cell(h.LearnedFrom))
 	row(tw, "updated", ts(h.UpdatedAt))
 	_ = tw.Flush()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/delivery"
+	"github.com/courier-ap/courier/outbox"
 )
 
 // TestSignatureSchemes: the per-host signature schemes the delivery
@@ -71,4 +72,37 @@ func TestSignatureSchemes(t *testing.T) {
 
 	plain := setup(t)
 	plain.wantError(http.MethodGet, "/admin/signatures", "", http.StatusConflict, "not available")
+}
+
+// TestSignatureNoFallbackShown: a host that refused both schemes of a
+// delivery's one attempt (400 to draft-cavage and to RFC 9421) is shown
+// by the API and the CLI with one scheme in its order and the time until
+// which it gets no fallback.
+func TestSignatureNoFallbackShown(t *testing.T) {
+	t.Parallel()
+	d := setupDelivery(t)
+	in := newInbox(t, d.publicKey(), d.clock.Now, http.StatusBadRequest)
+	d.follower("https://remote.example/users/bob", in.srv.URL+"/users/bob/inbox")
+	host := strings.TrimPrefix(in.srv.URL, "http://")
+	row := d.deliveryRow(d.note("hello"))
+	d.waitStatus(row.Event.ID, outbox.StatusDeadLettered)
+
+	var one delivery.SchemeStatus
+	d.call(http.MethodGet, "/admin/signatures/"+host, http.StatusOK, &one)
+	if one.NoFallbackUntil == nil || !one.NoFallbackUntil.After(d.clock.Now()) || one.RFC9421 != "" ||
+		!slices.Equal(one.Order, []delivery.Scheme{delivery.SchemeCavage}) {
+		t.Fatalf("%s %+v", host, one)
+	}
+	var list admin.SignatureList
+	d.call(http.MethodGet, "/admin/signatures", http.StatusOK, &list)
+	if len(list.Hosts) != 1 || list.Hosts[0].NoFallbackUntil == nil {
+		t.Fatalf("list %+v", list)
+	}
+	if code, out, errOut := d.cli("signatures", "show", host); code != 0 || !strings.Contains(out, "fallback") ||
+		!strings.Contains(out, "none until") {
+		t.Fatalf("signatures show: %d %q %q", code, out, errOut)
+	}
+	if len(in.posts()) != 2 || in.invalid.Load() != 0 {
+		t.Fatalf("the inbox got %d verified POSTs and %d others, want 2 (draft-cavage, then RFC 9421)", len(in.posts()), in.invalid.Load())
+	}
 }

@@ -32,6 +32,13 @@ const (
 // past it the host is treated as unknown again.
 const SchemeMemory = 30 * 24 * time.Hour
 
+// NoFallbackMemory is how long a host that refused every scheme of one
+// attempt with 400 or 401 gets a single POST per attempt: its refusals
+// had nothing to do with signatures, and falling back would only double
+// its traffic. It is shorter than SchemeMemory so that a host whose
+// trouble was passing soon gets the fallback again.
+const NoFallbackMemory = 24 * time.Hour
+
 // Values of delivery_signature_schemes' rfc9421 and ed25519 columns and of
 // learned_from.
 const (
@@ -55,6 +62,11 @@ type SchemeStatus struct {
 	// signature) or "delivery" (courier's own POSTs taught it).
 	LearnedFrom string    `json:"learned_from"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// NoFallbackUntil, when set, is the time until which a delivery to the
+	// host sends one POST, in the first scheme of its order, without
+	// falling back on a 400 or 401: every scheme of an attempt was refused
+	// so, and falling back did not help.
+	NoFallbackUntil *time.Time `json:"no_fallback_until,omitempty"`
 	// Order is the schemes a delivery to the host tries now, in order.
 	Order []Scheme `json:"order"`
 }
@@ -89,8 +101,17 @@ func newSchemes(db *sqlite.DB, now func() time.Time, ttl time.Duration, log *slo
 	return &Schemes{db: db, now: now, ttl: ttl, log: log, m: map[string]schemeEntry{}}
 }
 
-// order returns the schemes to try for host, in order, given st.
+// order returns the schemes to try for host, in order, given st: one
+// scheme only while falling back is known not to help.
 func (st SchemeStatus) order() []Scheme {
+	o := st.fullOrder()
+	if st.NoFallbackUntil != nil {
+		return o[:1]
+	}
+	return o
+}
+
+func (st SchemeStatus) fullOrder() []Scheme {
 	switch st.RFC9421 {
 	case schemeAccepted:
 		if st.Ed25519 == schemeRefused {
@@ -110,6 +131,9 @@ func (st *SchemeStatus) expire(now time.Time) {
 	}
 	if st.Ed25519Until != nil && !now.Before(*st.Ed25519Until) {
 		st.Ed25519, st.Ed25519Until = "", nil
+	}
+	if st.NoFallbackUntil != nil && !now.Before(*st.NoFallbackUntil) {
+		st.NoFallbackUntil = nil
 	}
 }
 
@@ -160,7 +184,7 @@ type queryRower interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-const schemeColumns = `host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at`
+const schemeColumns = `host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at, no_fallback_until`
 
 func (s *Schemes) read(ctx context.Context, q queryRower, host string) (SchemeStatus, bool, error) {
 	st, err := scanScheme(q.QueryRowContext(ctx, `SELECT `+schemeColumns+` FROM delivery_signature_schemes WHERE host = ?`, host))
@@ -176,9 +200,9 @@ func (s *Schemes) read(ctx context.Context, q queryRower, host string) (SchemeSt
 func scanScheme(row interface{ Scan(...any) error }) (SchemeStatus, error) {
 	var st SchemeStatus
 	var rfc, ed sql.NullString
-	var rfcUntil, edUntil sql.NullInt64
+	var rfcUntil, edUntil, noFallback sql.NullInt64
 	var updated int64
-	if err := row.Scan(&st.Host, &rfc, &rfcUntil, &ed, &edUntil, &st.LearnedFrom, &updated); err != nil {
+	if err := row.Scan(&st.Host, &rfc, &rfcUntil, &ed, &edUntil, &st.LearnedFrom, &updated, &noFallback); err != nil {
 		return SchemeStatus{}, err
 	}
 	st.RFC9421, st.Ed25519 = rfc.String, ed.String
@@ -189,6 +213,10 @@ func scanScheme(row interface{ Scan(...any) error }) (SchemeStatus, error) {
 	if edUntil.Valid {
 		t := time.UnixMilli(edUntil.Int64).UTC()
 		st.Ed25519Until = &t
+	}
+	if noFallback.Valid {
+		t := time.UnixMilli(noFallback.Int64).UTC()
+		st.NoFallbackUntil = &t
 	}
 	st.UpdatedAt = time.UnixMilli(updated).UTC()
 	return st, nil
@@ -255,12 +283,17 @@ func (s *Schemes) AcceptsRFC9421(ctx context.Context, host, alg string) {
 
 // observe learns from one delivery's POSTs to host: accepted is the scheme
 // answered 2xx ("" when none was), refused the schemes answered 400 or 401
-// before it. A refusal is remembered only when another scheme was then
-// accepted, so a host that refuses everything (a key it cannot fetch, a
-// blocked actor) teaches nothing.
+// before it. A refusal of a scheme is remembered only when another scheme
+// was then accepted, so a host that refuses everything (a key it cannot
+// fetch, a blocked actor, an activity it rejects) teaches nothing of its
+// schemes; when it refused more than one, that falling back does not help
+// it is remembered for NoFallbackMemory.
 func (s *Schemes) observe(ctx context.Context, host string, accepted Scheme, refused []Scheme) error {
 	if accepted == "" {
-		return nil
+		if len(refused) < 2 {
+			return nil
+		}
+		return s.learnNoFallback(ctx, host)
 	}
 	rfc, ed := "", ""
 	switch accepted {
@@ -290,24 +323,23 @@ func (s *Schemes) observe(ctx context.Context, host string, accepted Scheme, ref
 	return s.learn(ctx, host, rfc, ed, learnedPOST)
 }
 
+// learnNoFallback remembers for NoFallbackMemory that falling back does
+// not help host, leaving what is known of its schemes alone.
+func (s *Schemes) learnNoFallback(ctx context.Context, host string) error {
+	return s.update(ctx, host, func(st *SchemeStatus, now time.Time) {
+		t := time.UnixMilli(now.Add(NoFallbackMemory).UnixMilli()).UTC()
+		st.NoFallbackUntil = &t
+		if st.LearnedFrom == "" {
+			st.LearnedFrom = learnedPOST
+		}
+	})
+}
+
 // learn stores rfc and ed (each "" to leave that column alone) for host,
 // each until SchemeMemory from now.
 func (s *Schemes) learn(ctx context.Context, host, rfc, ed, from string) error {
-	now := s.now()
-	until := now.Add(SchemeMemory).UnixMilli()
-	var st SchemeStatus
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if st, _, err = s.read(ctx, tx, host); err != nil {
-			return err
-		}
-		st.expire(now)
-		nullable := func(state string, t *time.Time) (any, any) {
-			if state == "" {
-				return nil, nil
-			}
-			return state, t.UnixMilli()
-		}
+	return s.update(ctx, host, func(st *SchemeStatus, now time.Time) {
+		until := now.Add(SchemeMemory).UnixMilli()
 		if rfc != "" {
 			t := time.UnixMilli(until).UTC()
 			st.RFC9421, st.RFC9421Until = rfc, &t
@@ -320,15 +352,48 @@ func (s *Schemes) learn(ctx context.Context, host, rfc, ed, from string) error {
 			// Without RFC 9421 there is no Ed25519 either.
 			st.Ed25519, st.Ed25519Until = "", nil
 		}
-		st.LearnedFrom, st.UpdatedAt = from, now.UTC()
+		if from == learnedPOST {
+			// A scheme was accepted after another was refused: falling
+			// back helps this host after all.
+			st.NoFallbackUntil = nil
+		}
+		st.LearnedFrom = from
+	})
+}
+
+// update changes what is known of host by change, given the time, in one
+// write transaction, and stores it.
+func (s *Schemes) update(ctx context.Context, host string, change func(st *SchemeStatus, now time.Time)) error {
+	now := s.now()
+	var st SchemeStatus
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if st, _, err = s.read(ctx, tx, host); err != nil {
+			return err
+		}
+		st.expire(now)
+		change(&st, now)
+		st.UpdatedAt = now.UTC()
+		nullable := func(state string, t *time.Time) (any, any) {
+			if state == "" {
+				return nil, nil
+			}
+			return state, t.UnixMilli()
+		}
 		r, ru := nullable(st.RFC9421, st.RFC9421Until)
 		e, eu := nullable(st.Ed25519, st.Ed25519Until)
+		var nf any
+		if st.NoFallbackUntil != nil {
+			nf = st.NoFallbackUntil.UnixMilli()
+		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO delivery_signature_schemes
-			(host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+			(host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at, no_fallback_until)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (host) DO UPDATE SET rfc9421 = excluded.rfc9421, rfc9421_until = excluded.rfc9421_until,
 			ed25519 = excluded.ed25519, ed25519_until = excluded.ed25519_until,
-			learned_from = excluded.learned_from, updated_at = excluded.updated_at`,
-			host, r, ru, e, eu, from, now.UnixMilli())
+			learned_from = excluded.learned_from, updated_at = excluded.updated_at,
+			no_fallback_until = excluded.no_fallback_until`,
+			host, r, ru, e, eu, st.LearnedFrom, now.UnixMilli(), nf)
 		return err
 	})
 	if err != nil {
@@ -381,8 +446,12 @@ func (s *Service) schemeOrder(ctx context.Context, host string, sig activitypub.
 		s.log.WarnContext(ctx, "delivery: signature scheme unknown; draft-cavage", "host", host, "err", err)
 		order = []Scheme{SchemeCavage}
 	}
-	if sig.Ed25519 == nil && len(order) > 1 && order[0] == SchemeRFC9421Ed25519 {
-		order = order[1:]
+	if sig.Ed25519 == nil && len(order) > 0 && order[0] == SchemeRFC9421Ed25519 {
+		if len(order) == 1 {
+			order = []Scheme{SchemeRFC9421} // no fallback: RSA in its place
+		} else {
+			order = order[1:]
+		}
 	}
 	if len(order) == 0 {
 		order = []Scheme{SchemeCavage}
@@ -408,11 +477,18 @@ func (s *Service) sendLearning(ctx context.Context, host string, p *prepared) (i
 		}
 		status, header, err = s.send(req.WithContext(ctx))
 	}
-	if err == nil && status >= 200 && status < 300 {
-		accepted := p.order[len(refused)]
-		if lerr := s.schemes.observe(ctx, host, accepted, refused); lerr != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "delivery: remember signature scheme", "host", host, "err", lerr)
-		}
+	var accepted Scheme
+	switch {
+	case err == nil && status >= 200 && status < 300:
+		accepted = p.order[len(refused)]
+	case err == nil && len(refused) == len(p.order):
+		// Every scheme refused: observe remembers that falling back
+		// does not help.
+	default:
+		return status, header, err
+	}
+	if lerr := s.schemes.observe(ctx, host, accepted, refused); lerr != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "delivery: remember signature scheme", "host", host, "err", lerr)
 	}
 	return status, header, err
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
@@ -252,18 +253,61 @@ func TestSchemeRFC9421Refused(t *testing.T) {
 	wantOrder(t, b, rm.host(), delivery.SchemeCavage, delivery.SchemeRFC9421)
 }
 
-// TestSchemeRefusingEverythingTeachesNothing: a host that answers 400 to
-// every scheme gets one fallback, the delivery ends as the 400 makes it
-// (permanent), and nothing is remembered of the host.
-func TestSchemeRefusingEverythingTeachesNothing(t *testing.T) {
+// TestSchemeRefusingEverythingStopsFallback: a host that answers 400 to
+// every scheme gets one fallback on the first delivery, which ends as the
+// 400 makes it (dead-lettered); nothing is learnt of its schemes, but that
+// falling back does not help it is, so the next delivery is one POST
+// (draft-cavage), until NoFallbackMemory has passed.
+func TestSchemeRefusingEverythingStopsFallback(t *testing.T) {
 	t.Parallel()
 	b, alice, rm := schemeSetup(t)
 	rm.mu.Lock()
 	rm.status = http.StatusBadRequest
 	rm.mu.Unlock()
 	b.deliverNote(alice, rm, outbox.StatusDeadLettered)
-	wantSchemes(t, "delivery", rm.schemes(), delivery.SchemeCavage, delivery.SchemeRFC9421)
-	if _, found, err := b.svc.Schemes().Status(b.ctx, rm.host()); err != nil || found {
-		t.Fatalf("learnt from refusals alone: found %v, %v", found, err)
+	wantSchemes(t, "first delivery", rm.schemes(), delivery.SchemeCavage, delivery.SchemeRFC9421)
+	st := wantOrder(t, b, rm.host(), delivery.SchemeCavage)
+	// The test clock ticks while deliveries wait, so the time is bounded.
+	if now := b.clock.Now(); st.RFC9421 != "" || st.Ed25519 != "" || st.NoFallbackUntil == nil ||
+		st.NoFallbackUntil.After(now.Add(delivery.NoFallbackMemory)) ||
+		st.NoFallbackUntil.Before(now.Add(delivery.NoFallbackMemory-time.Hour)) {
+		t.Fatalf("status %+v", st)
 	}
+	list, err := b.svc.Schemes().List(b.ctx, "", 10)
+	if err != nil || len(list) != 1 || list[0].NoFallbackUntil == nil || !slices.Equal(list[0].Order, []delivery.Scheme{delivery.SchemeCavage}) {
+		t.Fatalf("list %+v, %v", list, err)
+	}
+
+	b.deliverNote(alice, rm, outbox.StatusDeadLettered)
+	wantSchemes(t, "second delivery", rm.schemes()[2:], delivery.SchemeCavage)
+
+	// A worker restart reads it back from the database.
+	b.restart()
+	wantOrder(t, b, rm.host(), delivery.SchemeCavage)
+	// Past NoFallbackMemory the fallback is tried again.
+	b.clock.Advance(delivery.NoFallbackMemory + delivery.DefaultHostCacheTTL)
+	if st := wantOrder(t, b, rm.host(), delivery.SchemeCavage, delivery.SchemeRFC9421); st.NoFallbackUntil != nil {
+		t.Fatalf("status %+v", st)
+	}
+	b.deliverNote(alice, rm, outbox.StatusDeadLettered)
+	wantSchemes(t, "delivery after expiry", rm.schemes()[3:], delivery.SchemeCavage, delivery.SchemeRFC9421)
+}
+
+// TestSchemeNoFallbackKeepsOrder: a host known to accept RFC 9421 that
+// then answers 400 to all three schemes keeps what is known of its
+// schemes, and the next delivery is one POST in the first of them.
+func TestSchemeNoFallbackKeepsOrder(t *testing.T) {
+	t.Parallel()
+	b, alice, rm := schemeSetup(t, delivery.SchemeRFC9421)
+	b.svc.Schemes().AcceptsRFC9421(b.ctx, rm.host(), activitypub.AlgRSAv15SHA256)
+	rm.mu.Lock()
+	rm.status = http.StatusBadRequest
+	rm.mu.Unlock()
+	b.deliverNote(alice, rm, outbox.StatusDeadLettered)
+	wantSchemes(t, "first delivery", rm.schemes(), delivery.SchemeRFC9421Ed25519, delivery.SchemeRFC9421, delivery.SchemeCavage)
+	if st := wantOrder(t, b, rm.host(), delivery.SchemeRFC9421Ed25519); st.RFC9421 != "accepted" || st.NoFallbackUntil == nil {
+		t.Fatalf("status %+v", st)
+	}
+	b.deliverNote(alice, rm, outbox.StatusDeadLettered)
+	wantSchemes(t, "second delivery", rm.schemes()[3:], delivery.SchemeRFC9421Ed25519)
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -38,6 +39,13 @@ func (s *Server) webfinger(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	a, err := s.st.ActorByName(r.Context(), user)
+	if errors.Is(err, store.ErrNotFound) {
+		if _, derr := s.st.DeletedActor(r.Context(), user); derr == nil {
+			err = store.Errorf(store.EGONE, "actor %q was deleted", user)
+		} else if !errors.Is(derr, store.ErrNotFound) {
+			err = derr
+		}
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

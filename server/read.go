@@ -12,9 +12,27 @@ import (
 	"github.com/courier-ap/courier/store"
 )
 
-// actor serves /users/{name}: the Person document, or the HTML profile.
+// actor serves /users/{name}: the Person document, or the HTML profile;
+// for a deleted actor (its Delete still being delivered, or its row
+// already removed) 410 Gone with a Tombstone, as Mastodon and GoToSocial
+// expect.
 func (s *Server) actor(w http.ResponseWriter, r *http.Request) {
-	a, err := s.st.ActorByName(r.Context(), mux.Vars(r)["name"])
+	name := mux.Vars(r)["name"]
+	a, err := s.st.ActorByName(r.Context(), name)
+	if errors.Is(err, store.ErrNotFound) {
+		if at, derr := s.st.DeletedActor(r.Context(), name); derr == nil {
+			if negotiate(r.Header.Get("Accept")) == reprHTML {
+				s.writeError(w, r, store.Errorf(store.EGONE, "actor %q was deleted", name))
+				return
+			}
+			t := s.st.ActorTombstone(name, at)
+			t.Context = activitypub.ActivityStreams
+			writeDoc(w, r, http.StatusGone, t)
+			return
+		} else if !errors.Is(derr, store.ErrNotFound) {
+			err = derr
+		}
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -10,8 +10,9 @@ import (
 )
 
 // DeleteActor deletes the local actor name: in one transaction it marks
-// the actor deleted and enqueues its Delete, addressed to the public and
-// its followers. The actor then answers as unknown (ActorByName,
+// the actor deleted, records its name among the deleted actors for good
+// (DeletedActor; the name is never given to a new actor) and enqueues its
+// Delete, addressed to the public and its followers. The actor then answers as unknown (ActorByName,
 // Authenticate), but its row, key and followers stay, so the fan-out finds
 // every follower and every delivery of the Delete is still signed
 // (ActorByURI, which signing uses, still returns it); ReapDeletedActors
@@ -32,12 +33,32 @@ func (s *Store) DeleteActor(ctx context.Context, name string) (*Activity, error)
 			ms(ev.At), ms(ev.At), a.ID); err != nil {
 			return wrap("delete actor", err)
 		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO deleted_actors (name, deleted_at) VALUES (?, ?)
+			ON CONFLICT (name) DO NOTHING`, a.Name, ms(ev.At)); err != nil {
+			return wrap("delete actor", err)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return act, nil
+}
+
+// DeletedActor returns when the local actor name was deleted: it answers
+// for an actor whose Delete is being delivered as for one already removed
+// (ReapDeletedActors). A name never deleted is ENOTFOUND.
+func (s *Store) DeletedActor(ctx context.Context, name string) (time.Time, error) {
+	return s.deletedActor(ctx, s.db.Read, name)
+}
+
+func (s *Store) deletedActor(ctx context.Context, q queryer, name string) (time.Time, error) {
+	var at int64
+	err := q.QueryRowContext(ctx, `SELECT deleted_at FROM deleted_actors WHERE name = ?`, name).Scan(&at)
+	if err != nil {
+		return time.Time{}, wrap("deleted actor", notFound(err, ENOTFOUND, "no deleted actor %q", name))
+	}
+	return fromMS(at), nil
 }
 
 // DeliveryFinisher reports whether the outgoing activity activityID,

@@ -75,7 +75,8 @@ func validateProfile(displayName, summary string) error {
 
 // CreateActor creates a local actor with a fresh RSA-2048 key pair and a
 // fresh bearer token for its outbox. The token is returned once; only its
-// SHA-256 is stored. A malformed name is EINVALID, a taken one ECONFLICT.
+// SHA-256 is stored. A malformed name is EINVALID, a taken one or that of
+// a deleted actor ECONFLICT.
 func (s *Store) CreateActor(ctx context.Context, in NewActor) (*Actor, string, error) {
 	if !ValidName(in.Name) {
 		return nil, "", Errorf(EINVALID, "actor name %q is invalid: use 1 to 30 of a-z, 0-9 and _", in.Name)
@@ -86,6 +87,9 @@ func (s *Store) CreateActor(ctx context.Context, in NewActor) (*Actor, string, e
 	// Fail fast on a taken name before spending a key generation.
 	if _, err := s.ActorByName(ctx, in.Name); err == nil {
 		return nil, "", Errorf(ECONFLICT, "actor name %q is taken", in.Name)
+	}
+	if _, err := s.DeletedActor(ctx, in.Name); err == nil {
+		return nil, "", errNameOfDeleted(in.Name)
 	}
 	key, err := s.newKey()
 	if err != nil {
@@ -118,6 +122,11 @@ func (s *Store) CreateActor(ctx context.Context, in NewActor) (*Actor, string, e
 		if n > 0 {
 			return Errorf(ECONFLICT, "actor name %q is taken", in.Name)
 		}
+		if _, err := s.deletedActor(ctx, tx, in.Name); err == nil {
+			return errNameOfDeleted(in.Name)
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO actors
 			(name, display_name, summary, manually_approves_followers, private_key_pem, public_key_pem, token_hash, created_at, updated_at, ed25519_seed)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -132,6 +141,13 @@ func (s *Store) CreateActor(ctx context.Context, in NewActor) (*Actor, string, e
 		return nil, "", wrap("create actor", err)
 	}
 	return a, token, nil
+}
+
+// errNameOfDeleted refuses the name of a deleted actor: peers keep the
+// old actor and its key cached, so a new actor of that name would not be
+// believed.
+func errNameOfDeleted(name string) error {
+	return Errorf(ECONFLICT, "actor name %q belonged to a deleted actor and cannot be used again (peers keep its old key)", name)
 }
 
 // newToken returns a random bearer token (32 bytes, base64url) and its

@@ -75,6 +75,12 @@ func Tombstone(o *Object) *TombstoneDocument {
 	return &TombstoneDocument{ID: o.URI, Type: "Tombstone", FormerType: ft, Deleted: formatTime(o.DeletedAt)}
 }
 
+// ActorTombstone returns the Tombstone document of the local actor name,
+// deleted at deleted.
+func (s *Store) ActorTombstone(name string, deleted time.Time) *TombstoneDocument {
+	return &TombstoneDocument{ID: s.uris.Actor(name), Type: "Tombstone", FormerType: "Person", Deleted: formatTime(deleted)}
+}
+
 // PublicKeyDocument is the publicKey of an actor document.
 type PublicKeyDocument struct {
 	ID           string `json:"id"`

@@ -178,6 +178,14 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 		return err == nil && len(fs) == 3
 	})
 
+	// The refusing host answers 400 to both schemes of the Accept's one
+	// attempt (draft-cavage, then the RFC 9421 fallback); that falling back
+	// does not help it is remembered before the Create is sent.
+	waitFor(t, "the refusing host remembered", func() bool {
+		st, _, err := a.delivery.Schemes().Status(ctx, strings.TrimPrefix(refusing.srv.URL, "http://"))
+		return err == nil && st.NoFallbackUntil != nil
+	})
+
 	note := `{"type":"Note","content":"hello","to":["https://www.w3.org/ns/activitystreams#Public"],"cc":["` + alice.URI + `/followers"]}`
 	req, _ := http.NewRequest(http.MethodPost, base+"/users/alice/outbox", strings.NewReader(note))
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -232,9 +240,12 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// The refusing host gets the Create twice in its one attempt: draft-cavage,
-	// then, after its 400, the RFC 9421 fallback (delivery/scheme.go).
-	if healthy.got("Create") != 1 || refusing.got("Create") != 2 || failing.got("Create") < 1 {
+	// The refusing host got the Accept twice, the Create once: no fallback
+	// (delivery/scheme.go).
+	if refusing.got("Accept") != 2 {
+		t.Errorf("Accepts received by the refusing host: %d, want 2", refusing.got("Accept"))
+	}
+	if healthy.got("Create") != 1 || refusing.got("Create") != 1 || failing.got("Create") < 1 {
 		t.Errorf("Creates received: healthy %d, refusing %d, failing %d", healthy.got("Create"), refusing.got("Create"), failing.got("Create"))
 	}
 

@@ -299,7 +299,9 @@ func (s *scriptedInbox) received() []string {
 // TestDeletedActorKeyOutlivesItsDeliveries: a deleted local actor's key
 // stays while a delivery of its Delete is queued (the follower's host
 // answers 503), so the retried delivery is signed with it and verifies;
-// once it is delivered the actor, key included, is removed.
+// once it is delivered the actor, key included, is removed. Throughout,
+// its URL answers 410 with a Tombstone, and after removal its name cannot
+// be taken by `courier actor create`.
 func TestDeletedActorKeyOutlivesItsDeliveries(t *testing.T) {
 	t.Parallel()
 	remote := newScriptedInbox(t)
@@ -342,6 +344,7 @@ func TestDeletedActorKeyOutlivesItsDeliveries(t *testing.T) {
 	if _, err := a.store.ActorByName(ctx, "alice"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a deleted actor by name: %v, want not found", err)
 	}
+	wantGone(t, a, "alice")
 	waitFor(t, "a refused delivery of the Delete", func() bool { return slices.Contains(remote.received(), "Delete") })
 	if n, err := a.store.ReapDeletedActors(ctx, a.deliveryDone()); err != nil || n != 0 {
 		t.Fatalf("reaped %d (%v) while the Delete's delivery is queued", n, err)
@@ -362,4 +365,9 @@ func TestDeletedActorKeyOutlivesItsDeliveries(t *testing.T) {
 	if _, err := a.store.ActorByURI(ctx, alice.URI); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after delivery the actor is still there: %v", err)
 	}
+	// Removed, the actor still answers 410 with its Tombstone, and its
+	// name is never given to a new actor.
+	wantGone(t, a, "alice")
+	wantNameRefused(t, a, "alice")
+	wantGone(t, a, "alice")
 }
