@@ -85,6 +85,15 @@ type bundle struct {
 	keys    *keyring
 	stopSvc context.CancelFunc
 	svcDone chan struct{}
+	// workers are the running workers' concurrencies and stops, so that
+	// restart runs them again on the new service's handlers.
+	workers []runningWorker
+}
+
+type runningWorker struct {
+	concurrency int
+	stop        func()
+	stopped     *atomic.Bool // stopped by the test: restart leaves it stopped
 }
 
 // options tweak a bundle's delivery.Config.
@@ -150,6 +159,15 @@ func (b *bundle) startService() {
 // worker restart does (fresh memory, same tables).
 func (b *bundle) restart() {
 	b.t.Helper()
+	workers := b.workers
+	b.workers = nil
+	var again []int
+	for _, w := range workers {
+		if !w.stopped.Load() {
+			again = append(again, w.concurrency)
+		}
+		w.stop()
+	}
 	b.stopSvc()
 	<-b.svcDone
 	var err error
@@ -159,6 +177,9 @@ func (b *bundle) restart() {
 	b.reg = outbox.NewRegistry()
 	b.svc.Register(b.reg)
 	b.startService()
+	for _, n := range again {
+		b.startWorker(n)
+	}
 }
 
 // startWorker runs a real outbox db worker with the bundle's handlers
@@ -180,9 +201,11 @@ func (b *bundle) startWorker(concurrency int) (stop func()) {
 		_ = w.Run(ctx)
 	}()
 	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	b.t.Cleanup(stop)
-	return stop
+	stopped := new(atomic.Bool)
+	halt := func() { once.Do(func() { cancel(); <-done }) }
+	b.t.Cleanup(halt)
+	b.workers = append(b.workers, runningWorker{concurrency: concurrency, stop: halt, stopped: stopped})
+	return func() { stopped.Store(true); halt() }
 }
 
 // actor creates a local actor and registers its key with the verifiers.
@@ -249,7 +272,9 @@ func (b *bundle) eventOf(act *store.Activity) outbox.Event {
 // waitFor polls cond every 5 ms for up to 15 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	// Generous: under the race detector on a loaded machine a step of a
+	// few milliseconds can take seconds. Nothing here times courier.
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

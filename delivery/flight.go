@@ -57,6 +57,7 @@ type flights struct {
 	slots   chan struct{}  // MaxInFlight
 	cpu     chan struct{}  // signing and encoding, one per core
 	wg      sync.WaitGroup
+	closed  bool // set under mu when Run ends: no flight is launched after
 	ctx     context.Context
 	cancel  context.CancelFunc
 	// toRelease are landed, handed flights whose rows are to be made due.
@@ -133,9 +134,18 @@ func (s *Service) launch(ev outbox.Event, p Post, host string, probe bool, req *
 	f := &flight{eventID: ev.ID, host: host, probe: probe, done: make(chan struct{}),
 		deadline: s.now().Add(s.cfg.Timeout + flightGrace)}
 	fs.mu.Lock()
+	if fs.closed {
+		// Run is ending and waits for the flights in the air: adding one
+		// now would race its wait. The row comes back later.
+		fs.mu.Unlock()
+		<-fs.slots
+		return nil, false
+	}
 	fs.m[ev.ID] = f
+	fs.wg.Add(1)
 	fs.mu.Unlock()
-	fs.wg.Go(func() {
+	go func() {
+		defer fs.wg.Done()
 		defer func() { <-fs.slots }()
 		defer release()
 		ctx := fs.ctx
@@ -162,7 +172,7 @@ func (s *Service) launch(ev outbox.Event, p Post, host string, probe bool, req *
 		}
 		f.d, f.status = d, status
 		s.finish(f)
-	})
+	}()
 	return f, true
 }
 
@@ -274,6 +284,9 @@ func (s *Service) runFlights(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			s.flights.mu.Lock()
+			s.flights.closed = true
+			s.flights.mu.Unlock()
 			done := make(chan struct{})
 			go func() { s.flights.wg.Wait(); close(done) }()
 			timer := time.NewTimer(flightShutdown)

@@ -137,10 +137,11 @@ func TestHungHostsHoldNoHandlerSlots(t *testing.T) {
 		if n := h.conns.Load(); n != 1 {
 			t.Errorf("hung host %s: %d connections after its probe failed, want 1 (no second POST)", h.addr(), n)
 		}
-		st, err := b.svc.Health().Host(b.ctx, h.addr())
-		if err != nil || st.State != delivery.HostFailing {
-			t.Errorf("hung host %s: %+v, %v; want failing", h.addr(), st, err)
-		}
+		// Host health is written in the background after the flight lands.
+		waitFor(t, "hung host "+h.addr()+" recorded failing", func() bool {
+			st, err := b.svc.Health().Host(b.ctx, h.addr())
+			return err == nil && st.State == delivery.HostFailing
+		})
 	}
 	for _, r := range b.rows(delivery.EventPost) {
 		if r.Attempts > 1 {
