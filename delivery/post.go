@@ -206,15 +206,31 @@ func outcomeOf(v Verdict) string {
 	return OutcomeRetry
 }
 
-// slotSet bounds concurrent POSTs per host in this process.
+// slotSet bounds concurrent POSTs per host in this process. Within the
+// bound, a host's concurrency ramps up only when its deliveries queue: a
+// POST beyond the first in flight is started only while at least as many
+// deliveries wait for the host as are in flight; otherwise the delivery
+// waits for the POST in flight to end. Each POST started beside another
+// one opens a new connection (HTTP/1.1 carries one request at a time), so
+// a host that gets its deliveries a few at a time is served over the one
+// connection that just became idle, and one with a long queue gets up to
+// the bound. Up to as many POSTs as a host ever had in flight at once (the
+// connections it probably has open, idle or not) start without waiting.
 type slotSet struct {
-	mu    sync.Mutex
-	inUse map[string]int
-	freed map[string]chan struct{}
+	mu      sync.Mutex
+	inUse   map[string]int
+	peak    map[string]int // the most POSTs host had in flight at once
+	waiting map[string]int
+	freed   map[string]chan struct{}
 }
 
+// maxSlotHosts bounds the peak map; when full it is cleared, which only
+// costs a host a wait for its POST in flight.
+const maxSlotHosts = 100_000
+
 func newSlotSet() *slotSet {
-	return &slotSet{inUse: map[string]int{}, freed: map[string]chan struct{}{}}
+	return &slotSet{inUse: map[string]int{}, peak: map[string]int{}, waiting: map[string]int{},
+		freed: map[string]chan struct{}{}}
 }
 
 // acquire takes one of host's limit slots, waiting up to wait. It returns
@@ -226,13 +242,36 @@ func (s *slotSet) acquire(ctx context.Context, host string, limit int, wait time
 			timer.Stop()
 		}
 	}()
+	queued := false
 	for {
 		s.mu.Lock()
-		if s.inUse[host] < limit {
+		n := s.inUse[host]
+		others := s.waiting[host]
+		if queued {
+			others--
+		}
+		if n < limit && (n < max(s.peak[host], 1) || others >= n || wait <= 0) {
 			s.inUse[host]++
+			if n+1 > s.peak[host] {
+				if len(s.peak) >= maxSlotHosts {
+					clear(s.peak)
+				}
+				s.peak[host] = n + 1
+			}
+			if queued {
+				s.unqueue(host)
+			}
 			s.mu.Unlock()
 			var once sync.Once
 			return func() { once.Do(func() { s.release(host) }) }, true
+		}
+		if wait <= 0 {
+			s.mu.Unlock()
+			return nil, false
+		}
+		if !queued {
+			queued = true
+			s.waiting[host]++
 		}
 		ch := s.freed[host]
 		if ch == nil {
@@ -245,11 +284,23 @@ func (s *slotSet) acquire(ctx context.Context, host string, limit int, wait time
 		}
 		select {
 		case <-ch:
+			continue
 		case <-timer.C:
-			return nil, false
 		case <-ctx.Done():
-			return nil, false
 		}
+		s.mu.Lock()
+		s.unqueue(host)
+		s.mu.Unlock()
+		return nil, false
+	}
+}
+
+// unqueue forgets one waiter of host; s.mu is held.
+func (s *slotSet) unqueue(host string) {
+	if s.waiting[host] <= 1 {
+		delete(s.waiting, host)
+	} else {
+		s.waiting[host]--
 	}
 }
 
