@@ -208,49 +208,54 @@ func outcomeOf(v Verdict) string {
 
 // slotSet bounds concurrent POSTs per host in this process. Within the
 // bound, a host's concurrency ramps up only when its deliveries queue: a
-// POST beyond the first in flight is started only while at least as many
-// deliveries wait for the host as are in flight; otherwise the delivery
-// waits for the POST in flight to end. Each POST started beside another
-// one opens a new connection (HTTP/1.1 carries one request at a time), so
-// a host that gets its deliveries a few at a time is served over the one
-// connection that just became idle, and one with a long queue gets up to
-// the bound. Up to as many POSTs as a host ever had in flight at once (the
-// connections it probably has open, idle or not) start without waiting.
+// delivery finding the host's POSTs in flight on every connection it has
+// waits for one of them to end (and then reuses its connection); only a
+// delivery that has waited rampAfter starts a POST beside them, on a new
+// connection (HTTP/1.1 carries one request at a time). So a burst to a
+// host that answers quickly goes over the connection that just became
+// idle, and a host whose queue persists gets up to the bound. The
+// connections a host has are taken to be the most POSTs it ever had in
+// flight at once; that many start without waiting.
 type slotSet struct {
+	rampAfter time.Duration
+
 	mu      sync.Mutex
 	inUse   map[string]int
 	peak    map[string]int // the most POSTs host had in flight at once
-	waiting map[string]int
+	waiting map[string]int // deliveries waiting for a slot of host
 	freed   map[string]chan struct{}
 }
+
+// rampDivisor: a delivery that has waited SlotWait/rampDivisor (100 ms by
+// default) for its host's POSTs in flight starts one beside them.
+const rampDivisor = 5
 
 // maxSlotHosts bounds the peak map; when full it is cleared, which only
 // costs a host a wait for its POST in flight.
 const maxSlotHosts = 100_000
 
-func newSlotSet() *slotSet {
-	return &slotSet{inUse: map[string]int{}, peak: map[string]int{}, waiting: map[string]int{},
-		freed: map[string]chan struct{}{}}
+func newSlotSet(rampAfter time.Duration) *slotSet {
+	return &slotSet{rampAfter: rampAfter, inUse: map[string]int{}, peak: map[string]int{},
+		waiting: map[string]int{}, freed: map[string]chan struct{}{}}
 }
 
 // acquire takes one of host's limit slots, waiting up to wait. It returns
 // the release function, or false when no slot freed up in time.
 func (s *slotSet) acquire(ctx context.Context, host string, limit int, wait time.Duration) (func(), bool) {
-	var timer *time.Timer
+	var timer, ramp *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
+		if ramp != nil {
+			ramp.Stop()
+		}
 	}()
-	queued := false
+	queued, ramped := false, false
 	for {
 		s.mu.Lock()
 		n := s.inUse[host]
-		others := s.waiting[host]
-		if queued {
-			others--
-		}
-		if n < limit && (n < max(s.peak[host], 1) || others >= n || wait <= 0) {
+		if n < limit && (n < max(s.peak[host], 1) || ramped || wait <= 0) {
 			s.inUse[host]++
 			if n+1 > s.peak[host] {
 				if len(s.peak) >= maxSlotHosts {
@@ -281,9 +286,19 @@ func (s *slotSet) acquire(ctx context.Context, host string, limit int, wait time
 		s.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(wait)
+			if s.rampAfter < wait {
+				ramp = time.NewTimer(s.rampAfter)
+			}
+		}
+		var rampC <-chan time.Time
+		if ramp != nil && !ramped {
+			rampC = ramp.C
 		}
 		select {
 		case <-ch:
+			continue
+		case <-rampC:
+			ramped = true
 			continue
 		case <-timer.C:
 		case <-ctx.Done():

@@ -371,7 +371,7 @@ func New(cfg Config) (*Service, error) {
 		client:  &c,
 		queue:   outbox.NewQueue(cfg.DB.Write, outbox.QueueOptions{Read: cfg.DB.Read, Now: cfg.Now}),
 		keys:    &keyCache{ttl: cfg.KeyCacheTTL, m: map[string]keyEntry{}},
-		slots:   newSlotSet(),
+		slots:   newSlotSet(cfg.SlotWait / rampDivisor),
 		flights: newFlights(cfg.MaxInFlight, runtime.GOMAXPROCS(0)),
 		docs:    map[string][]byte{},
 	}

@@ -46,78 +46,89 @@ func (s *slotSet) inUseOf(host string) int {
 	return s.inUse[host]
 }
 
-// A lone second delivery to a host waits for the POST in flight (and so
-// reuses its connection) instead of starting beside it on a new one.
+// A second delivery to a host waits for the POST in flight (and so reuses
+// its connection) instead of starting beside it on a new one, until it has
+// waited rampAfter.
 func TestSlotsSecondDeliveryWaitsForThePostInFlight(t *testing.T) {
-	s := newSlotSet()
+	s := newSlotSet(time.Hour)
 	const host = "a.example"
 	r1, ok := s.acquire(context.Background(), host, 4, time.Minute)
 	if !ok {
 		t.Fatal("first acquire failed")
 	}
-	second := acquireAsync(s, host, 4, time.Minute)
-	waitQueued(t, s, host, 1)
+	second := acquireAsync(s, host, 4, 2*time.Hour)
+	third := acquireAsync(s, host, 4, 2*time.Hour)
+	waitQueued(t, s, host, 2)
 	select {
 	case r := <-second:
-		t.Fatalf("the second delivery started beside the first (ok=%v)", r.ok)
+		t.Fatalf("a delivery started beside the first (ok=%v)", r.ok)
+	case r := <-third:
+		t.Fatalf("a delivery started beside the first (ok=%v)", r.ok)
 	default:
 	}
 	if n := s.inUseOf(host); n != 1 {
 		t.Fatalf("in use %d, want 1", n)
 	}
+	// Each POST's end lets one waiting delivery go, over its connection.
 	r1()
-	r := <-second
-	if !r.ok {
-		t.Fatal("the second delivery got no slot once the first ended")
+	var got slotResult
+	select {
+	case got = <-second:
+	case got = <-third:
 	}
+	if !got.ok {
+		t.Fatal("no waiting delivery got the slot once the first ended")
+	}
+	waitQueued(t, s, host, 1)
 	if n := s.inUseOf(host); n != 1 {
 		t.Fatalf("in use %d, want 1", n)
 	}
-	waitQueued(t, s, host, 0)
-	r.release()
-	if n := s.inUseOf(host); n != 0 {
-		t.Fatalf("in use %d after every release, want 0", n)
+	got.release()
+	select {
+	case got = <-second:
+	case got = <-third:
+	}
+	if !got.ok {
+		t.Fatal("the last waiting delivery got no slot")
+	}
+	got.release()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.inUse) != 0 || len(s.waiting) != 0 {
+		t.Fatalf("state left behind: in use %v, waiting %v", s.inUse, s.waiting)
 	}
 }
 
-// When a host's deliveries queue, its concurrency ramps up to the limit;
-// once it had two POSTs in flight, two start without waiting.
+// A delivery that has waited rampAfter starts a POST beside those in
+// flight, up to the limit; once the host had two in flight, two start
+// without waiting.
 func TestSlotsRampUpWhenDeliveriesQueue(t *testing.T) {
-	s := newSlotSet()
+	s := newSlotSet(time.Millisecond)
 	const host = "b.example"
 	r1, _ := s.acquire(context.Background(), host, 2, time.Minute)
-	second := acquireAsync(s, host, 2, time.Minute)
-	waitQueued(t, s, host, 1)
-	// A third delivery finds one waiting: the host's queue grows, so it
-	// starts a second POST.
-	r3, ok := s.acquire(context.Background(), host, 2, 10*time.Second)
+	r2, ok := s.acquire(context.Background(), host, 2, time.Minute)
 	if !ok {
-		t.Fatal("a delivery behind a queue got no second slot")
+		t.Fatal("a delivery that waited got no second slot")
 	}
 	if n := s.inUseOf(host); n != 2 {
 		t.Fatalf("in use %d, want 2", n)
 	}
-	// The limit holds: a fourth waits, and gives up when its wait ends.
-	if _, ok := s.acquire(context.Background(), host, 2, 10*time.Millisecond); ok {
+	// The limit holds: a third waits, and gives up when its wait ends.
+	if _, ok := s.acquire(context.Background(), host, 2, 50*time.Millisecond); ok {
 		t.Fatal("a delivery got a slot beyond the limit")
 	}
 	r1()
-	r := <-second
-	if !r.ok {
-		t.Fatal("the waiting delivery got no slot")
-	}
-	r3()
+	r2()
 	// The host had two POSTs in flight before (two connections): with one
-	// in flight and no one waiting, a second starts at once.
-	a, okA := s.acquire(context.Background(), host, 2, 10*time.Second)
-	done := acquireAsync(s, host, 2, time.Minute)
-	r.release()
-	b := <-done
-	if !okA || !b.ok {
+	// in flight, a second starts at once even with no ramp.
+	s.rampAfter = time.Hour
+	a, okA := s.acquire(context.Background(), host, 2, time.Minute)
+	b, okB := s.acquire(context.Background(), host, 2, time.Minute)
+	if !okA || !okB {
 		t.Fatal("a host that had two connections got fewer slots")
 	}
 	a()
-	b.release()
+	b()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.inUse) != 0 || len(s.waiting) != 0 {
@@ -128,7 +139,7 @@ func TestSlotsRampUpWhenDeliveriesQueue(t *testing.T) {
 // With no wait (a failing or unknown host, limit 1) a busy host's delivery
 // returns at once and leaves no waiter behind.
 func TestSlotsNoWaitWhenBusy(t *testing.T) {
-	s := newSlotSet()
+	s := newSlotSet(time.Millisecond)
 	const host = "c.example"
 	r1, ok := s.acquire(context.Background(), host, 1, 0)
 	if !ok {
