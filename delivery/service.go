@@ -158,7 +158,11 @@ type Config struct {
 	// once regardless.
 	ParkRecheck time.Duration
 	// PerHostConcurrency bounds concurrent POSTs to one host in this
-	// process (default 4); a host that is failing gets one.
+	// process (default 4); a host that is failing gets one. Within it, a
+	// delivery that finds the host's POSTs in flight on every connection
+	// the host has waits for one of them (reusing its connection) and
+	// starts one beside them only after SlotWait/5: a host's concurrency
+	// ramps up only when its deliveries queue.
 	PerHostConcurrency int
 	// SlotWait is how long a delivery waits for a free slot of its host
 	// (default 500 ms) before deferring itself by about SlotDefer
