@@ -226,9 +226,9 @@ type slotSet struct {
 	freed   map[string]chan struct{}
 }
 
-// rampDivisor: a delivery that has waited SlotWait/rampDivisor (100 ms by
+// rampDivisor: a delivery that has waited SlotWait/rampDivisor (250 ms by
 // default) for its host's POSTs in flight starts one beside them.
-const rampDivisor = 5
+const rampDivisor = 2
 
 // maxSlotHosts bounds the peak map; when full it is cleared, which only
 // costs a host a wait for its POST in flight.

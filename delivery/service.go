@@ -161,7 +161,7 @@ type Config struct {
 	// process (default 4); a host that is failing gets one. Within it, a
 	// delivery that finds the host's POSTs in flight on every connection
 	// the host has waits for one of them (reusing its connection) and
-	// starts one beside them only after SlotWait/5: a host's concurrency
+	// starts one beside them only after SlotWait/2: a host's concurrency
 	// ramps up only when its deliveries queue.
 	PerHostConcurrency int
 	// SlotWait is how long a delivery waits for a free slot of its host
