@@ -209,26 +209,30 @@ func outcomeOf(v Verdict) string {
 // slotSet bounds concurrent POSTs per host in this process. Within the
 // bound, a host's concurrency ramps up only when its deliveries queue: a
 // delivery finding the host's POSTs in flight on every connection it has
-// waits for one of them to end (and then reuses its connection); only a
-// delivery that has waited rampAfter starts a POST beside them, on a new
-// connection (HTTP/1.1 carries one request at a time). So a burst to a
-// host that answers quickly goes over the connection that just became
-// idle, and a host whose queue persists gets up to the bound. The
-// connections a host has are taken to be the most POSTs it ever had in
-// flight at once; that many start without waiting.
+// waits for one of them to end (and then reuses its connection), until the
+// host's newest POST in flight has been unanswered for rampAfter; then it
+// starts a POST beside them, on a new connection (HTTP/1.1 carries one
+// request at a time). So a burst to a host that answers quickly goes over
+// the connection that just became idle, and a host that answers slowly or
+// whose queue persists gets up to the bound without holding its
+// deliveries' handlers longer than rampAfter. The connections a host has
+// are taken to be the most POSTs it ever had in flight at once; that many
+// start without waiting.
 type slotSet struct {
 	rampAfter time.Duration
 
 	mu      sync.Mutex
 	inUse   map[string]int
-	peak    map[string]int // the most POSTs host had in flight at once
+	peak    map[string]int       // the most POSTs host had in flight at once
+	newest  map[string]time.Time // when host's newest POST in flight started
 	waiting map[string]int // deliveries waiting for a slot of host
 	freed   map[string]chan struct{}
 }
 
-// rampDivisor: a delivery that has waited SlotWait/rampDivisor (250 ms by
-// default) for its host's POSTs in flight starts one beside them.
-const rampDivisor = 2
+// rampDivisor: once its host's newest POST in flight has gone unanswered
+// for SlotWait/rampDivisor (100 ms by default), a delivery starts one
+// beside it.
+const rampDivisor = 5
 
 // maxSlotHosts bounds the peak map; when full it is cleared, which only
 // costs a host a wait for its POST in flight.
@@ -236,7 +240,7 @@ const maxSlotHosts = 100_000
 
 func newSlotSet(rampAfter time.Duration) *slotSet {
 	return &slotSet{rampAfter: rampAfter, inUse: map[string]int{}, peak: map[string]int{},
-		waiting: map[string]int{}, freed: map[string]chan struct{}{}}
+		newest: map[string]time.Time{}, waiting: map[string]int{}, freed: map[string]chan struct{}{}}
 }
 
 // acquire takes one of host's limit slots, waiting up to wait. It returns
@@ -263,6 +267,7 @@ func (s *slotSet) acquire(ctx context.Context, host string, limit int, wait time
 				}
 				s.peak[host] = n + 1
 			}
+			s.newest[host] = time.Now()
 			if queued {
 				s.unqueue(host)
 			}
@@ -273,6 +278,14 @@ func (s *slotSet) acquire(ctx context.Context, host string, limit int, wait time
 		if wait <= 0 {
 			s.mu.Unlock()
 			return nil, false
+		}
+		rampIn := s.rampAfter - time.Since(s.newest[host])
+		if n < limit && !ramped && rampIn <= 0 {
+			// The newest POST in flight has gone unanswered for
+			// rampAfter: waiting for it is no use.
+			ramped = true
+			s.mu.Unlock()
+			continue
 		}
 		if !queued {
 			queued = true
@@ -286,9 +299,9 @@ func (s *slotSet) acquire(ctx context.Context, host string, limit int, wait time
 		s.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(wait)
-			if s.rampAfter < wait {
-				ramp = time.NewTimer(s.rampAfter)
-			}
+		}
+		if ramp == nil && n < limit && rampIn < wait {
+			ramp = time.NewTimer(rampIn)
 		}
 		var rampC <-chan time.Time
 		if ramp != nil && !ramped {
@@ -324,6 +337,7 @@ func (s *slotSet) release(host string) {
 	defer s.mu.Unlock()
 	if s.inUse[host] <= 1 {
 		delete(s.inUse, host)
+		delete(s.newest, host)
 	} else {
 		s.inUse[host]--
 	}

@@ -161,8 +161,9 @@ type Config struct {
 	// process (default 4); a host that is failing gets one. Within it, a
 	// delivery that finds the host's POSTs in flight on every connection
 	// the host has waits for one of them (reusing its connection) and
-	// starts one beside them only after SlotWait/2: a host's concurrency
-	// ramps up only when its deliveries queue.
+	// starts one beside them only once the newest has gone unanswered for
+	// SlotWait/5: a host's concurrency ramps up only when its deliveries
+	// queue or it answers slowly.
 	PerHostConcurrency int
 	// SlotWait is how long a delivery waits for a free slot of its host
 	// (default 500 ms) before deferring itself by about SlotDefer

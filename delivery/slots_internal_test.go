@@ -136,6 +136,33 @@ func TestSlotsRampUpWhenDeliveriesQueue(t *testing.T) {
 	}
 }
 
+// A host whose newest POST in flight has gone unanswered for rampAfter
+// gets a POST beside it at once: waiting for a slow answer is no use.
+func TestSlotsRampBesideASlowPost(t *testing.T) {
+	s := newSlotSet(time.Hour)
+	const host = "d.example"
+	r1, _ := s.acquire(context.Background(), host, 2, time.Minute)
+	s.mu.Lock()
+	s.newest[host] = time.Now().Add(-2 * time.Hour) // in flight for two hours
+	s.mu.Unlock()
+	r2, ok := s.acquire(context.Background(), host, 2, time.Minute)
+	if !ok {
+		t.Fatal("no POST beside one unanswered for longer than rampAfter")
+	}
+	// The second POST is young: a third waits for one of them (and here
+	// gives up, the limit reached).
+	if _, ok := s.acquire(context.Background(), host, 2, 10*time.Millisecond); ok {
+		t.Fatal("a delivery got a slot beyond the limit")
+	}
+	r1()
+	r2()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.inUse) != 0 || len(s.newest) != 0 || len(s.waiting) != 0 {
+		t.Fatalf("state left behind: in use %v, newest %v, waiting %v", s.inUse, s.newest, s.waiting)
+	}
+}
+
 // With no wait (a failing or unknown host, limit 1) a busy host's delivery
 // returns at once and leaves no waiter behind.
 func TestSlotsNoWaitWhenBusy(t *testing.T) {
