@@ -225,7 +225,7 @@ type slotSet struct {
 	inUse   map[string]int
 	peak    map[string]int       // the most POSTs host had in flight at once
 	newest  map[string]time.Time // when host's newest POST in flight started
-	waiting map[string]int // deliveries waiting for a slot of host
+	waiting map[string]int       // deliveries waiting for a slot of host
 	freed   map[string]chan struct{}
 }
 
