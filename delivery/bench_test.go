@@ -715,3 +715,32 @@ func acceptRun(b *testing.B, ca *benchCA) time.Duration {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// BenchmarkFanoutMode runs one all-healthy fan-out of BenchmarkFanout per
+// transport, as sub-benchmarks (http1, tls-http1, tls-http2), so that one
+// can be run or profiled alone:
+//
+//	go test ./delivery/ -run '^$' -bench 'BenchmarkFanoutMode/^http1$' -benchtime 1x -timeout 20m
+func BenchmarkFanoutMode(b *testing.B) {
+	ca := newBenchCA(b)
+	for _, mode := range []string{"http1", "tls-http1", "tls-http2"} {
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				key, err := activitypub.GenerateKey()
+				if err != nil {
+					b.Fatal(err)
+				}
+				sign := signRate(key, time.Second)
+				res := fanoutRun(b, ca, mode, 0, 0)
+				sign = sign.best(signRate(key, time.Second))
+				b.ReportMetric(sign.wall, "signatures/s")
+				b.ReportMetric(res.rate.wall, "deliveries/s")
+				b.ReportMetric(res.rate.cpu/sign.cpu, "ratio_to_signing_cpu")
+				b.ReportMetric(res.rate.wall/sign.wall, "ratio_to_signing_wall")
+				b.ReportMetric(res.connsPerDelivery(), "new_conns/delivery")
+				b.ReportMetric(res.resumedShare(), "resumed_share")
+				b.ReportMetric(float64(res.stats.Duplicates), "duplicates")
+			}
+		})
+	}
+}

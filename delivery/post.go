@@ -206,33 +206,90 @@ func outcomeOf(v Verdict) string {
 	return OutcomeRetry
 }
 
-// slotSet bounds concurrent POSTs per host in this process.
+// slotSet bounds concurrent POSTs per host in this process. Within the
+// bound, a host's concurrency ramps up only when its deliveries queue: a
+// delivery finding the host's POSTs in flight on every connection it has
+// waits for one of them to end (and then reuses its connection), until the
+// host's newest POST in flight has been unanswered for rampAfter; then it
+// starts a POST beside them, on a new connection (HTTP/1.1 carries one
+// request at a time). So a burst to a host that answers quickly goes over
+// the connection that just became idle, and a host that answers slowly or
+// whose queue persists gets up to the bound without holding its
+// deliveries' handlers longer than rampAfter. The connections a host has
+// are taken to be the most POSTs it ever had in flight at once; that many
+// start without waiting.
 type slotSet struct {
-	mu    sync.Mutex
-	inUse map[string]int
-	freed map[string]chan struct{}
+	rampAfter time.Duration
+
+	mu      sync.Mutex
+	inUse   map[string]int
+	peak    map[string]int       // the most POSTs host had in flight at once
+	newest  map[string]time.Time // when host's newest POST in flight started
+	waiting map[string]int       // deliveries waiting for a slot of host
+	freed   map[string]chan struct{}
 }
 
-func newSlotSet() *slotSet {
-	return &slotSet{inUse: map[string]int{}, freed: map[string]chan struct{}{}}
+// rampDivisor: once its host's newest POST in flight has gone unanswered
+// for SlotWait/rampDivisor (100 ms by default), a delivery starts one
+// beside it.
+const rampDivisor = 5
+
+// maxSlotHosts bounds the peak map; when full it is cleared, which only
+// costs a host a wait for its POST in flight.
+const maxSlotHosts = 100_000
+
+func newSlotSet(rampAfter time.Duration) *slotSet {
+	return &slotSet{rampAfter: rampAfter, inUse: map[string]int{}, peak: map[string]int{},
+		newest: map[string]time.Time{}, waiting: map[string]int{}, freed: map[string]chan struct{}{}}
 }
 
 // acquire takes one of host's limit slots, waiting up to wait. It returns
 // the release function, or false when no slot freed up in time.
 func (s *slotSet) acquire(ctx context.Context, host string, limit int, wait time.Duration) (func(), bool) {
-	var timer *time.Timer
+	var timer, ramp *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
+		if ramp != nil {
+			ramp.Stop()
+		}
 	}()
+	queued, ramped := false, false
 	for {
 		s.mu.Lock()
-		if s.inUse[host] < limit {
+		n := s.inUse[host]
+		if n < limit && (n < max(s.peak[host], 1) || ramped || wait <= 0) {
 			s.inUse[host]++
+			if n+1 > s.peak[host] {
+				if len(s.peak) >= maxSlotHosts {
+					clear(s.peak)
+				}
+				s.peak[host] = n + 1
+			}
+			s.newest[host] = time.Now()
+			if queued {
+				s.unqueue(host)
+			}
 			s.mu.Unlock()
 			var once sync.Once
 			return func() { once.Do(func() { s.release(host) }) }, true
+		}
+		if wait <= 0 {
+			s.mu.Unlock()
+			return nil, false
+		}
+		rampIn := s.rampAfter - time.Since(s.newest[host])
+		if n < limit && !ramped && rampIn <= 0 {
+			// The newest POST in flight has gone unanswered for
+			// rampAfter: waiting for it is no use.
+			ramped = true
+			s.mu.Unlock()
+			continue
+		}
+		if !queued {
+			queued = true
+			s.waiting[host]++
 		}
 		ch := s.freed[host]
 		if ch == nil {
@@ -243,13 +300,35 @@ func (s *slotSet) acquire(ctx context.Context, host string, limit int, wait time
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		}
+		if ramp == nil && n < limit && rampIn < wait {
+			ramp = time.NewTimer(rampIn)
+		}
+		var rampC <-chan time.Time
+		if ramp != nil && !ramped {
+			rampC = ramp.C
+		}
 		select {
 		case <-ch:
+			continue
+		case <-rampC:
+			ramped = true
+			continue
 		case <-timer.C:
-			return nil, false
 		case <-ctx.Done():
-			return nil, false
 		}
+		s.mu.Lock()
+		s.unqueue(host)
+		s.mu.Unlock()
+		return nil, false
+	}
+}
+
+// unqueue forgets one waiter of host; s.mu is held.
+func (s *slotSet) unqueue(host string) {
+	if s.waiting[host] <= 1 {
+		delete(s.waiting, host)
+	} else {
+		s.waiting[host]--
 	}
 }
 
@@ -258,6 +337,7 @@ func (s *slotSet) release(host string) {
 	defer s.mu.Unlock()
 	if s.inUse[host] <= 1 {
 		delete(s.inUse, host)
+		delete(s.newest, host)
 	} else {
 		s.inUse[host]--
 	}

@@ -158,7 +158,12 @@ type Config struct {
 	// once regardless.
 	ParkRecheck time.Duration
 	// PerHostConcurrency bounds concurrent POSTs to one host in this
-	// process (default 4); a host that is failing gets one.
+	// process (default 4); a host that is failing gets one. Within it, a
+	// delivery that finds the host's POSTs in flight on every connection
+	// the host has waits for one of them (reusing its connection) and
+	// starts one beside them only once the newest has gone unanswered for
+	// SlotWait/5: a host's concurrency ramps up only when its deliveries
+	// queue or it answers slowly.
 	PerHostConcurrency int
 	// SlotWait is how long a delivery waits for a free slot of its host
 	// (default 500 ms) before deferring itself by about SlotDefer
@@ -371,7 +376,7 @@ func New(cfg Config) (*Service, error) {
 		client:  &c,
 		queue:   outbox.NewQueue(cfg.DB.Write, outbox.QueueOptions{Read: cfg.DB.Read, Now: cfg.Now}),
 		keys:    &keyCache{ttl: cfg.KeyCacheTTL, m: map[string]keyEntry{}},
-		slots:   newSlotSet(),
+		slots:   newSlotSet(cfg.SlotWait / rampDivisor),
 		flights: newFlights(cfg.MaxInFlight, runtime.GOMAXPROCS(0)),
 		docs:    map[string][]byte{},
 	}
