@@ -113,6 +113,29 @@ func parseLimit(q url.Values, defLimit, maxLim int) (int, error) {
 // trimPage cuts items, fetched with one more than limit asked for, to one
 // page; when more followed, it also returns the cursor that goes on after
 // the page's last item.
+// hostPage reads the cursor and limit of a list of hosts (GET ...?cursor=&limit=),
+// lists one more than the limit with list, and returns the page (never
+// nil) and the next cursor.
+func hostPage[T any](r *http.Request, list func(ctx context.Context, cursor string, limit int) ([]T, error), cursorOf func(T) string) ([]T, string, error) {
+	q := r.URL.Query()
+	if err := checkParams(q, hostListParams); err != nil {
+		return nil, "", err
+	}
+	limit, err := parseLimit(q, defaultLimit, maxLimit)
+	if err != nil {
+		return nil, "", err
+	}
+	items, err := list(r.Context(), q.Get("cursor"), limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	items, next := trimPage(items, limit, cursorOf)
+	if items == nil {
+		items = []T{}
+	}
+	return items, next, nil
+}
+
 func trimPage[T any](items []T, limit int, cursorOf func(T) string) ([]T, string) {
 	if len(items) <= limit {
 		return items, ""

@@ -149,22 +149,11 @@ func (a *API) listHosts(w http.ResponseWriter, r *http.Request) error {
 	if a.cfg.Hosts == nil {
 		return errNoHosts
 	}
-	q := r.URL.Query()
-	if err := checkParams(q, hostListParams); err != nil {
-		return err
-	}
-	limit, err := parseLimit(q, defaultLimit, maxLimit)
-	if err != nil {
-		return err
-	}
-	hosts, err := a.cfg.Hosts.ListHosts(r.Context(), q.Get("cursor"), limit+1)
-	if err != nil {
-		return err
-	}
 	var out HostList
-	out.Hosts, out.NextCursor = trimPage(hosts, limit, func(h Host) string { return h.Host })
-	if out.Hosts == nil {
-		out.Hosts = []Host{}
+	var err error
+	out.Hosts, out.NextCursor, err = hostPage(r, a.cfg.Hosts.ListHosts, func(h Host) string { return h.Host })
+	if err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -37,22 +37,11 @@ func (a *API) listSignatures(w http.ResponseWriter, r *http.Request) error {
 	if a.cfg.Signatures == nil {
 		return errNoSignatures
 	}
-	q := r.URL.Query()
-	if err := checkParams(q, hostListParams); err != nil {
-		return err
-	}
-	limit, err := parseLimit(q, defaultLimit, maxLimit)
-	if err != nil {
-		return err
-	}
-	hosts, err := a.cfg.Signatures.List(r.Context(), q.Get("cursor"), limit+1)
-	if err != nil {
-		return err
-	}
 	var out SignatureList
-	out.Hosts, out.NextCursor = trimPage(hosts, limit, func(h delivery.SchemeStatus) string { return h.Host })
-	if out.Hosts == nil {
-		out.Hosts = []delivery.SchemeStatus{}
+	var err error
+	out.Hosts, out.NextCursor, err = hostPage(r, a.cfg.Signatures.List, func(h delivery.SchemeStatus) string { return h.Host })
+	if err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
