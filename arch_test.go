@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"delivery":        {"outbox", "activitypub", "store", "sqlite", "metrics"},
 	"inbox":           {"outbox", "activitypub", "store", "sqlite", "metrics", "limit"},
 	"server":          {"outbox", "activitypub", "store", "sqlite", "metrics", "limit"},
-	"admin":           {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "sqlite", "metrics", "limit"},
+	"admin":           {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "inbox", "sqlite", "metrics", "limit"},
 	"chaos":           {"outbox", "activitypub", "store", "sqlite", "migrations"},
 	"interop":         {},
 	"relay":           {"outbox", "activitypub", "store", "delivery", "sqlite", "metrics"},

@@ -5,7 +5,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
+
+	"github.com/courier-ap/courier/inbox"
 )
 
 // Inbound is the inbox's view of what each remote host sent and its
@@ -20,26 +21,9 @@ type Inbound interface {
 type InboundHosts struct {
 	// RequestsPerMinute and BytesPerMinute are the default budget of a
 	// remote host (COURIER_INBOX_HOST_REQUESTS, COURIER_INBOX_HOST_BYTES).
-	RequestsPerMinute float64       `json:"requests_per_minute"`
-	BytesPerMinute    float64       `json:"bytes_per_minute"`
-	Hosts             []InboundHost `json:"hosts"`
-}
-
-// InboundHost is what one remote host sent and its budget.
-type InboundHost struct {
-	Host string `json:"host"`
-	// Requests and Bytes are its verified requests and their body bytes.
-	Requests int64 `json:"requests"`
-	Bytes    int64 `json:"bytes"`
-	// Ignored is how many concerned no one here (answered 202, not stored).
-	Ignored int64 `json:"ignored"`
-	// Throttled is how many were refused with 429; LastThrottledAt the last.
-	Throttled       int64     `json:"throttled"`
-	LastThrottledAt time.Time `json:"last_throttled_at,omitzero"`
-	// RequestsPerMinute and BytesPerMinute are its budget (the default
-	// times its factor in COURIER_INBOX_HOST_BUDGETS).
-	RequestsPerMinute float64 `json:"requests_per_minute"`
-	BytesPerMinute    float64 `json:"bytes_per_minute"`
+	RequestsPerMinute float64            `json:"requests_per_minute"`
+	BytesPerMinute    float64            `json:"bytes_per_minute"`
+	Hosts             []inbox.HostBudget `json:"hosts"`
 }
 
 var errNoInbound = errorf(EUNAVAILABLE, "the inbound view is not available on this server (no inbox is served)")
@@ -53,7 +37,7 @@ func (a *API) inboundHosts(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := a.cfg.Inbound.InboundHosts()
 	if out.Hosts == nil {
-		out.Hosts = []InboundHost{}
+		out.Hosts = []inbox.HostBudget{}
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

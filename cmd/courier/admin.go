@@ -57,11 +57,7 @@ type inboundView struct {
 }
 
 func (v inboundView) InboundHosts() admin.InboundHosts {
-	out := admin.InboundHosts{RequestsPerMinute: v.requests, BytesPerMinute: v.bytes}
-	for _, h := range v.h.HostBudgets() {
-		out.Hosts = append(out.Hosts, admin.InboundHost(h))
-	}
-	return out
+	return admin.InboundHosts{RequestsPerMinute: v.requests, BytesPerMinute: v.bytes, Hosts: v.h.HostBudgets()}
 }
 
 // adminCommand runs `courier admin ...` against a running server's admin API.
