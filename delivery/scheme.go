@@ -143,7 +143,7 @@ func (s *Schemes) Order(ctx context.Context, host string) ([]Scheme, error) {
 	if err != nil {
 		return nil, err
 	}
-	return st.order(), nil
+	return st.Order, nil
 }
 
 // Status returns what is known of host; found is false for a host courier
