@@ -454,25 +454,7 @@ func TestConsoleWrongCookieSignsOut(t *testing.T) {
 // Without an admin token the console is off, as the admin API is.
 func TestConsoleOffWithoutToken(t *testing.T) {
 	t.Parallel()
-	cfg := defaultConfig()
-	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
-	cfg.Synchronous = "NORMAL"
-	cfg.Listen = "127.0.0.1:0"
-	cfg.OpsListen = "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	a := runApp(t, nil)
 	st, body := get(t, "http://"+a.opsListener.Addr().String()+"/console/login")
 	if st != http.StatusNotFound || !strings.Contains(body, "COURIER_ADMIN_TOKEN") {
 		t.Fatalf("console without a token: %d %s", st, body)

@@ -40,26 +40,9 @@ func get(t *testing.T, url string) (int, string) {
 // listener keeps /healthz for load balancers and nothing else of them.
 func TestOperatorsListenerIsSeparate(t *testing.T) {
 	t.Parallel()
-	cfg := defaultConfig()
-	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
-	cfg.Synchronous = "NORMAL"
-	cfg.Listen = "127.0.0.1:0"
-	cfg.OpsListen = "127.0.0.1:0"
-	cfg.AdminToken = strings.Repeat("t", 40)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	a := runApp(t, func(c *Config) {
+		c.AdminToken = strings.Repeat("t", 40)
+	})
 	public := "http://" + a.listener.Addr().String()
 	ops := "http://" + a.opsListener.Addr().String()
 	for _, c := range []struct {
@@ -186,25 +169,7 @@ func TestOpsListenBusy(t *testing.T) {
 // for the label values courier knows.
 func TestFreshInstanceHasEveryQueriedFamily(t *testing.T) {
 	t.Parallel()
-	cfg := defaultConfig()
-	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
-	cfg.Synchronous = "NORMAL"
-	cfg.Listen = "127.0.0.1:0"
-	cfg.OpsListen = "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	a := runApp(t, nil)
 	raw, fams := scrape(t, "http://"+a.opsListener.Addr().String()+"/metrics")
 	referenced, err := metrics.ReferencedNames()
 	if err != nil {
@@ -239,4 +204,34 @@ func TestFreshInstanceHasEveryQueriedFamily(t *testing.T) {
 			t.Errorf("%s%v = %v on a fresh instance, want a series at 0", c.name, c.labels, v)
 		}
 	}
+}
+
+// runApp starts courier serve in this process on a fresh SQLite file, both
+// listeners on free loopback ports, with mutate applied to its settings,
+// and stops it when the test ends (a Run error fails the test).
+func runApp(t *testing.T, mutate func(*Config)) *app {
+	t.Helper()
+	cfg := defaultConfig()
+	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
+	cfg.Synchronous = "NORMAL"
+	cfg.Listen = "127.0.0.1:0"
+	cfg.OpsListen = "127.0.0.1:0"
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler), true)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return a
 }
