@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -236,6 +237,7 @@ type receiverStats struct {
 	Handshakes int64 `json:"handshakes"`
 	Resumed    int64 `json:"resumed"`
 	AcceptAt   int64 `json:"accept_at"` // Unix ns of the first Accept's arrival
+	Ed25519    int64 `json:"ed25519"`   // POSTs signed with RFC 9421 ed25519 that verified
 }
 
 // receivers is the child process serving the simulated hosts.
@@ -336,16 +338,16 @@ func serveReceivers(specJSON string) error {
 		return err
 	}
 	keys := &keyring{m: map[string]*rsa.PublicKey{}}
+	pubs := map[string]crypto.PublicKey{} // every key, for RFC 9421
 	for id, p := range spec.Keys {
 		pub, err := activitypub.ParsePublicKeyPEM(p)
 		if err != nil {
 			return err
 		}
-		rsaPub, ok := pub.(*rsa.PublicKey)
-		if !ok {
-			return fmt.Errorf("public key of %s is not RSA", id)
+		pubs[id] = pub
+		if rsaPub, ok := pub.(*rsa.PublicKey); ok {
+			keys.put(id, rsaPub)
 		}
-		keys.put(id, rsaPub)
 	}
 	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -353,7 +355,7 @@ func serveReceivers(specJSON string) error {
 	}
 
 	var st struct {
-		healthy, slow, dups, rejected, posts, conns, handshakes, resumed, acceptAt atomic.Int64
+		healthy, slow, dups, rejected, posts, conns, handshakes, resumed, acceptAt, ed25519 atomic.Int64
 	}
 	var seen sync.Map
 	hang := make(chan struct{})
@@ -394,10 +396,13 @@ func serveReceivers(specJSON string) error {
 				}
 				return
 			}
-			if _, err := verifyCavage(r, body, keys, time.Now()); err != nil {
+			if err := verifyAny(r, body, keys, pubs); err != nil {
 				st.rejected.Add(1)
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
+			}
+			if r.Header.Get("Signature-Input") != "" && strings.Contains(r.Header.Get("Signature-Input"), `alg="ed25519"`) {
+				st.ed25519.Add(1)
 			}
 			var a struct {
 				ID   string `json:"id"`
@@ -477,6 +482,7 @@ func serveReceivers(specJSON string) error {
 				Healthy: st.healthy.Load(), Slow: st.slow.Load(), Duplicates: st.dups.Load(),
 				Rejected: st.rejected.Load(), Posts: st.posts.Load(), Conns: st.conns.Load(),
 				Handshakes: st.handshakes.Load(), Resumed: st.resumed.Load(), AcceptAt: st.acceptAt.Load(),
+				Ed25519: st.ed25519.Load(),
 			})
 		}))
 	}()
@@ -489,6 +495,25 @@ func serveReceivers(specJSON string) error {
 	}
 	ctl.Close()
 	return nil
+}
+
+// verifyAny verifies a draft-cavage signature with the test's own
+// verifier, and an RFC 9421 one (courier's Ed25519 deliveries) with
+// activitypub's.
+func verifyAny(r *http.Request, body []byte, keys *keyring, pubs map[string]crypto.PublicKey) error {
+	if r.Header.Get("Signature-Input") == "" {
+		_, err := verifyCavage(r, body, keys, time.Now())
+		return err
+	}
+	p, err := activitypub.RequestSignature(r)
+	if err != nil {
+		return err
+	}
+	pub, ok := pubs[p.KeyID]
+	if !ok {
+		return fmt.Errorf("unknown key %s", p.KeyID)
+	}
+	return activitypub.VerifySignature(r, p, body, pub, activitypub.VerifyOptions{})
 }
 
 // runResult is one fan-out run's figures.
