@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -156,7 +156,7 @@ func TestTokenChecked(t *testing.T) {
 	}
 }
 
-func storeOf(db *sqlite.DB) *store.Store { return store.New(db, "https://courier.example", nil) }
+func storeOf(db *sqldb.DB) *store.Store { return store.New(db, "https://courier.example", nil) }
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()

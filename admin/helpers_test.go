@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
@@ -87,7 +88,7 @@ func (l *logBuffer) records(msg string) []map[string]any {
 type bundle struct {
 	t     testing.TB
 	ctx   context.Context
-	db    *sqlite.DB
+	db    *sqldb.DB
 	st    *store.Store
 	queue *outbox.Queue
 	clock *testClock
@@ -97,7 +98,7 @@ type bundle struct {
 	srv   *httptest.Server
 }
 
-func openDB(t testing.TB) *sqlite.DB {
+func openDB(t testing.TB) *sqldb.DB {
 	t.Helper()
 	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Synchronous: "NORMAL"})
 	if err != nil {

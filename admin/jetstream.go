@@ -23,7 +23,7 @@ type jetStreamDB struct {
 }
 
 // NewJetStream returns the JetStream record of the courier database: read is
-// a read pool (sqlite.DB.Read), write the writer (sqlite.DB.Write); now is
+// a read pool (sqldb.DB.Read), write the writer (sqldb.DB.Write); now is
 // the clock of replay requests (nil: time.Now). Wire it only when the bus is
 // nats in JetStream mode.
 func NewJetStream(read, write *sql.DB, now func() time.Time) JetStream {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/migrations"
@@ -533,7 +534,7 @@ func (r runResult) resumedShare() float64 {
 // instance is courier's side of a run: a database, an actor, the delivery
 // service and the db worker at the production defaults.
 type instance struct {
-	db    *sqlite.DB
+	db    *sqldb.DB
 	st    *store.Store
 	alice *store.Actor
 	svc   *delivery.Service

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/migrations"
@@ -75,7 +76,7 @@ var instanceKey = sync.OnceValue(func() *rsa.PrivateKey {
 type bundle struct {
 	t       *testing.T
 	ctx     context.Context
-	db      *sqlite.DB
+	db      *sqldb.DB
 	st      *store.Store
 	clock   *testClock
 	reg     *outbox.Registry

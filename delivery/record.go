@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/metrics"
-	"github.com/courier-ap/courier/sqlite"
 )
 
 // Attempt outcomes recorded in delivery_attempts; those of a POST are the
@@ -54,7 +54,7 @@ type recOp struct {
 // batches: one transaction per batch instead of one per delivery, which
 // the delivery rate needs. Order is kept.
 type recorder struct {
-	db      *sqlite.DB
+	db      *sqldb.DB
 	log     *slog.Logger
 	ch      chan recOp
 	running atomic.Bool
@@ -69,7 +69,7 @@ const (
 	maxErrLen   = 1000
 )
 
-func newRecorder(db *sqlite.DB, log *slog.Logger) *recorder {
+func newRecorder(db *sqldb.DB, log *slog.Logger) *recorder {
 	return &recorder{db: db, log: log, ch: make(chan recOp, recBuffer)}
 }
 

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
-	"github.com/courier-ap/courier/sqlite"
 )
 
 // Scheme is an HTTP signature scheme courier signs a delivery with.
@@ -79,7 +79,7 @@ type SchemeStatus struct {
 // refused that, falling back down the list on a 400 or 401. It is safe for
 // concurrent use.
 type Schemes struct {
-	db  *sqlite.DB
+	db  *sqldb.DB
 	now func() time.Time
 	ttl time.Duration
 	log *slog.Logger
@@ -97,7 +97,7 @@ type schemeEntry struct {
 // maxSchemeHosts bounds the in-memory copy; when full it is cleared.
 const maxSchemeHosts = 10000
 
-func newSchemes(db *sqlite.DB, now func() time.Time, ttl time.Duration, log *slog.Logger) *Schemes {
+func newSchemes(db *sqldb.DB, now func() time.Time, ttl time.Duration, log *slog.Logger) *Schemes {
 	return &Schemes{db: db, now: now, ttl: ttl, log: log, m: map[string]schemeEntry{}}
 }
 

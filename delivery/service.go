@@ -32,10 +32,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -105,7 +105,7 @@ type ActorResolver interface {
 // documented defaults.
 type Config struct {
 	// DB is courier's database. Required.
-	DB *sqlite.DB
+	DB *sqldb.DB
 	// Store is the social repository (actors, followers, blocks,
 	// activities). Required.
 	Store *store.Store
@@ -326,7 +326,7 @@ func (c Config) validate() error {
 type Service struct {
 	cfg    Config
 	log    *slog.Logger
-	db     *sqlite.DB
+	db     *sqldb.DB
 	store  *store.Store
 	uris   store.URIs
 	client *http.Client

@@ -23,6 +23,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/metrics"
@@ -184,7 +185,7 @@ func (h *healthLog) seen() []string {
 
 type testBundle struct {
 	ctx      context.Context
-	db       *sqlite.DB
+	db       *sqldb.DB
 	st       *store.Store
 	base     string
 	srv      *httptest.Server
@@ -216,7 +217,7 @@ type options struct {
 	budgetBytes int64 // the byte budget a minute, when set
 }
 
-func openDB(t testing.TB, path, syncMode string) *sqlite.DB {
+func openDB(t testing.TB, path, syncMode string) *sqldb.DB {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: syncMode})

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
 )
 
 // EventReceived is the outbox event type of a recorded inbound activity. Its
@@ -76,7 +76,7 @@ const groupTimeout = 30 * time.Second
 // newRecorder prepares the recorder's statement on db's writer. The
 // statement lives as long as db. Its transactions are db's (db.Tx), so
 // db's after-write hooks run after each commit.
-func newRecorder(db *sqlite.DB, maxGroup int) (*recorder, error) {
+func newRecorder(db *sqldb.DB, maxGroup int) (*recorder, error) {
 	insert, err := db.Write.PrepareContext(context.Background(), sqlInsertActivity)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: prepare record: %w", err)

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/metrics"
-	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -43,7 +43,7 @@ func (f HealthFunc) SignOfLife(ctx context.Context, host string) { f(ctx, host) 
 type Config struct {
 	// DB is the database; required. Accepted activities and their events
 	// are written through DB.Tx.
-	DB *sqlite.DB
+	DB *sqldb.DB
 	// Store is the repository of local actors and social tables; required.
 	Store *store.Store
 	// Resolver resolves keys and actors; required.

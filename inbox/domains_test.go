@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
@@ -19,7 +20,7 @@ import (
 // clock set by the test.
 type domainBundle struct {
 	ctx     context.Context
-	db      *sqlite.DB
+	db      *sqldb.DB
 	st      *store.Store
 	cache   *domainCache
 	queries atomic.Int64
@@ -115,7 +116,7 @@ func TestDomainCacheSeesBlocksAtOnce(t *testing.T) {
 func TestDomainCacheTTL(t *testing.T) {
 	t.Parallel()
 	b := setupDomains(t, time.Minute)
-	other, err := sqlite.Open(b.ctx, b.db.Path, sqlite.Options{Synchronous: "NORMAL"})
+	other, err := sqlite.Open(b.ctx, b.db.Name, sqlite.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/sqlite"
@@ -52,7 +53,7 @@ func (s sqlQueueStats) OldestPendingDue(ctx context.Context, now time.Time) (tim
 }
 
 type statsBundle struct {
-	db  *sqlite.DB
+	db  *sqldb.DB
 	m   *metrics.Metrics
 	reg *prometheus.Registry
 	now time.Time

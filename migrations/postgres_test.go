@@ -185,7 +185,7 @@ func TestPostgresMigrationRace(t *testing.T) {
 			t.Fatal(err)
 		}
 		var n, distinct int
-		err = db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT version) FROM schema_migrations`).Scan(&n, &distinct)
+		err = db.Write.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT version) FROM schema_migrations`).Scan(&n, &distinct)
 		db.Close()
 		if err != nil || n != len(want) || distinct != len(want) {
 			t.Fatalf("round %d: %d rows, %d versions, err %v; want %d of each", round, n, distinct, err, len(want))
@@ -211,7 +211,7 @@ func TestPostgresHelperProcess(t *testing.T) {
 	}
 	defer db.Close()
 	time.Sleep(time.Until(time.Unix(0, at)))
-	applied, err := migrations.Apply(ctx, db, migrations.Options{Dialect: migrations.Postgres})
+	applied, err := migrations.Apply(ctx, db.Write, migrations.Options{Dialect: migrations.Postgres})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,5 +225,5 @@ func openPG(t *testing.T) *sql.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return db.Write
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkEnqueue measures transactional enqueue (one data row and its
-// event per transaction, through sqlite.DB.Tx, synchronous=FULL) against the
+// event per transaction, through sqldb.DB.Tx, synchronous=FULL) against the
 // raw commit rate of the same transaction without the event, measured in the
 // same run in alternating chunks so both see the same machine. It reports
 // both rates and their ratio (goal >= 0.5).

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqlite"
@@ -45,12 +46,12 @@ func (c *testClock) Advance(d time.Duration) time.Time {
 }
 
 type testBundle struct {
-	db    *sqlite.DB
+	db    *sqldb.DB
 	clock *testClock
 	reg   *outbox.Registry
 }
 
-func openDB(t testing.TB, path, sync string) *sqlite.DB {
+func openDB(t testing.TB, path, sync string) *sqldb.DB {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: sync})
@@ -73,7 +74,7 @@ func setup(t testing.TB) *testBundle {
 	}
 }
 
-// enqueue inserts events in one transaction through sqlite.DB.Tx, as
+// enqueue inserts events in one transaction through sqldb.DB.Tx, as
 // production code does, and returns their ids.
 func (b *testBundle) enqueue(t testing.TB, evs ...outbox.Event) []string {
 	t.Helper()

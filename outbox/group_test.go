@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/sqlite"
 )
@@ -26,7 +27,7 @@ type groupItem struct {
 }
 
 type groupBundle struct {
-	db      *sqlite.DB
+	db      *sqldb.DB
 	commits atomic.Int64 // transactions committed, counted by db's OnWrite hook
 
 	mu      sync.Mutex

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/sqlite"
 )
 
-func openMigrated(t *testing.T) *sqlite.DB {
+func openMigrated(t *testing.T) *sqldb.DB {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "h.db"), sqlite.Options{Synchronous: "NORMAL"})

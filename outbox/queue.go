@@ -52,7 +52,7 @@ func (r Row) Attempt() int { return r.Attempts + 1 }
 // QueueOptions configures a Queue.
 type QueueOptions struct {
 	// Read is a pool for the queries of List, Get, Ledger and Stats (default:
-	// the writer). sqlite.DB.Read is the right one.
+	// the writer). sqldb.DB.Read is the right one.
 	Read *sql.DB
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -74,7 +74,7 @@ type Queue struct {
 }
 
 // NewQueue returns a Queue over the writer db (its transactions must begin
-// with a write lock, as sqlite.DB.Write's do).
+// with a write lock, as sqldb.DB.Write's do).
 func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
 	q := &Queue{write: db, read: opts.Read, now: opts.Now, tok: &tokenClock{}, cache: newStmtCache(db)}
 	if q.read == nil {

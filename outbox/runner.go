@@ -145,7 +145,7 @@ func (o *Observer) claimed(n int) {
 // RunnerConfig configures a Runner.
 type RunnerConfig struct {
 	// DB is the writer: a *sql.DB whose transactions begin with a write lock
-	// (BEGIN IMMEDIATE), as sqlite.DB.Write. Required.
+	// (BEGIN IMMEDIATE), as sqldb.DB.Write. Required.
 	DB *sql.DB
 	// Registry holds the handlers. Required.
 	Registry *Registry

@@ -14,7 +14,7 @@ import (
 // WorkerConfig configures the db bus worker (EVENT_BUS_BACKEND=db).
 type WorkerConfig struct {
 	// DB is the writer: a *sql.DB whose transactions begin with a write lock
-	// (BEGIN IMMEDIATE), as sqlite.DB.Write. Required.
+	// (BEGIN IMMEDIATE), as sqldb.DB.Write. Required.
 	DB *sql.DB
 	// Read is a read pool for the queue's queries (default DB).
 	Read *sql.DB
@@ -174,7 +174,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 }
 
 // Notify wakes an idle worker to look for due rows now. It never blocks;
-// wire it to sqlite.DB.OnWrite so a local enqueue is handled at once.
+// wire it to sqldb.DB.OnWrite so a local enqueue is handled at once.
 func (w *Worker) Notify() {
 	select {
 	case w.wake <- struct{}{}:

@@ -57,7 +57,7 @@ func TestWorkerSucceeds(t *testing.T) {
 		return nil
 	})
 	// A poll interval of an hour: after the first event the worker is idle
-	// and only Notify (wired to sqlite.DB.OnWrite) can wake it in time.
+	// and only Notify (wired to sqldb.DB.OnWrite) can wake it in time.
 	rw := b.startWorker(t, outbox.WorkerConfig{PollInterval: time.Hour})
 	b.enqueue(t, outbox.Event{Type: "note", Payload: []byte(`{"a":0}`)})
 	if s := rw.next(t); s.Outcome != outbox.Succeeded {

@@ -14,12 +14,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // IsURL reports whether s names a PostgreSQL database rather than a SQLite
@@ -40,6 +43,11 @@ type Options struct {
 	// ConnMaxIdle closes connections idle for longer (default 5 min), so a
 	// quiet process gives its connections back.
 	ConnMaxIdle time.Duration
+	// Listen makes the process listen for other processes' announcements
+	// of new events (a server or worker; not a one-shot command).
+	Listen bool
+	// Logger receives the listener's connection losses (nil: discarded).
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -52,6 +60,9 @@ func (o Options) withDefaults() Options {
 	if o.ConnMaxIdle <= 0 {
 		o.ConnMaxIdle = 5 * time.Minute
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	return o
 }
 
@@ -59,10 +70,14 @@ func (o Options) withDefaults() Options {
 var ErrURL = errors.New("postgres: bad database URL")
 
 // Open connects to the database at dsn and checks that it answers. The
-// returned pool is safe for concurrent use; its transactions run at READ
-// COMMITTED, PostgreSQL's default, which courier's claims (FOR UPDATE SKIP
-// LOCKED) and conditional updates are written for.
-func Open(ctx context.Context, dsn string, opts Options) (*sql.DB, error) {
+// returned pool serves reads and writes alike and is safe for concurrent
+// use; its transactions run at READ COMMITTED, PostgreSQL's default, which
+// courier's claims (FOR UPDATE SKIP LOCKED) and conditional updates are
+// written for. Statements are written with ? placeholders (numbered by the
+// driver, Rebind); a transaction that enqueued events announces them on
+// Channel. With opts.Listen the process also listens on Channel and wakes
+// the DB's OnWrite hooks when another process announces events.
+func Open(ctx context.Context, dsn string, opts Options) (*sqldb.DB, error) {
 	opts = opts.withDefaults()
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -75,15 +90,37 @@ func Open(ctx context.Context, dsn string, opts Options) (*sql.DB, error) {
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "courier"
 	}
-	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(opts.MaxConns)
-	db.SetMaxIdleConns(opts.MaxConns)
-	db.SetConnMaxIdleTime(opts.ConnMaxIdle)
+	n := &notifier{}
+	pool := sql.OpenDB(&connector{inner: stdlib.GetConnector(*cfg), n: n})
+	pool.SetMaxOpenConns(opts.MaxConns)
+	pool.SetMaxIdleConns(opts.MaxConns)
+	pool.SetConnMaxIdleTime(opts.ConnMaxIdle)
+	n.send = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = pool.ExecContext(sctx, `SELECT pg_notify('`+Channel+`', '')`)
+	}
 	pctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
-		db.Close()
+	if err := pool.PingContext(pctx); err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", Redact(dsn), err)
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var db *sqldb.DB
+	db = sqldb.New(pool, pool, sqldb.Postgres, Redact(dsn), func() error {
+		stop()
+		<-done
+		return pool.Close()
+	})
+	if opts.Listen {
+		go func() {
+			defer close(done)
+			listen(lctx, cfg, opts.Logger, db.Wake)
+		}()
+	} else {
+		close(done)
 	}
 	return db, nil
 }

@@ -35,7 +35,7 @@ func TestOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	var one int
-	if err := db.QueryRow(`SELECT 1`).Scan(&one); err != nil || one != 1 {
+	if err := db.Write.QueryRow(`SELECT 1`).Scan(&one); err != nil || one != 1 {
 		t.Fatalf("SELECT 1: %d, %v", one, err)
 	}
 	db.Close()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/migrations"
@@ -180,7 +181,7 @@ func (f *fakeRelay) count(typ string) int {
 
 type bundle struct {
 	ctx   context.Context
-	db    *sqlite.DB
+	db    *sqldb.DB
 	st    *store.Store
 	base  string
 	alice *store.Actor

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
@@ -38,7 +39,7 @@ func (c *testClock) Advance(d time.Duration) {
 
 type testBundle struct {
 	ctx   context.Context
-	db    *sqlite.DB
+	db    *sqldb.DB
 	st    *store.Store
 	srv   *httptest.Server
 	base  string

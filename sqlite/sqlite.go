@@ -26,11 +26,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"time"
 
 	driver "modernc.org/sqlite" // the pure-Go driver, registered as "sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // DriverName is the database/sql driver courier registers ("sqlite", the
@@ -77,22 +78,10 @@ func (o Options) validate() error {
 	return fmt.Errorf("sqlite: synchronous must be FULL, NORMAL or EXTRA, not %q", o.Synchronous)
 }
 
-// DB is one SQLite file opened for courier.
-type DB struct {
-	// Write is the single writer connection; its transactions are IMMEDIATE.
-	Write *sql.DB
-	// Read is the query-only pool.
-	Read *sql.DB
-	Path string
-
-	mu      sync.Mutex
-	onWrite []func()
-}
-
 // Open opens (creating if needed) the database at path. It fails with a clear
 // error when the directory is missing or unwritable or the file is not a
 // SQLite database.
-func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+func Open(ctx context.Context, path string, opts Options) (*sqldb.DB, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -142,7 +131,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		r.Close()
 		return nil, fmt.Errorf("sqlite: open %s for reading: %w", path, err)
 	}
-	return &DB{Write: w, Read: r, Path: path}, nil
+	return sqldb.New(w, r, sqldb.SQLite, path, func() error { return errors.Join(r.Close(), w.Close()) }), nil
 }
 
 func cloneValues(v url.Values) url.Values {
@@ -243,45 +232,6 @@ func probe(ctx context.Context, db *sql.DB, path string) error {
 	// A write proves the file and its directory (for the WAL) are writable.
 	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS courier_probe (x INTEGER); DROP TABLE IF EXISTS courier_probe"); err != nil {
 		return fmt.Errorf("sqlite: %s is not writable: %w", path, err)
-	}
-	return nil
-}
-
-// Close closes both pools.
-func (db *DB) Close() error {
-	return errors.Join(db.Read.Close(), db.Write.Close())
-}
-
-// OnWrite registers fn to run after every transaction committed through Tx.
-// The outbox worker uses it to wake on local enqueue instead of polling.
-// fn must not block.
-func (db *DB) OnWrite(fn func()) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	db.onWrite = append(db.onWrite, fn)
-}
-
-// Tx runs fn in one IMMEDIATE write transaction and commits it when fn
-// returns nil; any error rolls everything back. After a commit the OnWrite
-// hooks run. This is the one way use cases get a transaction: they never
-// open one themselves.
-func (db *DB) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := db.Write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
-	}
-	db.mu.Lock()
-	hooks := db.onWrite
-	db.mu.Unlock()
-	for _, h := range hooks {
-		h()
 	}
 	return nil
 }

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/sqlite"
 )
 
 // benchStore opens a production-configured store (synchronous=FULL).
-func benchStore(b *testing.B) (*Store, *sqlite.DB) {
+func benchStore(b *testing.B) (*Store, *sqldb.DB) {
 	b.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
@@ -32,7 +33,7 @@ func benchStore(b *testing.B) (*Store, *sqlite.DB) {
 // rawCommitRate measures this machine's limit for the same shape of work:
 // one data row and one outbox row per IMMEDIATE transaction on the same
 // database, with no store logic.
-func rawCommitRate(b *testing.B, db *sqlite.DB, n int) float64 {
+func rawCommitRate(b *testing.B, db *sqldb.DB, n int) float64 {
 	b.Helper()
 	ctx := context.Background()
 	if _, err := db.Write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS bench_raw (id INTEGER PRIMARY KEY, body TEXT)`); err != nil {

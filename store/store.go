@@ -4,7 +4,7 @@
 //
 // Every method that changes state and causes events writes the data and
 // enqueues the events in one transaction through outbox.Enqueue: either it
-// runs its own transaction (sqlite.DB.Tx) or it takes the caller's *sql.Tx
+// runs its own transaction (sqldb.DB.Tx) or it takes the caller's *sql.Tx
 // (the methods named ...Tx). Use cases never open transactions themselves.
 //
 // A local write that federates enqueues one activitypub.EventOutgoing event
@@ -25,13 +25,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
-	"github.com/courier-ap/courier/sqlite"
 )
 
 // Store is the repository. It is safe for concurrent use.
 type Store struct {
-	db   *sqlite.DB
+	db   *sqldb.DB
 	uris URIs
 	now  func() time.Time
 	// newKey generates an actor's key pair; tests may share one key.
@@ -47,7 +47,7 @@ type Store struct {
 // New returns a store over db for the instance at baseURL (its public
 // origin, e.g. "https://courier.example"). now is the clock; nil means
 // time.Now.
-func New(db *sqlite.DB, baseURL string, now func() time.Time) *Store {
+func New(db *sqldb.DB, baseURL string, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
@@ -63,9 +63,9 @@ func New(db *sqlite.DB, baseURL string, now func() time.Time) *Store {
 func (s *Store) URIs() URIs { return s.uris }
 
 // DB returns the underlying database.
-func (s *Store) DB() *sqlite.DB { return s.db }
+func (s *Store) DB() *sqldb.DB { return s.db }
 
-// Tx runs fn in one write transaction (sqlite.DB.Tx), for callers that
+// Tx runs fn in one write transaction (sqldb.DB.Tx), for callers that
 // combine several ...Tx methods into one atomic change.
 func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return s.db.Tx(ctx, fn)

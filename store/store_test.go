@@ -5,15 +5,15 @@ import (
 	"context"
 	"crypto/rsa"
 	"encoding/json"
-	"path/filepath"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 const testBase = "https://courier.test"
@@ -43,25 +43,19 @@ func (c *testClock) Advance(d time.Duration) {
 
 type testBundle struct {
 	ctx   context.Context
-	db    *sqlite.DB
+	db    *sqldb.DB
 	store *Store
 	clock *testClock
 }
 
-// setup opens a fresh SQLite file in t.TempDir(), migrated by the real
-// runner. synchronous=NORMAL keeps the many small commits of a test fast;
+// setup opens a fresh store (storetest: a SQLite file, or a PostgreSQL
+// database with COURIER_TEST_STORE=postgres), migrated by the real runner.
+// synchronous=NORMAL keeps the many small commits of a test fast;
 // durability across power loss is not what these tests check.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
 	clock := &testClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	st := New(db, testBase+"/", clock.Now)
 	st.newKey = func() (*rsa.PrivateKey, error) { return testKey() }
@@ -161,3 +155,5 @@ func nilIfEmpty(l []string) []string {
 	}
 	return l
 }
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }

@@ -26,7 +26,7 @@ func actorCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return usageError("%v", err)
 	}
-	db, err := openDB(ctx, cfg, newLogger(io.Discard, "error"))
+	db, err := openDB(ctx, cfg, newLogger(io.Discard, "error"), false)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func deleteActorCommand(ctx context.Context, args []string, stdout io.Writer, ge
 	if len(rest) != 1 {
 		return usageError(actorUsage)
 	}
-	db, err := openDB(ctx, cfg, newLogger(io.Discard, "error"))
+	db, err := openDB(ctx, cfg, newLogger(io.Discard, "error"), false)
 	if err != nil {
 		return err
 	}

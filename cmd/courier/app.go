@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
@@ -23,7 +24,6 @@ import (
 	"github.com/courier-ap/courier/outbox/natsbus"
 	"github.com/courier-ap/courier/relay"
 	"github.com/courier-ap/courier/server"
-	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -49,7 +49,7 @@ type bus interface {
 type app struct {
 	cfg      Config
 	logger   *slog.Logger
-	db       *sqlite.DB
+	db       *sqldb.DB
 	store    *store.Store
 	reg      *prometheus.Registry
 	metrics  *metrics.Metrics
@@ -76,7 +76,7 @@ type app struct {
 // process runs. serveHTTP adds the ActivityPub surface, the inbox and the
 // admin API; cfg.Worker adds the worker.
 func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool) (_ *app, err error) {
-	db, err := openDB(ctx, cfg, logger)
+	db, err := openDB(ctx, cfg, logger, true)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 type Config struct {
 	DB                    string
 	Synchronous           string
+	PostgresConns         int
 	Listen                string
 	OpsListen             string
 	BaseURL               string
@@ -60,8 +61,9 @@ type setting struct {
 // settings binds every flag of cfg; cfg must hold the defaults already.
 func settings(cfg *Config) []setting {
 	return []setting{
-		{"db", "COURIER_DB", "SQLite database file, or a postgres:// URL (migrate only in this build)", (*stringValue)(&cfg.DB)},
+		{"db", "COURIER_DB", "the store: a SQLite database file, or a postgres:// URL shared by several servers and workers", (*stringValue)(&cfg.DB)},
 		{"synchronous", "COURIER_SQLITE_SYNCHRONOUS", "SQLite synchronous mode: FULL (durable across power loss) or NORMAL (faster; the last commits may be lost on power loss)", (*stringValue)(&cfg.Synchronous)},
+		{"postgres-conns", "COURIER_POSTGRES_CONNS", "PostgreSQL: connections of this process's pool; the sum over every process must stay under max_connections (or PgBouncer's pool)", (*intValue)(&cfg.PostgresConns)},
 		{"listen", "COURIER_LISTEN", "serve: public HTTP listen address (host:port): ActivityPub, the inboxes and /healthz", (*stringValue)(&cfg.Listen)},
 		{"ops-listen", "COURIER_OPS_LISTEN", "operators' listen address (host:port): /metrics, /healthz, /readyz and, with serve, /admin/ and the console; keep it off the public network", (*stringValue)(&cfg.OpsListen)},
 		{"base-url", "COURIER_BASE_URL", "public base URL of this server; ids are built from it", (*stringValue)(&cfg.BaseURL)},
@@ -126,20 +128,21 @@ func settingsFor(cfg *Config, cmd string) []setting {
 
 func defaultConfig() Config {
 	return Config{
-		DB:          "courier.db",
-		Synchronous: "FULL",
-		Listen:      "127.0.0.1:8080",
-		OpsListen:   DefaultOpsListen,
-		BaseURL:     "http://localhost:8080",
-		Bus:         "db",
-		MaxAttempts: outbox.DefaultMaxAttempts,
-		NATSURL:     natsbus.DefaultURL,
-		NATSMode:    "jetstream",
-		Worker:      true,
-		Concurrency: 128,
-		LogLevel:    "info",
-		ParkMax:     delivery.DefaultParkMax,
-		DateWindow:  inbox.DefaultDateWindow,
+		DB:            "courier.db",
+		Synchronous:   "FULL",
+		PostgresConns: 16,
+		Listen:        "127.0.0.1:8080",
+		OpsListen:     DefaultOpsListen,
+		BaseURL:       "http://localhost:8080",
+		Bus:           "db",
+		MaxAttempts:   outbox.DefaultMaxAttempts,
+		NATSURL:       natsbus.DefaultURL,
+		NATSMode:      "jetstream",
+		Worker:        true,
+		Concurrency:   128,
+		LogLevel:      "info",
+		ParkMax:       delivery.DefaultParkMax,
+		DateWindow:    inbox.DefaultDateWindow,
 		// The outbox's, the bus's and delivery's own defaults, set here so that -h shows them.
 		Lease:            outbox.DefaultLease,
 		LedgerLease:      outbox.DefaultLedgerLease,
@@ -190,6 +193,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("invalid --bus (EVENT_BUS_BACKEND) %q: want db or nats", c.Bus)
 	case c.NATSMode != "jetstream" && c.NATSMode != "core":
 		return fmt.Errorf("invalid --nats-mode (NATS_MODE) %q: want jetstream or core", c.NATSMode)
+	case c.PostgresConns < 2 || c.PostgresConns > 1000:
+		return fmt.Errorf("invalid --postgres-conns (COURIER_POSTGRES_CONNS) %d: must be between 2 and 1000", c.PostgresConns)
 	case c.Synchronous != "FULL" && c.Synchronous != "NORMAL":
 		return fmt.Errorf("invalid --synchronous %q: want FULL or NORMAL", c.Synchronous)
 	case c.ParkMax <= 0:

@@ -2,32 +2,37 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/postgres"
 	"github.com/courier-ap/courier/sqlite"
 )
 
-// errPostgresSchemaOnly refuses a postgres:// --db for the commands that do
-// not run on PostgreSQL yet: only its schema (courier migrate) does.
-var errPostgresSchemaOnly = errors.New("--db is a PostgreSQL URL: this build migrates a PostgreSQL schema (courier migrate) but serves, works and manages actors on a SQLite file only")
-
-// openDB opens the database and migrates it; server and worker both do this
-// at start-up, and the migration runner is safe against the other doing it
-// at the same moment.
-func openDB(ctx context.Context, cfg Config, logger *slog.Logger) (*sqlite.DB, error) {
+// openDB opens the store --db names (a SQLite file, or a postgres:// URL)
+// and migrates it; server and worker both do this at start-up, and the
+// migration runner is safe against the other doing it at the same moment.
+// listen makes a PostgreSQL process listen for other processes'
+// announcements of new events (serve and worker; not one-shot commands).
+func openDB(ctx context.Context, cfg Config, logger *slog.Logger, listen bool) (*sqldb.DB, error) {
+	var (
+		db      *sqldb.DB
+		err     error
+		dialect = migrations.SQLite
+	)
 	if postgres.IsURL(cfg.DB) {
-		return nil, errPostgresSchemaOnly
+		dialect = migrations.Postgres
+		db, err = postgres.Open(ctx, cfg.DB, postgres.Options{MaxConns: cfg.PostgresConns, Listen: listen, Logger: logger})
+	} else {
+		db, err = sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous, Logger: logger})
 	}
-	db, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{Logger: logger}); err != nil {
+	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{Logger: logger, Dialect: dialect}); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -63,11 +68,11 @@ func migratePostgres(ctx context.Context, cfg Config, stdout io.Writer, logger *
 		return err
 	}
 	defer db.Close()
-	applied, err := migrations.Apply(ctx, db, migrations.Options{Logger: logger, Dialect: migrations.Postgres})
+	applied, err := migrations.Apply(ctx, db.Write, migrations.Options{Logger: logger, Dialect: migrations.Postgres})
 	if err != nil {
 		return err
 	}
-	v, err := migrations.Current(ctx, db, migrations.Latest())
+	v, err := migrations.Current(ctx, db.Write, migrations.Latest())
 	if err != nil {
 		return err
 	}

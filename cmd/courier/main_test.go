@@ -80,7 +80,7 @@ func TestNewerDatabaseRefused(t *testing.T) {
 	if code := run(context.Background(), []string{"migrate", "--db", db}, &out, &errb, func(string) string { return "" }); code != 0 {
 		t.Fatalf("migrate: %d %s", code, errb.String())
 	}
-	a, err := openDB(context.Background(), Config{DB: db, Synchronous: "FULL"}, newLogger(&errb, "error"))
+	a, err := openDB(context.Background(), Config{DB: db, Synchronous: "FULL"}, newLogger(&errb, "error"), false)
 	if err != nil {
 		t.Fatal(err)
 	}

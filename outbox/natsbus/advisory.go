@@ -244,7 +244,7 @@ func scanExhausted(sc interface{ Scan(...any) error }) (Exhausted, error) {
 }
 
 // Replay asks for the exhausted message with record id to be published
-// again. It only writes db (the writer, sqlite.DB.Write): the server never
+// again. It only writes db (the writer, sqldb.DB.Write): the server never
 // talks to NATS. A worker republishes it within ReplayPoll, with a new
 // Nats-Msg-Id (event id + replay number) so the broker's dedup does not drop
 // it; the ledger still skips the handlers that already succeeded. It returns

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqlite"
 )
@@ -200,7 +201,7 @@ func processCPU(b *testing.B) time.Duration {
 }
 
 // benchDB is a fresh database with the production settings.
-func benchDB(b *testing.B) *sqlite.DB {
+func benchDB(b *testing.B) *sqldb.DB {
 	b.Helper()
 	return openDBWith(b, filepath.Join(b.TempDir(), "courier.db"), sqlite.Options{})
 }

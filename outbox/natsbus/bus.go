@@ -98,7 +98,7 @@ func New(cfg Config) (*Bus, error) {
 }
 
 // Notify wakes the relay to look for due rows now. It never blocks; wire it
-// to sqlite.DB.OnWrite when the worker shares the process with writers.
+// to sqldb.DB.OnWrite when the worker shares the process with writers.
 func (b *Bus) Notify() {
 	select {
 	case b.wake <- struct{}{}:

@@ -172,10 +172,10 @@ type Config struct {
 	// (outbox.Backoff, with Retry-After and deferral lower bounds).
 	Backoff func(attempt int) time.Duration
 
-	// DB is the writer connection (sqlite.DB.Write) holding event_queue and
+	// DB is the writer connection (sqldb.DB.Write) holding event_queue and
 	// jetstream_exhausted. Required.
 	DB *sql.DB
-	// Read is a read pool on the same database (sqlite.DB.Read): the
+	// Read is a read pool on the same database (sqldb.DB.Read): the
 	// default Queue reads the rows the relay claimed from it, off the
 	// writer. Default DB.
 	Read *sql.DB

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
 )
 
 // A handler that always fails is delivered exactly max_deliver times on the
@@ -302,7 +302,7 @@ func testTwoWorkersNeverOverlap(t *testing.T, newBroker brokerFunc) {
 			held.Add(1)
 		}
 	}}
-	newWorker := func(db *sqlite.DB) *Bus {
+	newWorker := func(db *sqldb.DB) *Bus {
 		reg := outbox.NewRegistry()
 		reg.Handle("delivery.post", "a", handler("a"))
 		reg.Handle("delivery.post", "b", handler("b"))

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqlite"
@@ -172,13 +173,13 @@ func (b *broker) js(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 }
 
 // openDB opens (creating and migrating) the SQLite file at path.
-func openDB(t testing.TB, path string) *sqlite.DB {
+func openDB(t testing.TB, path string) *sqldb.DB {
 	t.Helper()
 	return openDBWith(t, path, sqlite.Options{Synchronous: "NORMAL"})
 }
 
 // openDBWith is openDB with the given options.
-func openDBWith(t testing.TB, path string, opts sqlite.Options) *sqlite.DB {
+func openDBWith(t testing.TB, path string, opts sqlite.Options) *sqldb.DB {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, path, opts)
@@ -192,7 +193,7 @@ func openDBWith(t testing.TB, path string, opts sqlite.Options) *sqlite.DB {
 	return db
 }
 
-func newDB(t testing.TB) *sqlite.DB {
+func newDB(t testing.TB) *sqldb.DB {
 	return openDB(t, filepath.Join(t.TempDir(), "courier.db"))
 }
 
@@ -242,7 +243,7 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 }
 
 // enqueue inserts events through the one insert path.
-func enqueue(t testing.TB, db *sqlite.DB, evs ...outbox.Event) []outbox.Event {
+func enqueue(t testing.TB, db *sqldb.DB, evs ...outbox.Event) []outbox.Event {
 	t.Helper()
 	if err := db.Tx(context.Background(), func(tx *sql.Tx) error { return outbox.Enqueue(context.Background(), tx, evs...) }); err != nil {
 		t.Fatalf("enqueue: %v", err)
@@ -294,7 +295,7 @@ func runBus(t testing.TB, bus *Bus, run func(*Bus, context.Context) error) (stop
 }
 
 // newRunner builds the real outbox Runner over db's writer.
-func newRunner(t testing.TB, db *sqlite.DB, reg *outbox.Registry, maxAttempts int, lease time.Duration, obs *outbox.Observer) *outbox.Runner {
+func newRunner(t testing.TB, db *sqldb.DB, reg *outbox.Registry, maxAttempts int, lease time.Duration, obs *outbox.Observer) *outbox.Runner {
 	t.Helper()
 	r, err := outbox.NewRunner(outbox.RunnerConfig{DB: db.Write, Registry: reg, MaxAttempts: maxAttempts,
 		LedgerLease: lease, Observer: obs})
@@ -305,7 +306,7 @@ func newRunner(t testing.TB, db *sqlite.DB, reg *outbox.Registry, maxAttempts in
 }
 
 // fastConfig is a Config with short pauses for tests.
-func fastConfig(url string, db *sqlite.DB, runner Runner, logs *logBuffer) Config {
+func fastConfig(url string, db *sqldb.DB, runner Runner, logs *logBuffer) Config {
 	c := Config{
 		URL:            url,
 		DB:             db.Write,
