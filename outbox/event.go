@@ -65,7 +65,8 @@ var now = time.Now
 const insertEvent = `INSERT INTO event_queue
 	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane)
 	VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)
-	ON CONFLICT (event_id) DO NOTHING`
+	ON CONFLICT (event_id) DO NOTHING
+	RETURNING id`
 
 const insertPayload = `INSERT INTO event_payloads (id, payload) VALUES (?, ?)`
 
@@ -130,37 +131,31 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 		if len(payload) <= InlinePayload {
 			inline = string(payload)
 		}
-		res, err := stmt.ExecContext(ctx, ev.ID, ev.Type, target, inline,
-			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane)
-		if err != nil {
-			return fmt.Errorf("outbox: enqueue %s %s: %w", ev.Type, ev.ID, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("outbox: enqueue %s %s: %w", ev.Type, ev.ID, err)
-		}
-		if n == 0 {
+		var id int64
+		err := stmt.QueryRowContext(ctx, ev.ID, ev.Type, target, inline,
+			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
 			continue // already in the outbox
 		}
+		if err != nil {
+			return fmt.Errorf("outbox: enqueue %s %s: %w", ev.Type, ev.ID, err)
+		}
 		if inline == "" {
-			if err := insertLarge(ctx, tx, &payloads, res, payload); err != nil {
+			if err := insertLarge(ctx, tx, &payloads, id, payload); err != nil {
 				return fmt.Errorf("outbox: enqueue %s %s: payload: %w", ev.Type, ev.ID, err)
 			}
 		}
 		if observe != nil {
-			observe(ev.Type, int(n))
+			observe(ev.Type, 1)
 		}
 	}
 	return nil
 }
 
-// insertLarge stores the payload of the row res inserted in event_payloads,
-// preparing *stmt on first use.
-func insertLarge(ctx context.Context, tx *sql.Tx, stmt **sql.Stmt, res sql.Result, payload []byte) error {
-	id, err := res.LastInsertId()
-	if err != nil {
-		return err
-	}
+// insertLarge stores the payload of the row id in event_payloads, preparing
+// *stmt on first use.
+func insertLarge(ctx context.Context, tx *sql.Tx, stmt **sql.Stmt, id int64, payload []byte) error {
+	var err error
 	if *stmt == nil {
 		if *stmt, err = tx.PrepareContext(ctx, insertPayload); err != nil {
 			return err

@@ -213,14 +213,11 @@ func (s *Store) emitTx(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *
 		ObjectURI: objectRef(object), Document: doc, Published: ev.At,
 		Public: containsPublic(to) || containsPublic(cc), EventID: ev.ID,
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO activities
+	if err := tx.QueryRowContext(ctx, `INSERT INTO activities
 		(uri, actor_uri, actor_id, type, object_uri, document, published_at, public, event_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.URI, a.ActorURI, a.ActorID, a.Type, nullString(a.ObjectURI), string(doc), ms(a.Published), a.Public, ev.ID, ms(ev.At))
-	if err != nil {
-		return nil, wrap("store activity", err)
-	}
-	if a.RowID, err = res.LastInsertId(); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		a.URI, a.ActorURI, a.ActorID, a.Type, nullString(a.ObjectURI), string(doc), ms(a.Published), a.Public, ev.ID, ms(ev.At),
+	).Scan(&a.RowID); err != nil {
 		return nil, wrap("store activity", err)
 	}
 	if err := outbox.Enqueue(ctx, tx, outbox.Event{

@@ -127,15 +127,11 @@ func (s *Store) CreateActor(ctx context.Context, in NewActor) (*Actor, string, e
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO actors
+		return tx.QueryRowContext(ctx, `INSERT INTO actors
 			(name, display_name, summary, manually_approves_followers, private_key_pem, public_key_pem, token_hash, created_at, updated_at, ed25519_seed)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			a.Name, a.DisplayName, a.Summary, a.ManuallyApprovesFollowers, privPEM, pubPEM, hash, ms(t), ms(t), edKey.Seed())
-		if err != nil {
-			return err
-		}
-		a.ID, err = res.LastInsertId()
-		return err
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			a.Name, a.DisplayName, a.Summary, a.ManuallyApprovesFollowers, privPEM, pubPEM, hash, ms(t), ms(t), edKey.Seed(),
+		).Scan(&a.ID)
 	})
 	if err != nil {
 		return nil, "", wrap("create actor", err)

@@ -109,16 +109,13 @@ func (s *Store) AddRelay(ctx context.Context, rawURL string) (*Relay, error) {
 	}
 	r.FollowActivityID, send.Activity = id, doc
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO relays (url, style, actor_uri, state, follow_activity_id, created_at, updated_at)
-			VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (url) DO NOTHING`,
-			r.URL, r.Style, nullString(r.ActorURI), r.FollowActivityID, ms(ev.At), ms(ev.At))
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		err := tx.QueryRowContext(ctx, `INSERT INTO relays (url, style, actor_uri, state, follow_activity_id, created_at, updated_at)
+			VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (url) DO NOTHING RETURNING id`,
+			r.URL, r.Style, nullString(r.ActorURI), r.FollowActivityID, ms(ev.At), ms(ev.At)).Scan(&r.ID)
+		if errors.Is(err, sql.ErrNoRows) {
 			return Errorf(ECONFLICT, "relay %q is already added", r.URL)
 		}
-		if r.ID, err = res.LastInsertId(); err != nil {
+		if err != nil {
 			return err
 		}
 		return s.enqueueRelaySendTx(ctx, tx, ev.ID, ev.At, send)

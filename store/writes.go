@@ -151,16 +151,13 @@ func (s *Store) CreateNote(ctx context.Context, actor *Actor, in NoteInput) (*Ac
 			return err
 		}
 		o.Document = b
-		res, err := tx.ExecContext(ctx, `INSERT INTO objects
+		if err := tx.QueryRowContext(ctx, `INSERT INTO objects
 			(uri, local_id, type, attributed_to, actor_id, content, summary, in_reply_to, to_json, cc_json,
 			 visibility, published_at, document, created_at, modified_at)
-			VALUES (?, ?, 'Note', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, 'Note', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			o.URI, o.LocalID, o.AttributedTo, o.ActorID, o.Content, o.Summary, nullString(o.InReplyTo),
-			marshalList(o.To), marshalList(o.CC), o.Visibility, ms(o.Published), string(b), ms(ev.At), ms(ev.At))
-		if err != nil {
-			return err
-		}
-		if o.RowID, err = res.LastInsertId(); err != nil {
+			marshalList(o.To), marshalList(o.CC), o.Visibility, ms(o.Published), string(b), ms(ev.At), ms(ev.At),
+		).Scan(&o.RowID); err != nil {
 			return err
 		}
 		act, err = s.emitTx(ctx, tx, ev, actor, "Create", doc, o.To, o.CC)
