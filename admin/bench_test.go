@@ -7,13 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 // benchRows is the size of the outbox the read benchmarks query: a large
@@ -121,15 +120,11 @@ func BenchmarkBulkRetry(bm *testing.B) {
 }
 
 // commitRate measures single-row UPDATE transactions per second on a
-// scratch database opened like courier's.
+// scratch database of the store under test, opened like courier's.
 func commitRate(tb testing.TB) float64 {
 	tb.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "scratch.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.Open(tb, storetest.Location(tb), storetest.Options{Synchronous: "NORMAL"})
 	if _, err := db.Write.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)`); err != nil {
 		tb.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,16 +20,16 @@ import (
 
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/admin"
-	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
 // The tests run the admin API over real HTTP (httptest on 127.0.0.1)
-// against real SQLite files in t.TempDir() migrated by the real runner
-// (synchronous=NORMAL keeps them fast; WAL and the single writer are as in
-// production), with outbox rows produced by the real outbox code: Enqueue,
+// against a real store migrated by the real runner, opened by storetest: a
+// SQLite file in t.TempDir() (synchronous=NORMAL keeps it fast; WAL and the
+// single writer are as in production), or with COURIER_TEST_STORE=postgres a
+// database of its own on a throwaway PostgreSQL cluster, with outbox rows produced by the real outbox code: Enqueue,
 // the db worker and its ledger, the JetStream bus, the delivery service.
 
 const token = "admin-token-for-tests-0123456789"
@@ -100,16 +100,10 @@ type bundle struct {
 
 func openDB(t testing.TB) *sqldb.DB {
 	t.Helper()
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(t.Context(), db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
 }
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 // setup opens a database and serves the admin API over it; opts adjust
 // the Config before New.

@@ -47,7 +47,8 @@ type deliveryRates struct{ read *sql.DB }
 
 func (d *deliveryRates) DeliveryRates(ctx context.Context, since time.Time, step time.Duration) (map[int64]RateBucket, error) {
 	ms := step.Milliseconds()
-	rs, err := d.read.QueryContext(ctx, `SELECT (attempted_at / ?) * ?, SUM(outcome = 'delivered'), SUM(outcome <> 'delivered')
+	rs, err := d.read.QueryContext(ctx, `SELECT (attempted_at / ?) * ?, SUM(CASE WHEN outcome = 'delivered' THEN 1 ELSE 0 END),
+		SUM(CASE WHEN outcome <> 'delivered' THEN 1 ELSE 0 END)
 		FROM delivery_attempts WHERE attempted_at >= ? GROUP BY 1`, ms, ms, since.UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("admin: delivery rates: %w", err)
