@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
 )
 

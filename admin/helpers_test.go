@@ -18,9 +18,9 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
