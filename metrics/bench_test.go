@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,8 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/courier-ap/courier/metrics"
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 // nsPerOp times n calls of fn, the machine's own reference in the same run.
@@ -48,23 +46,16 @@ func BenchmarkOutboxHandled(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/raw, "x_raw")
 }
 
-// BenchmarkScrapeQueue scrapes the queue gauges of a real SQLite outbox of
+// BenchmarkScrapeQueue scrapes the queue gauges of a real outbox (the store under test) of
 // 50,000 rows (20 types by 4 statuses). x_queries compares a scrape with
 // running the same two queries directly, so it is the collector's overhead.
 func BenchmarkScrapeQueue(b *testing.B) {
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		b.Fatal(err)
-	}
+	db := storetest.Open(b, storetest.Location(b), storetest.Options{Synchronous: "NORMAL"})
 	const rows = 50_000
 	now := time.Now()
 	statuses := []string{"pending", "processing", "done", "dead_lettered"}
-	err = db.Tx(ctx, func(tx *sql.Tx) error {
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO event_queue
 			(event_id, type, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at)
 			VALUES (?, ?, '{}', ?, 0, ?, ?, ?, ?)`)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"path/filepath"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,11 +13,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/metrics"
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
+
+// The stats tests run once per store: a SQLite file, or with
+// COURIER_TEST_STORE=postgres a PostgreSQL database (storetest).
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 // sqlQueueStats reads the outbox gauges from a real, migrated event_queue
 // with the queries an outbox store runs; it is the reference shape of a
@@ -61,16 +64,9 @@ type statsBundle struct {
 
 func setupStats(t *testing.T) *statsBundle {
 	t.Helper()
-	ctx := t.Context()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
 	b := &statsBundle{db: db, reg: prometheus.NewPedanticRegistry(), now: time.UnixMilli(1_800_000_000_000)}
+	var err error
 	b.m, err = metrics.NewWithConfig(b.reg, metrics.Config{
 		NoRuntimeCollectors: true,
 		Now:                 func() time.Time { return b.now },
@@ -98,7 +94,7 @@ func (b *statsBundle) insert(t *testing.T, eventID, typ, status string, dueIn ti
 	}
 }
 
-func TestQueueStatsFromSQLite(t *testing.T) {
+func TestQueueStatsFromTheDatabase(t *testing.T) {
 	t.Parallel()
 	b := setupStats(t)
 
