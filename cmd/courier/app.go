@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
@@ -24,6 +23,7 @@ import (
 	"github.com/courier-ap/courier/outbox/natsbus"
 	"github.com/courier-ap/courier/relay"
 	"github.com/courier-ap/courier/server"
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
 )
 

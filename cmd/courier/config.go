@@ -214,6 +214,9 @@ func (c Config) validate() error {
 			return fmt.Errorf("invalid --%s %s: must be at least 1s", d.flag, d.v)
 		}
 	}
+	if err := checkPostgresURL(c.DB); err != nil {
+		return err
+	}
 	if c.InboxHostRequests < 1 {
 		return fmt.Errorf("invalid --inbox-host-requests (COURIER_INBOX_HOST_REQUESTS) %d: must be at least 1", c.InboxHostRequests)
 	}

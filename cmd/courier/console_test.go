@@ -12,7 +12,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -47,7 +47,7 @@ func newConsoleRig(t *testing.T) *consoleRig {
 	}
 	addr := freeAddr(t)
 	cfg := defaultConfig()
-	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
+	cfg.DB = storetest.Location(t)
 	cfg.Synchronous = "NORMAL"
 	cfg.Listen = addr
 	cfg.OpsListen = "127.0.0.1:0"

@@ -6,18 +6,30 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/courier-ap/courier/sqldb"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/postgres"
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/sqlite"
 )
 
 // openDB opens the store --db names (a SQLite file, or a postgres:// URL)
 // and migrates it; server and worker both do this at start-up, and the
-// migration runner is safe against the other doing it at the same moment.
-// listen makes a PostgreSQL process listen for other processes'
-// announcements of new events (serve and worker; not one-shot commands).
+// migration runner is safe against the other doing it at the same moment
+// (SQLite's write lock, PostgreSQL's advisory lock). listen makes a
+// PostgreSQL process listen for other processes' announcements of new
+// events (serve and worker; not one-shot commands).
+//
+// The store is logged and named in errors by sqldb.DB.Name: the file path,
+// or the URL with its password replaced.
 func openDB(ctx context.Context, cfg Config, logger *slog.Logger, listen bool) (*sqldb.DB, error) {
+	db, _, err := openMigrated(ctx, cfg, logger, listen)
+	return db, err
+}
+
+// openMigrated is openDB that also returns the migrations it applied now.
+func openMigrated(ctx context.Context, cfg Config, logger *slog.Logger, listen bool) (*sqldb.DB, []int, error) {
 	var (
 		db      *sqldb.DB
 		err     error
@@ -30,52 +42,45 @@ func openDB(ctx context.Context, cfg Config, logger *slog.Logger, listen bool) (
 		db, err = sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous, Logger: logger})
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{Logger: logger, Dialect: dialect}); err != nil {
+	applied, err := migrations.Apply(ctx, db.Write, migrations.Options{Logger: logger, Dialect: dialect})
+	if err != nil {
 		db.Close()
-		return nil, err
+		return nil, nil, fmt.Errorf("%s %s: %w", db.Dialect, db.Name, err)
 	}
-	return db, nil
+	logger.Info("store opened", "store", db.Dialect.String(), "db", db.Name, "applied_migrations", len(applied))
+	return db, applied, nil
+}
+
+// checkPostgresURL refuses, as a bad setting, a postgres:// URL the driver
+// cannot parse (a bad port, an unknown sslmode); the driver's message
+// carries the URL with its password replaced.
+func checkPostgresURL(dsn string) error {
+	if !postgres.IsURL(dsn) {
+		return nil
+	}
+	if _, err := pgx.ParseConfig(dsn); err != nil {
+		return fmt.Errorf("invalid --db (COURIER_DB): %v", err)
+	}
+	return nil
 }
 
 func migrateCommand(ctx context.Context, cfg Config, stdout io.Writer, logger *slog.Logger) error {
 	if postgres.IsURL(cfg.DB) {
-		return migratePostgres(ctx, cfg, stdout, logger)
+		// A one-shot command needs no more than the runner's connection
+		// and its advisory lock's.
+		cfg.PostgresConns = 2
 	}
-	db, err := sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous, Logger: logger})
+	db, applied, err := openMigrated(ctx, cfg, logger, false)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	applied, err := migrations.Apply(ctx, db.Write, migrations.Options{Logger: logger})
-	if err != nil {
-		return err
-	}
 	v, err := migrations.Current(ctx, db.Write, migrations.Latest())
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "database %s at schema version %d (%d applied now)\n", cfg.DB, v, len(applied))
-	return nil
-}
-
-// migratePostgres applies the PostgreSQL twins of the migrations, under the
-// runner's advisory lock.
-func migratePostgres(ctx context.Context, cfg Config, stdout io.Writer, logger *slog.Logger) error {
-	db, err := postgres.Open(ctx, cfg.DB, postgres.Options{MaxConns: 2})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	applied, err := migrations.Apply(ctx, db.Write, migrations.Options{Logger: logger, Dialect: migrations.Postgres})
-	if err != nil {
-		return err
-	}
-	v, err := migrations.Current(ctx, db.Write, migrations.Latest())
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "database %s at schema version %d (%d applied now)\n", postgres.Redact(cfg.DB), v, len(applied))
+	fmt.Fprintf(stdout, "database %s at schema version %d (%d applied now)\n", db.Name, v, len(applied))
 	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -132,7 +132,7 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	cfg := defaultConfig()
-	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
+	cfg.DB = storetest.Location(t)
 	cfg.Synchronous = "NORMAL"
 	cfg.Listen = addr
 	cfg.OpsListen = "127.0.0.1:0"

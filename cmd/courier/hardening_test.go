@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/admin"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -56,7 +56,7 @@ func startApp(t *testing.T, mutate func(*Config)) (*app, *lockedBuffer) {
 	addr := ln.Addr().String()
 	ln.Close()
 	cfg := defaultConfig()
-	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
+	cfg.DB = storetest.Location(t)
 	cfg.Synchronous = "NORMAL"
 	cfg.Listen = addr
 	cfg.OpsListen = "127.0.0.1:0"

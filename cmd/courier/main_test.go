@@ -7,10 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 // Bad settings and broken databases end the process with a non-zero status
-// and exactly one line on stderr: no panic, no stack trace.
+// and exactly one line on stderr: no panic, no stack trace. The broken
+// databases here are SQLite files as such (missing, unwritable, corrupt)
+// and stay SQLite on both stores' runs; store_test.go has PostgreSQL's.
 func TestBadInputExitsWithOneLine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -41,7 +45,7 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 		{"bad ops listen", []string{"worker", "--ops-listen", "9464"}, nil, 2, "invalid --ops-listen"},
 		{"bad bool", []string{"serve"}, map[string]string{"COURIER_ALLOW_PRIVATE_ADDRESSES": "maybe"}, 2, "not true or false"},
 		{"short admin token", []string{"serve"}, map[string]string{"COURIER_ADMIN_TOKEN": "admin"}, 2, "COURIER_ADMIN_TOKEN): 5 characters, at least 32 needed; make one with: openssl rand -hex 32"},
-		{"delete an unknown actor", []string{"actor", "delete", "--db", filepath.Join(dir, "actors.db"), "nobody"}, nil, 1, `no actor "nobody"`},
+		{"delete an unknown actor", []string{"actor", "delete", "--db", storetest.Location(t), "nobody"}, nil, 1, `no actor "nobody"`},
 		{"delete without a name", []string{"actor", "delete"}, nil, 2, "courier actor delete NAME"},
 		{"31-character admin token", []string{"worker", "--admin-token", strings.Repeat("k", 31)}, nil, 2, "at least 32 needed"},
 		{"unknown flag", []string{"serve", "--colour"}, nil, 2, "flag provided but not defined"},
@@ -69,29 +73,6 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 				t.Fatalf("stderr %q: want one line starting courier: and containing %q", stderr.String(), c.want)
 			}
 		})
-	}
-}
-
-// A database migrated by a newer courier is refused with a clear line.
-func TestNewerDatabaseRefused(t *testing.T) {
-	t.Parallel()
-	db := filepath.Join(t.TempDir(), "c.db")
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"migrate", "--db", db}, &out, &errb, func(string) string { return "" }); code != 0 {
-		t.Fatalf("migrate: %d %s", code, errb.String())
-	}
-	a, err := openDB(context.Background(), Config{DB: db, Synchronous: "FULL"}, newLogger(&errb, "error"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Write.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'future', 0)`); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
-	errb.Reset()
-	code := run(context.Background(), []string{"migrate", "--db", db}, &out, &errb, func(string) string { return "" })
-	if code != 1 || !strings.Contains(errb.String(), "newer than this binary") || strings.Count(errb.String(), "\n") != 1 {
-		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
 

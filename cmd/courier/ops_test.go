@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -92,9 +92,8 @@ func TestOneEnvironmentServesServerAndWorker(t *testing.T) {
 	}
 
 	// Both processes from one environment, on free ports, side by side.
-	dir := t.TempDir()
 	env = map[string]string{
-		"COURIER_DB":                 filepath.Join(dir, "courier.db"),
+		"COURIER_DB":                 storetest.Location(t),
 		"COURIER_SQLITE_SYNCHRONOUS": "NORMAL",
 		"COURIER_LISTEN":             freeAddr(t),
 		"COURIER_OPS_LISTEN":         freeAddr(t),
@@ -155,7 +154,7 @@ func TestOpsListenBusy(t *testing.T) {
 	}
 	defer ln.Close()
 	cfg := defaultConfigFor("worker")
-	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
+	cfg.DB = storetest.Location(t)
 	cfg.OpsListen = ln.Addr().String()
 	_, err = newApp(context.Background(), cfg, slog.New(slog.DiscardHandler), false)
 	if err == nil || !strings.Contains(err.Error(), workerOpsEnv) {
@@ -212,7 +211,7 @@ func TestFreshInstanceHasEveryQueriedFamily(t *testing.T) {
 func runApp(t *testing.T, mutate func(*Config)) *app {
 	t.Helper()
 	cfg := defaultConfig()
-	cfg.DB = filepath.Join(t.TempDir(), "courier.db")
+	cfg.DB = storetest.Location(t)
 	cfg.Synchronous = "NORMAL"
 	cfg.Listen = "127.0.0.1:0"
 	cfg.OpsListen = "127.0.0.1:0"
