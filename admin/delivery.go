@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
@@ -187,17 +188,26 @@ func (d *DeliveryState) EventAttempts(ctx context.Context, ev outbox.Event) ([]D
 	}}, nil
 }
 
-// justBefore returns a string that sorts (bytewise, as SQLite's BINARY
-// collation compares) immediately before s among valid UTF-8 strings: s
-// with its last byte decreased and followed by 0xff bytes, which no URL
-// contains. Paging "after" it starts exactly at s.
+// justBefore returns a string that sorts bytewise (as SQLite's BINARY
+// collation and PostgreSQL's C collation compare) immediately before s
+// among the strings a URL can be: s with its last code point decreased and
+// followed by the largest, U+10FFFF, which no URL contains (UTF-8's byte
+// order is its code points' order). Paging "after" it starts exactly at s.
+// It stays valid UTF-8, which PostgreSQL requires of a text argument.
+// Under another collation the neighbour found may be another inbox;
+// EventAttempts then shows no attempt rather than another's.
 func justBefore(s string) string {
-	if s == "" {
+	r, n := utf8.DecodeLastRuneInString(s)
+	if n == 0 || r == utf8.RuneError {
 		return ""
 	}
-	last := s[len(s)-1]
-	if last == 0 {
-		return s[:len(s)-1]
+	prefix := s[:len(s)-n]
+	if r == 0 {
+		return prefix
 	}
-	return s[:len(s)-1] + string([]byte{last - 1}) + strings.Repeat("\xff", 4)
+	r--
+	if r == 0xDFFF { // below the surrogates
+		r = 0xD7FF
+	}
+	return prefix + string(r) + strings.Repeat("\U0010FFFF", 4)
 }
