@@ -303,7 +303,8 @@ func postVia(h *remoteHost, addr, target string, act map[string]any) int {
 // share one PostgreSQL: a local write on server A reaches the remote inbox
 // exactly once, and a Follow POSTed to both A and B is imported once (one
 // follower, one Accept). The processes migrate the database at the same
-// moment at start-up. The URL carries a password no process repeats.
+// moment at start-up, and `courier admin` at either server shows the one
+// outbox. The URL carries a password no process repeats.
 func TestServersAndWorkerShareOneDatabase(t *testing.T) {
 	t.Parallel()
 	loc := withPassword(storetest.Location(t))
@@ -316,7 +317,8 @@ func TestServersAndWorkerShareOneDatabase(t *testing.T) {
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	opsA, opsB, opsW := freeAddr(t), freeAddr(t), freeAddr(t)
 	base := "http://" + addrA // both servers answer for one instance, as behind a load balancer
-	common := []string{"--db", loc, "--bus", "db", "--base-url", base, "--allow-private-addresses",
+	adminToken := strings.Repeat("t", 40)
+	common := []string{"--db", loc, "--bus", "db", "--base-url", base, "--allow-private-addresses", "--admin-token", adminToken,
 		"--synchronous", "NORMAL", "--postgres-conns", "8", "--log-level", "info"}
 	procs := []*process{
 		startProcess(t, "server A", append([]string{"serve", "--listen", addrA, "--ops-listen", opsA}, common...)...),
@@ -383,6 +385,18 @@ func TestServersAndWorkerShareOneDatabase(t *testing.T) {
 		return remote.got("Create") >= 1 &&
 			count(`SELECT COUNT(*) FROM event_queue WHERE status IN ('pending', 'processing')`) == 0
 	})
+	// courier admin shows the one outbox of both servers.
+	done := count(`SELECT COUNT(*) FROM event_queue WHERE status = 'done'`)
+	for _, ops := range []string{opsA, opsB} {
+		code, out, errb := runCommand("admin", "--server", "http://"+ops, "--admin-token", adminToken, "stats", "--json")
+		var st struct{ Totals map[string]int64 }
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+			t.Fatalf("admin stats at %s: exit %d, stdout %q, stderr %q", ops, code, out, errb)
+		}
+		if st.Totals["done"] != int64(done) || st.Totals["pending"] != 0 {
+			t.Errorf("admin stats at %s: totals %v, want %d done and none pending", ops, st.Totals, done)
+		}
+	}
 	// Nothing is in flight once every process has stopped.
 	for _, p := range procs {
 		p.stop(t)
