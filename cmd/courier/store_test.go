@@ -363,6 +363,25 @@ func TestServersAndWorkerShareOneDatabase(t *testing.T) {
 		}
 		return n
 	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		rs, err := db.Read.Query(`SELECT event_id, inbox, outcome, status_code FROM delivery_attempts ORDER BY id`)
+		if err == nil {
+			for rs.Next() {
+				var ev, inbox, outcome string
+				var status int
+				if rs.Scan(&ev, &inbox, &outcome, &status) == nil {
+					t.Logf("attempt: event %s to %s: %s %d", ev, inbox, outcome, status)
+				}
+			}
+			rs.Close()
+		}
+		for _, p := range procs {
+			t.Logf("%s:\n%s", p.name, p.stderr.String())
+		}
+	})
 	waitFor(t, "the follower", func() bool { return count(`SELECT COUNT(*) FROM followers`) == 1 })
 
 	// A local write on server A.
@@ -381,9 +400,12 @@ func TestServersAndWorkerShareOneDatabase(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create note answered %d", resp.StatusCode)
 	}
+	// Settled: no outbox row open, and both deliveries' attempts recorded
+	// (the delivery service writes its records in batches).
 	waitFor(t, "the Create at the remote inbox and a settled outbox", func() bool {
 		return remote.got("Create") >= 1 &&
-			count(`SELECT COUNT(*) FROM event_queue WHERE status IN ('pending', 'processing')`) == 0
+			count(`SELECT COUNT(*) FROM event_queue WHERE status IN ('pending', 'processing')`) == 0 &&
+			count(`SELECT COUNT(*) FROM delivery_attempts`) >= 2
 	})
 	// courier admin shows the one outbox of both servers.
 	done := count(`SELECT COUNT(*) FROM event_queue WHERE status = 'done'`)
@@ -410,6 +432,9 @@ func TestServersAndWorkerShareOneDatabase(t *testing.T) {
 	}
 	if n := count(`SELECT COUNT(*) FROM followers`); n != 1 {
 		t.Errorf("followers: %d, want 1", n)
+	}
+	if n := count(`SELECT COUNT(*) FROM delivery_attempts`); n != 2 {
+		t.Errorf("delivery attempts: %d, want 2 (the Accept and the Create, each once)", n)
 	}
 	if n := count(`SELECT COUNT(*) FROM delivery_attempts WHERE outcome = 'delivered'`); n != 2 {
 		t.Errorf("delivered attempts: %d, want 2 (the Accept and the Create)", n)
