@@ -450,5 +450,8 @@ func TestServersAndWorkerShareOneDatabase(t *testing.T) {
 		if !strings.Contains(logs, `"msg":"store opened"`) {
 			t.Errorf("%s did not log the store it opened:\n%s", p.name, logs)
 		}
+		if postgres.IsURL(loc) && !strings.Contains(logs, `"db":"postgres://courier:xxxxx@`) {
+			t.Errorf("%s did not name the database by its URL with the password replaced:\n%s", p.name, logs)
+		}
 	}
 }
