@@ -20,18 +20,20 @@ import (
 // already deleted actor is ENOTFOUND.
 func (s *Store) DeleteActor(ctx context.Context, name string) (*Activity, error) {
 	var act *Activity
+	if !ValidName(name) {
+		return nil, Errorf(ENOTFOUND, "no actor %q", name)
+	}
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		a, err := s.actorByName(ctx, tx, name)
-		if err != nil {
-			return err
-		}
+		// One conditional update marks the actor deleted: of two deletions
+		// at once, the second finds it deleted and changes nothing.
 		ev := s.newEvent()
+		a, err := s.scanActor(tx.QueryRowContext(ctx, `UPDATE actors SET deleted_at = ?, updated_at = ?
+			WHERE name = ? AND deleted_at IS NULL RETURNING `+actorColumns, ms(ev.At), ms(ev.At), name))
+		if err != nil {
+			return wrap("delete actor", notFound(err, ENOTFOUND, "no actor %q", name))
+		}
 		if act, err = s.emitTx(ctx, tx, ev, a, "Delete", a.URI, []string{Public}, []string{s.uris.Followers(a.Name)}); err != nil {
 			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE actors SET deleted_at = ?, updated_at = ? WHERE id = ?`,
-			ms(ev.At), ms(ev.At), a.ID); err != nil {
-			return wrap("delete actor", err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO deleted_actors (name, deleted_at) VALUES (?, ?)
 			ON CONFLICT (name) DO NOTHING`, a.Name, ms(ev.At)); err != nil {

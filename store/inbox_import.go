@@ -34,11 +34,9 @@ func (s *Store) EnqueueEventActivityTx(ctx context.Context, tx *sql.Tx, eventID 
 	if at.IsZero() {
 		at = s.clock()
 	}
-	a, err := s.emitTx(ctx, tx, pendingEvent{ID: eventID, At: at.UTC().Truncate(time.Millisecond)}, actor, typ, object, to, cc)
-	if err != nil {
-		return nil, false, err
-	}
-	return a, true, nil
+	// Stored beside this call by another transaction (another worker
+	// importing the same event): emitOnceTx waits for it and returns it.
+	return s.emitOnceTx(ctx, tx, pendingEvent{ID: eventID, At: at.UTC().Truncate(time.Millisecond)}, actor, typ, object, to, cc)
 }
 
 // RemoveFollowByActivityTx removes the follower followerURI whose Follow

@@ -25,8 +25,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // Store is the repository. It is safe for concurrent use.
@@ -69,6 +69,35 @@ func (s *Store) DB() *sqldb.DB { return s.db }
 // combine several ...Tx methods into one atomic change.
 func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return s.db.Tx(ctx, fn)
+}
+
+// forUpdate ends a SELECT, inside a write transaction, of rows that the
+// transaction goes on to change on the strength of what it read. On
+// PostgreSQL, whose write transactions run side by side at READ COMMITTED,
+// it locks them: a second transaction reading them waits for the first to
+// commit, then reads its outcome (a row deleted or no longer matching is
+// not returned). NO KEY UPDATE conflicts with every update and delete of
+// the row but not with the inserts of rows that reference it. SQLite has
+// no row locks and needs none: its write transactions run one at a time.
+func (s *Store) forUpdate() string {
+	if s.db.Postgres() {
+		return ` FOR NO KEY UPDATE`
+	}
+	return ``
+}
+
+// lockActorTx serializes, on PostgreSQL, the transactions that change the
+// relationships of the local actor actorID (follow, block): each locks the
+// actor's row first, so that the checks of one (is the target blocked?)
+// see what the other committed. On SQLite it does nothing: transactions
+// are serialized already.
+func (s *Store) lockActorTx(ctx context.Context, tx *sql.Tx, actorID int64) error {
+	if !s.db.Postgres() {
+		return nil
+	}
+	var id int64
+	err := tx.QueryRowContext(ctx, `SELECT id FROM actors WHERE id = ?`+s.forUpdate(), actorID).Scan(&id)
+	return wrap("lock actor", notFound(err, ENOTFOUND, "no actor %d", actorID))
 }
 
 // clock returns now truncated to the millisecond, the precision of every
