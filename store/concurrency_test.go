@@ -257,6 +257,38 @@ func TestClashFollowAndBlock(t *testing.T) {
 	}
 }
 
+// TestClashInboundFollowAndBlock: an inbound Follow from a remote actor
+// (imported as the inbox does: the block checked, then the follower
+// added, in one transaction) beside the local actor's Block of it never
+// leaves both a follower and a block.
+func TestClashInboundFollowAndBlock(t *testing.T) {
+	t.Parallel()
+	b1, b2 := setupPair(t)
+	a := b1.actor(t, "alice")
+	for i := range clashRounds {
+		follower := fmt.Sprintf("https://remote.test/users/f%d", i)
+		e1, e2 := clash(func() error {
+			return b1.store.Tx(b1.ctx, func(tx *sql.Tx) error {
+				blocked, err := b1.store.BlocksTx(b1.ctx, tx, a.ID, follower)
+				if err != nil || blocked {
+					return err
+				}
+				_, err = b1.store.AddFollowerTx(b1.ctx, tx, Follower{ActorID: a.ID, URI: follower, Inbox: follower + "/inbox"})
+				return err
+			})
+		}, func() error {
+			_, err := b2.store.Block(b2.ctx, a, follower)
+			return err
+		})
+		if e1 != nil || e2 != nil {
+			t.Fatalf("round %d: inbound follow %v, block %v", i, e1, e2)
+		}
+		if n := b1.count(t, `SELECT COUNT(*) FROM followers WHERE actor_id = ? AND follower_uri = ?`, a.ID, follower); n != 0 {
+			t.Fatalf("round %d: a follower %s beside the block", i, follower)
+		}
+	}
+}
+
 // TestClashUpdateAndDeleteNote: editing a note while it is deleted never
 // brings its content back: the note ends a tombstone.
 func TestClashUpdateAndDeleteNote(t *testing.T) {

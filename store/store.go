@@ -86,10 +86,10 @@ func (s *Store) forUpdate() string {
 	return ``
 }
 
-// lockActorTx serializes, on PostgreSQL, the transactions that change the
-// relationships of the local actor actorID (follow, block): each locks the
-// actor's row first, so that the checks of one (is the target blocked?)
-// see what the other committed. On SQLite it does nothing: transactions
+// lockActorTx serializes, on PostgreSQL, the transactions that add a
+// follow or a block of the local actor actorID (BlocksTx, addBlockTx):
+// each locks the actor's row first, so that the check of one (is the
+// target blocked?) sees what the other committed. On SQLite it does nothing: transactions
 // are serialized already.
 func (s *Store) lockActorTx(ctx context.Context, tx *sql.Tx, actorID int64) error {
 	if !s.db.Postgres() {

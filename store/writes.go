@@ -284,10 +284,8 @@ func (s *Store) Follow(ctx context.Context, actor *Actor, target string) (*Activ
 	ev := s.newEvent()
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		// A Block of the target beside this Follow waits or is waited for.
-		if err := s.lockActorTx(ctx, tx, actor.ID); err != nil {
-			return err
-		}
+		// BlocksTx locks the actor: a Block of the target beside this
+		// Follow waits for it or is waited for.
 		blocked, err := s.BlocksTx(ctx, tx, actor.ID, target)
 		if err != nil {
 			return err
@@ -404,10 +402,6 @@ func (s *Store) Block(ctx context.Context, actor *Actor, target string) (*Activi
 	ev := s.newEvent()
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		// A Follow of the target beside this Block waits or is waited for.
-		if err := s.lockActorTx(ctx, tx, actor.ID); err != nil {
-			return err
-		}
 		added, err := s.addBlockTx(ctx, tx, actor.ID, target, BlockOutgoing, activitypub.ActivityID(s.uris.Base, ev.ID, "Block"))
 		if err != nil {
 			return err
