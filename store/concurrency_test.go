@@ -436,3 +436,49 @@ func TestClashRelays(t *testing.T) {
 		t.Fatalf("%d relay sends for %d follows and %d undos", n, clashRounds, clashRounds)
 	}
 }
+
+// TestClashAnnounceAndRemoteDelete: a local Announce of a remote note
+// beside the import of the note's Delete is refused (EGONE), or lands
+// first and is then withdrawn with its reaction.
+func TestClashAnnounceAndRemoteDelete(t *testing.T) {
+	t.Parallel()
+	b1, b2 := setupPair(t)
+	a := b1.actor(t, "alice")
+	author := "https://remote.test/users/bob"
+	landed := 0
+	for i := range clashRounds {
+		uri := fmt.Sprintf("https://remote.test/notes/a%d", i)
+		doc := fmt.Sprintf(`{"id":%q,"type":"Note","attributedTo":%q,"content":"hi","to":["%s"]}`, uri, author, activitypub.Public)
+		if err := b1.store.Tx(b1.ctx, func(tx *sql.Tx) error {
+			_, err := b1.store.UpsertRemoteObjectTx(b1.ctx, tx, RemoteObject{URI: uri, AttributedTo: author, Content: "hi",
+				To: []string{activitypub.Public}, Document: []byte(doc)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var announce *Activity
+		e1, e2 := clash(func() error {
+			var err error
+			announce, err = b1.store.Announce(b1.ctx, a, uri)
+			return err
+		}, func() error {
+			return b2.store.Tx(b2.ctx, func(tx *sql.Tx) error {
+				_, err := b2.store.TombstoneTx(b2.ctx, tx, uri, author)
+				return err
+			})
+		})
+		if e2 != nil || (e1 != nil && !errors.Is(e1, ErrGone)) {
+			t.Fatalf("round %d: announce %v, delete %v", i, e1, e2)
+		}
+		if n := b1.count(t, `SELECT COUNT(*) FROM reactions WHERE object_uri = ?`, uri); n != 0 {
+			t.Fatalf("round %d: %d reactions to a deleted note (announce error %v)", i, n, e1)
+		}
+		if e1 == nil {
+			landed++
+			if got, err := b1.store.ActivityByURI(b1.ctx, announce.URI); err != nil || got.WithdrawnAt.IsZero() {
+				t.Fatalf("round %d: the Announce of a deleted note is still in the outbox (%v)", i, err)
+			}
+		}
+	}
+	t.Logf("%d of %d Announces landed before the Delete", landed, clashRounds)
+}

@@ -346,7 +346,9 @@ func (s *Store) react(ctx context.Context, actor *Actor, typ, uri string) (*Acti
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		var author string
-		o, err := objectByURI(ctx, tx, uri)
+		// Locked: a Delete of the object imported beside this reaction
+		// waits for it (and then removes it), or is seen by it.
+		o, err := s.objectForUpdate(ctx, tx, uri)
 		switch {
 		case err == nil:
 			if o.Deleted() {
