@@ -142,8 +142,9 @@ func TestRelayAnswers(t *testing.T) {
 		return ok
 	}
 	const acceptID = "00000000-0000-4000-8000-00000000000a"
-	if !accept(acceptID) || !accept(acceptID) {
-		t.Fatal("the relay's Follow was not accepted")
+	first, again := accept(acceptID), accept(acceptID)
+	if !first || !again {
+		t.Fatalf("the relay's Follow accepted: %v, then %v", first, again)
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM event_queue WHERE event_id = ?`, acceptID); n != 1 {
 		t.Fatalf("%d Accepts enqueued for one Follow", n)
