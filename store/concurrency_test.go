@@ -482,3 +482,39 @@ func TestClashAnnounceAndRemoteDelete(t *testing.T) {
 	}
 	t.Logf("%d of %d Announces landed before the Delete", landed, clashRounds)
 }
+
+// TestClashInboundLikeAndDeleteNote: a remote Like of a local note,
+// imported as the inbox does (the note read in the transaction, the
+// reaction added when it is not deleted), beside the note's deletion
+// leaves no reaction to the tombstone.
+func TestClashInboundLikeAndDeleteNote(t *testing.T) {
+	t.Parallel()
+	b1, b2 := setupPair(t)
+	a := b1.actor(t, "alice")
+	for i := range clashRounds {
+		_, note, err := b1.store.CreateNote(b1.ctx, a, NoteInput{Content: "liked", To: []string{Public}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e1, e2 := clash(func() error {
+			return b1.store.Tx(b1.ctx, func(tx *sql.Tx) error {
+				o, err := b1.store.ObjectByURITx(b1.ctx, tx, note.URI)
+				if err != nil || o.Deleted() {
+					return err
+				}
+				_, err = b1.store.AddReactionTx(b1.ctx, tx, Reaction{ActivityURI: fmt.Sprintf("https://remote.test/likes/%d", i),
+					Type: ReactionLike, ActorURI: "https://remote.test/users/bob", ObjectURI: o.URI})
+				return err
+			})
+		}, func() error {
+			_, err := b2.store.DeleteNote(b2.ctx, a, note.URI)
+			return err
+		})
+		if e1 != nil || e2 != nil {
+			t.Fatalf("round %d: like %v, delete %v", i, e1, e2)
+		}
+		if n := b1.count(t, `SELECT COUNT(*) FROM reactions WHERE object_uri = ?`, note.URI); n != 0 {
+			t.Fatalf("round %d: %d reactions to a deleted note", i, n)
+		}
+	}
+}

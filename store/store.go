@@ -86,6 +86,17 @@ func (s *Store) forUpdate() string {
 	return ``
 }
 
+// forShare is forUpdate for a transaction that only adds rows beside the
+// ones it read (a reaction to an object): transactions reading the same
+// rows for share do not wait for one another, one changing them waits for
+// them all (and they for it).
+func (s *Store) forShare() string {
+	if s.db.Postgres() {
+		return ` FOR SHARE`
+	}
+	return ``
+}
+
 // lockActorTx serializes, on PostgreSQL, the transactions that add a
 // follow or a block of the local actor actorID (BlocksTx, addBlockTx):
 // each locks the actor's row first, so that the check of one (is the

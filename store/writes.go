@@ -346,9 +346,10 @@ func (s *Store) react(ctx context.Context, actor *Actor, typ, uri string) (*Acti
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		var author string
-		// Locked: a Delete of the object imported beside this reaction
-		// waits for it (and then removes it), or is seen by it.
-		o, err := s.objectForUpdate(ctx, tx, uri)
+		// Locked for share (ObjectByURITx): a Delete of the object
+		// imported beside this reaction waits for it (and then removes
+		// it), or is seen by it; reactions beside this one do not wait.
+		o, err := s.ObjectByURITx(ctx, tx, uri)
 		switch {
 		case err == nil:
 			if o.Deleted() {
