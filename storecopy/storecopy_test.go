@@ -138,6 +138,10 @@ func populate(t *testing.T, db *sqldb.DB, extraEvents int) {
 	}
 	w := db.Write
 	now := clock.UnixMilli()
+	// The store's own events are done: their (pending, type) counts drop to
+	// zero rows, which the target's triggers never write (the copy replaces
+	// the counts with the source's).
+	exec(t, w, `UPDATE event_queue SET status = 'done', updated_at = ? WHERE type <> 'delivery.post'`, now)
 	exec(t, w, `UPDATE event_queue SET status = 'processing', claimed_at = ?, attempts = 1 WHERE id IN (SELECT id FROM event_queue ORDER BY id LIMIT 2)`, now)
 	exec(t, w, `UPDATE event_queue SET status = 'done', updated_at = ? WHERE id IN (SELECT id FROM event_queue WHERE status = 'pending' ORDER BY id LIMIT 3)`, now)
 	exec(t, w, `UPDATE event_queue SET status = 'dead_lettered', attempts = 10, last_error = 'inbox answered 410 Gone' WHERE id IN (SELECT id FROM event_queue WHERE status = 'pending' ORDER BY id DESC LIMIT 2)`)
@@ -301,6 +305,10 @@ func TestCopyWholeInstance(t *testing.T) {
 	if err != nil || !slices.Equal(statuses, []string{"dead_lettered", "done", "pending", "processing"}) {
 		t.Fatalf("event_queue statuses %v (%v), want all four", statuses, err)
 	}
+	var zero int
+	if err := src.Read.QueryRow(`SELECT COUNT(*) FROM event_queue_counts WHERE n = 0`).Scan(&zero); err != nil || zero == 0 {
+		t.Fatalf("%d zero counts on the source (%v); the test wants some", zero, err)
+	}
 	_, dst := newTarget(t)
 	var reports int
 	res, err := Copy(ctx, src, dst, Options{BatchSize: 7, Progress: func(Progress) { reports++ }})
@@ -322,11 +330,7 @@ func TestCopyWholeInstance(t *testing.T) {
 		t.Fatalf("second copy: %v", err)
 	}
 	for i, r := range again {
-		want := int64(0)
-		if tables[i].replace {
-			want = r.Rows
-		}
-		if r.Copied != want || r.Rows != res[i].Rows || r.Checksum != res[i].Checksum {
+		if r.Copied != 0 || r.Rows != res[i].Rows || r.Checksum != res[i].Checksum {
 			t.Fatalf("second copy of %s: %+v, first %+v", r.Table, r, res[i])
 		}
 	}
