@@ -1,6 +1,7 @@
 package storecopy
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -28,7 +30,31 @@ import (
 // The source of a copy is a SQLite file by definition and the target a
 // PostgreSQL database, whatever COURIER_TEST_STORE says: every test here
 // runs on both stores at once.
-func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+func TestMain(m *testing.M) {
+	if from := os.Getenv(envChildFrom); from != "" {
+		os.Exit(child(from, os.Getenv(envChildTo)))
+	}
+	os.Exit(storetest.Main(m))
+}
+
+// The test binary run as a child copies $envChildFrom to $envChildTo, says
+// on stdout when it is in the middle of event_queue and waits there to be
+// killed.
+const (
+	envChildFrom = "STORECOPY_TEST_CHILD_FROM"
+	envChildTo   = "STORECOPY_TEST_CHILD_TO"
+)
+
+func child(from, to string) int {
+	_, err := Run(context.Background(), from, to, Options{BatchSize: 50, Progress: func(p Progress) {
+		if p.Table == "event_queue" && p.Done >= 400 {
+			fmt.Printf("mid-table %d\n", p.Done)
+			select {} // until the parent's SIGKILL
+		}
+	}})
+	fmt.Fprintln(os.Stderr, "child copy ended:", err)
+	return 1
+}
 
 const base = "https://courier.example"
 
@@ -51,7 +77,7 @@ func newTarget(t *testing.T) (string, *sqldb.DB) {
 	return dsn, db
 }
 
-func exec(t *testing.T, db *sql.DB, query string, args ...any) {
+func execSQL(t *testing.T, db *sql.DB, query string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
@@ -141,43 +167,43 @@ func populate(t *testing.T, db *sqldb.DB, extraEvents int) {
 	// The store's own events are done: their (pending, type) counts drop to
 	// zero rows, which the target's triggers never write (the copy replaces
 	// the counts with the source's).
-	exec(t, w, `UPDATE event_queue SET status = 'done', updated_at = ? WHERE type <> 'delivery.post'`, now)
-	exec(t, w, `UPDATE event_queue SET status = 'processing', claimed_at = ?, attempts = 1 WHERE id IN (SELECT id FROM event_queue ORDER BY id LIMIT 2)`, now)
-	exec(t, w, `UPDATE event_queue SET status = 'done', updated_at = ? WHERE id IN (SELECT id FROM event_queue WHERE status = 'pending' ORDER BY id LIMIT 3)`, now)
-	exec(t, w, `UPDATE event_queue SET status = 'dead_lettered', attempts = 10, last_error = 'inbox answered 410 Gone' WHERE id IN (SELECT id FROM event_queue WHERE status = 'pending' ORDER BY id DESC LIMIT 2)`)
-	exec(t, w, `UPDATE event_queue SET attempts = 3, next_attempt_at = ?, last_error = 'timeout', republished = 1 WHERE id = (SELECT MIN(id) FROM event_queue WHERE status = 'pending')`, now+60_000)
-	exec(t, w, `INSERT INTO processed_events (event_id, handler, status, started_at, processed_at)
+	execSQL(t, w, `UPDATE event_queue SET status = 'done', updated_at = ? WHERE type <> 'delivery.post'`, now)
+	execSQL(t, w, `UPDATE event_queue SET status = 'processing', claimed_at = ?, attempts = 1 WHERE id IN (SELECT id FROM event_queue ORDER BY id LIMIT 2)`, now)
+	execSQL(t, w, `UPDATE event_queue SET status = 'done', updated_at = ? WHERE id IN (SELECT id FROM event_queue WHERE status = 'pending' ORDER BY id LIMIT 3)`, now)
+	execSQL(t, w, `UPDATE event_queue SET status = 'dead_lettered', attempts = 10, last_error = 'inbox answered 410 Gone' WHERE id IN (SELECT id FROM event_queue WHERE status = 'pending' ORDER BY id DESC LIMIT 2)`)
+	execSQL(t, w, `UPDATE event_queue SET attempts = 3, next_attempt_at = ?, last_error = 'timeout', republished = 1 WHERE id = (SELECT MIN(id) FROM event_queue WHERE status = 'pending')`, now+60_000)
+	execSQL(t, w, `INSERT INTO processed_events (event_id, handler, status, started_at, processed_at)
 		SELECT event_id, 'delivery', 'done', updated_at, updated_at FROM event_queue WHERE status = 'done'`)
-	exec(t, w, `INSERT INTO processed_events (event_id, handler, status, started_at, processed_at)
+	execSQL(t, w, `INSERT INTO processed_events (event_id, handler, status, started_at, processed_at)
 		SELECT event_id, 'delivery', 'in_progress', updated_at, NULL FROM event_queue WHERE status = 'processing'`)
-	exec(t, w, `INSERT INTO delivery_targets (event_id, parent_event_id, activity_id, inbox, host, parked_at, created_at)
+	execSQL(t, w, `INSERT INTO delivery_targets (event_id, parent_event_id, activity_id, inbox, host, parked_at, created_at)
 		SELECT event_id, 'parent', 'https://courier.example/activities/1', 'https://' || target || '/inbox', target,
 			CASE WHEN target = 'h3.example' THEN ? END, created_at FROM event_queue WHERE type = 'delivery.post'`, now)
-	exec(t, w, `INSERT INTO delivery_attempts (event_id, activity_id, inbox, host, attempted_at, status_code, outcome, error, duration_ms)
+	execSQL(t, w, `INSERT INTO delivery_attempts (event_id, activity_id, inbox, host, attempted_at, status_code, outcome, error, duration_ms)
 		SELECT event_id, activity_id, inbox, host, ?, 503, 'retry', 'service unavailable', 1200 FROM delivery_targets`, now)
-	exec(t, w, `INSERT INTO delivery_attempts (event_id, activity_id, inbox, host, attempted_at, status_code, outcome, duration_ms)
+	execSQL(t, w, `INSERT INTO delivery_attempts (event_id, activity_id, inbox, host, attempted_at, status_code, outcome, duration_ms)
 		SELECT event_id, activity_id, inbox, host, ?, 202, 'delivered', 80 FROM delivery_targets WHERE host <> 'h3.example'`, now+1000)
-	exec(t, w, `INSERT INTO delivery_hosts (host, state, consecutive_failures, first_failure_at, last_failure_at, last_error, unavailable_since, next_probe_at, probe_interval_ms, updated_at)
+	execSQL(t, w, `INSERT INTO delivery_hosts (host, state, consecutive_failures, first_failure_at, last_failure_at, last_error, unavailable_since, next_probe_at, probe_interval_ms, updated_at)
 		VALUES ('h3.example', 'unavailable', 12, ?, ?, 'dial tcp: connection refused', ?, ?, 60000, ?),
 		       ('h2.example', 'failing', 1, ?, ?, '503', NULL, NULL, 0, ?),
 		       ('h1.example', 'healthy', 0, NULL, NULL, '', NULL, NULL, 0, ?)`,
 		now-86_400_000, now, now-3_600_000, now+60_000, now, now, now, now, now)
-	exec(t, w, `INSERT INTO delivery_signature_schemes (host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at, no_fallback_until)
+	execSQL(t, w, `INSERT INTO delivery_signature_schemes (host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at, no_fallback_until)
 		VALUES ('h1.example', 'accepted', ?, 'refused', ?, 'inbound', ?, NULL), ('h2.example', NULL, NULL, NULL, NULL, '', ?, ?)`,
 		now+86_400_000, now+86_400_000, now, now, now+1000)
-	exec(t, w, `INSERT INTO inbox_activities (activity_id, type, actor, object_id, inbox, key_id, event_id, document, received_at, imported_at, outcome)
+	execSQL(t, w, `INSERT INTO inbox_activities (activity_id, type, actor, object_id, inbox, key_id, event_id, document, received_at, imported_at, outcome)
 		VALUES ('https://h1.example/a/1', 'Create', 'https://h1.example/users/f', 'https://h1.example/n/1', '/inbox', 'https://h1.example/users/f#main-key', 'e-in-1', '', ?, ?, 'imported'),
 		       ('https://h2.example/a/2', 'Follow', 'https://h2.example/users/f', ?, '/users/alice/inbox', 'https://h2.example/users/f#main-key', 'e-in-2', '{"type":"Follow"}', ?, NULL, NULL)`,
 		now, now+5, base+"/users/alice", now)
-	exec(t, w, `INSERT INTO jetstream_exhausted (advisory_id, reason, stream, consumer, stream_seq, deliveries, event_id, event_type, detail, advised_at, recorded_at, replays)
+	execSQL(t, w, `INSERT INTO jetstream_exhausted (advisory_id, reason, stream, consumer, stream_seq, deliveries, event_id, event_type, detail, advised_at, recorded_at, replays)
 		VALUES ('adv-1', 'max_deliveries', 'COURIER_EVENTS', 'courier-worker', 42, 10, 'e-x', 'delivery.post', 'handler failed', ?, ?, 1)`, now, now)
-	exec(t, w, `INSERT INTO domain_blocks (domain, reason, created_at) VALUES ('spam.example', 'spam', ?)`, now)
-	exec(t, w, `INSERT INTO reactions (activity_uri, type, actor_uri, object_uri, created_at)
+	execSQL(t, w, `INSERT INTO domain_blocks (domain, reason, created_at) VALUES ('spam.example', 'spam', ?)`, now)
+	execSQL(t, w, `INSERT INTO reactions (activity_uri, type, actor_uri, object_uri, created_at)
 		VALUES ('https://h1.example/likes/1', 'Like', 'https://h1.example/users/f', ?, ?)`, base+"/objects/1", now)
-	exec(t, w, `INSERT INTO remote_actors (uri, inbox, shared_inbox, key_id, public_key_pem, document, fetched_at, gone_at)
+	execSQL(t, w, `INSERT INTO remote_actors (uri, inbox, shared_inbox, key_id, public_key_pem, document, fetched_at, gone_at)
 		VALUES ('https://h1.example/users/f', 'https://h1.example/users/f/inbox', 'https://h1.example/inbox', 'https://h1.example/users/f#main-key', 'PEM', '{}', ?, NULL),
 		       ('https://gone.example/users/g', 'https://gone.example/users/g/inbox', NULL, NULL, NULL, '{}', ?, ?)`, now, now, now)
-	exec(t, w, `INSERT INTO objects (uri, type, attributed_to, actor_id, visibility, published_at, document, created_at, modified_at)
+	execSQL(t, w, `INSERT INTO objects (uri, type, attributed_to, actor_id, visibility, published_at, document, created_at, modified_at)
 		VALUES ('https://h1.example/n/1', 'Note', 'https://h1.example/users/f', NULL, 'public', ?, '{"content":"remote"}', ?, ?)`, now, now, now)
 }
 
@@ -418,6 +444,56 @@ func TestInterruptedCopyResumes(t *testing.T) {
 	assertSame(t, src, dst)
 }
 
+// A copy whose process is killed (SIGKILL) in the middle of a table leaves
+// the source unharmed and unlocked and the target a prefix; the re-run
+// ends with both equal.
+func TestKilledCopyResumes(t *testing.T) {
+	ctx := context.Background()
+	path, src := newSource(t)
+	populate(t, src, 1200)
+	dsn, dst := newTarget(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envChildFrom+"="+path, envChildTo+"="+dsn)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "mid-table") {
+		cmd.Process.Kill() //nolint:errcheck // the test fails anyway
+		cmd.Wait()         //nolint:errcheck // the test fails anyway
+		t.Fatalf("child said %q (%v)", line, err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait() //nolint:errcheck // killed
+	var partial, total int64
+	if err := dst.Read.QueryRow(`SELECT COUNT(*) FROM event_queue`).Scan(&partial); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Read.QueryRow(`SELECT COUNT(*) FROM event_queue`).Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	if partial < 400 || partial >= total {
+		t.Fatalf("killed copy left %d of %d event_queue rows", partial, total)
+	}
+	res, err := Run(ctx, path, dsn, Options{BatchSize: 50})
+	if err != nil {
+		t.Fatalf("re-run after the kill: %v", err)
+	}
+	for _, r := range res {
+		if r.Table == "event_queue" && r.Copied != total-partial {
+			t.Fatalf("re-run copied %d event_queue rows, want the %d missing", r.Copied, total-partial)
+		}
+	}
+	assertSame(t, src, dst)
+}
+
 // A table the copy does not know, on either side, stops it before it
 // writes a row: a future migration's table cannot be forgotten.
 func TestUnknownTableFails(t *testing.T) {
@@ -434,8 +510,8 @@ func TestUnknownTableFails(t *testing.T) {
 			if side == "target" {
 				on = dst.Write
 			}
-			exec(t, on, `CREATE TABLE future_feature (id BIGINT PRIMARY KEY, note TEXT)`)
-			exec(t, on, `INSERT INTO future_feature (id, note) VALUES (1, 'must not be lost')`)
+			execSQL(t, on, `CREATE TABLE future_feature (id BIGINT PRIMARY KEY, note TEXT)`)
+			execSQL(t, on, `INSERT INTO future_feature (id, note) VALUES (1, 'must not be lost')`)
 			_, err := Copy(ctx, src, dst, Options{})
 			if !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), `"future_feature"`) || !strings.Contains(err.Error(), side) {
 				t.Fatalf("copy with an unknown table on the %s: %v", side, err)
@@ -458,7 +534,7 @@ func TestOtherVersionRefused(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, src := newSource(t)
-			exec(t, src.Write, c.sql)
+			execSQL(t, src.Write, c.sql)
 			_, dst := newTarget(t)
 			_, err := Copy(ctx, src, dst, Options{})
 			if !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), c.want) {
