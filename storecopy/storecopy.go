@@ -90,6 +90,9 @@ type Progress struct {
 	Done, Total int64
 	// Finished is set on the table's last report.
 	Finished bool
+	// Verifying is set on the reports of the last phase: the comparison
+	// of the table's rows on both sides begins (Done and Total are zero).
+	Verifying bool
 }
 
 // TableResult is what the copy found and did for one table.
@@ -183,6 +186,7 @@ func Copy(ctx context.Context, src, dst *sqldb.DB, opts Options) ([]TableResult,
 	}
 	var bad []string
 	for i, p := range plans {
+		opts.Progress(Progress{Table: p.name, Index: i + 1, Tables: len(plans), Verifying: true})
 		sn, ss, err := checksum(ctx, tx, p, "")
 		if err != nil {
 			return nil, fmt.Errorf("storecopy: verify %s on the source: %w", p.name, err)

@@ -100,6 +100,16 @@ type progressBar struct {
 }
 
 func (b *progressBar) report(p storecopy.Progress) {
+	if p.Verifying {
+		switch {
+		case b.tty:
+			fmt.Fprintf(b.w, "\r[%2d/%d] verifying %-70s", p.Index, p.Tables, p.Table)
+			b.drawn = true
+		case p.Index == 1:
+			fmt.Fprintln(b.w, "store copy: verifying row counts and checksums")
+		}
+		return
+	}
 	line := fmt.Sprintf("[%2d/%d] %-27s %10d / %-10d", p.Index, p.Tables, p.Table, p.Done, p.Total)
 	if !b.tty {
 		if p.Finished {
