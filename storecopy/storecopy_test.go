@@ -59,14 +59,14 @@ func child(from, to string) int {
 const base = "https://courier.example"
 
 // newSource is a migrated SQLite file in t's temporary directory.
-func newSource(t *testing.T) (string, *sqldb.DB) {
+func newSource(t testing.TB) (string, *sqldb.DB) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "courier.db")
 	return path, storetest.Open(t, path, storetest.Options{Synchronous: "NORMAL"})
 }
 
 // newTarget is an empty PostgreSQL database (not migrated: the copy does it).
-func newTarget(t *testing.T) (string, *sqldb.DB) {
+func newTarget(t testing.TB) (string, *sqldb.DB) {
 	t.Helper()
 	dsn := pgtest.DSN(t)
 	db, err := postgres.Open(context.Background(), dsn, postgres.Options{MaxConns: 4})
@@ -77,7 +77,7 @@ func newTarget(t *testing.T) (string, *sqldb.DB) {
 	return dsn, db
 }
 
-func execSQL(t *testing.T, db *sql.DB, query string, args ...any) {
+func execSQL(t testing.TB, db *sql.DB, query string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
@@ -90,7 +90,7 @@ func execSQL(t *testing.T, db *sql.DB, query string, args ...any) {
 // would have written, in the statements they use: events in every status,
 // the ledger, delivery targets and attempts, host health and signature
 // schemes, inbound activities, exhausted JetStream messages.
-func populate(t *testing.T, db *sqldb.DB, extraEvents int) {
+func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 	t.Helper()
 	ctx := context.Background()
 	clock := time.UnixMilli(1_764_000_000_000)
