@@ -4,9 +4,12 @@
 // instance stopped (its actors and keys, its outbox with every status, its
 // ledger, its deliveries and the health of every remote host).
 //
-// The copy holds the source's write lock (BEGIN IMMEDIATE) from start to end,
-// so it reads one consistent state and a courier still running on the file
-// cannot write beside it (its writes wait, then fail). It migrates the
+// A stopped instance is the precondition. Run refuses a file another
+// process has open (on Linux, where /proc/locks shows the lock every WAL
+// connection holds on the -shm file), and the copy holds the source's write
+// lock (BEGIN IMMEDIATE) from start to end, so it reads one consistent state
+// and a courier still running on the file cannot write beside it (its
+// writes wait, then fail). It migrates the
 // target to the binary's schema version, refuses a source at any other
 // version, and refuses a target that holds rows which are not a prefix of
 // the source's (an earlier, interrupted copy of the same source is one).
@@ -110,7 +113,8 @@ type TableResult struct {
 
 // Run copies the SQLite database at the path from into the PostgreSQL
 // database at the URL to, opening and closing both. A missing file is
-// ErrSource; a bad URL postgres.ErrURL.
+// ErrSource, and so is a file another process has open (on Linux, where
+// /proc/locks tells); a bad URL is postgres.ErrURL.
 func Run(ctx context.Context, from, to string, opts Options) ([]TableResult, error) {
 	if from == "" {
 		return nil, fmt.Errorf("%w: no SQLite file given", ErrSource)
@@ -120,6 +124,13 @@ func Run(ctx context.Context, from, to string, opts Options) ([]TableResult, err
 	}
 	if !postgres.IsURL(to) {
 		return nil, fmt.Errorf("%w: %q is not a postgres:// URL", postgres.ErrURL, postgres.Redact(to))
+	}
+	pids, err := otherOpeners(from)
+	if err != nil {
+		return nil, fmt.Errorf("%w: who has %s open: %w", ErrSource, from, err)
+	}
+	if len(pids) > 0 {
+		return nil, fmt.Errorf("%w: %s is open in another process (pid %v): stop every courier process on it first", ErrSource, from, pids)
 	}
 	src, err := sqlite.Open(ctx, from, sqlite.Options{Logger: opts.Logger, ReadConns: 1})
 	if err != nil {

@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +36,16 @@ func TestMain(m *testing.M) {
 	if from := os.Getenv(envChildFrom); from != "" {
 		os.Exit(child(from, os.Getenv(envChildTo)))
 	}
+	if path := os.Getenv(envChildHold); path != "" {
+		db, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer db.Close()
+		fmt.Println("open")
+		select {} // until the parent's SIGKILL
+	}
 	os.Exit(storetest.Main(m))
 }
 
@@ -43,7 +55,34 @@ func TestMain(m *testing.M) {
 const (
 	envChildFrom = "STORECOPY_TEST_CHILD_FROM"
 	envChildTo   = "STORECOPY_TEST_CHILD_TO"
+	// envChildHold makes the child open the SQLite file it names and wait.
+	envChildHold = "STORECOPY_TEST_CHILD_HOLD"
 )
+
+// startChild runs the test binary as a child with env added, waits for its
+// first line on stdout and returns it; the child is killed when t ends.
+func startChild(t *testing.T, env ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill() //nolint:errcheck // may be gone already
+		cmd.Wait()         //nolint:errcheck // killed
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("child's first line %q: %v", line, err)
+	}
+	return cmd, line
+}
 
 func child(from, to string) int {
 	_, err := Run(context.Background(), from, to, Options{BatchSize: 50, Progress: func(p Progress) {
@@ -451,27 +490,17 @@ func TestKilledCopyResumes(t *testing.T) {
 	ctx := context.Background()
 	path, src := newSource(t)
 	populate(t, src, 1200)
+	src.Close() // the copy refuses a file open in another process
 	dsn, dst := newTarget(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChildFrom+"="+path, envChildTo+"="+dsn)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "mid-table") {
-		cmd.Process.Kill() //nolint:errcheck // the test fails anyway
-		cmd.Wait()         //nolint:errcheck // the test fails anyway
-		t.Fatalf("child said %q (%v)", line, err)
+	cmd, line := startChild(t, envChildFrom+"="+path, envChildTo+"="+dsn)
+	if !strings.HasPrefix(line, "mid-table") {
+		t.Fatalf("child said %q", line)
 	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait() //nolint:errcheck // killed
+	src = storetest.Open(t, path, storetest.Options{})
 	var partial, total int64
 	if err := dst.Read.QueryRow(`SELECT COUNT(*) FROM event_queue`).Scan(&partial); err != nil {
 		t.Fatal(err)
@@ -492,6 +521,32 @@ func TestKilledCopyResumes(t *testing.T) {
 		}
 	}
 	assertSame(t, src, dst)
+}
+
+// Run refuses a SQLite file that another process has open (a courier
+// still running), before it takes any lock, and copies it once that
+// process is gone.
+func TestOpenSourceRefused(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("who has a file open is read from /proc/locks: Linux only")
+	}
+	ctx := context.Background()
+	path, src := newSource(t)
+	populate(t, src, 0)
+	src.Close()
+	dsn, _ := newTarget(t)
+	cmd, _ := startChild(t, envChildHold+"="+path)
+	_, err := Run(ctx, path, dsn, Options{})
+	if !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("copy of a file open in process %d: %v", cmd.Process.Pid, err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait() //nolint:errcheck // killed
+	if _, err := Run(ctx, path, dsn, Options{}); err != nil {
+		t.Fatalf("copy once the other process is gone: %v", err)
+	}
 }
 
 // A table the copy does not know, on either side, stops it before it

@@ -23,8 +23,10 @@ binary's schema version first; the source must be at that version too (run
 "courier migrate --db FILE" with this binary before). At the end the row
 count and a checksum of every table are compared on both sides.
 
-Stop every courier process on FILE first: the copy holds the file's write
-lock until it ends, so a courier still running would see its writes fail.
+Stop every courier process on FILE first: the copy refuses a file another
+process has open (where Linux's /proc/locks shows it), and holds the file's
+write lock until it ends, so a courier still running would see its writes
+fail.
 An interrupted copy can be run again with the same arguments: it resumes
 where it stopped. A target that holds rows of anything else is refused.`
 
