@@ -173,11 +173,11 @@ func oneRow(ctx context.Context, q querier, p *plan, rest string, args ...any) (
 // wrote. It serves the tables triggers keep on the target (the copies of
 // event_queue's rows counted themselves there already).
 func (c *copier) replaceTable(ctx context.Context, p *plan, index, tables int) (int64, error) {
-	sn, ss, err := checksum(ctx, c.src, p, "")
+	sn, ss, err := checksum(ctx, c.src, p)
 	if err != nil {
 		return 0, fmt.Errorf("storecopy: read %s: %w", p.name, err)
 	}
-	tn, ts, err := checksum(ctx, c.dst.Read, p, "")
+	tn, ts, err := checksum(ctx, c.dst.Read, p)
 	if err != nil {
 		return 0, fmt.Errorf("storecopy: read %s on the target: %w", p.name, err)
 	}

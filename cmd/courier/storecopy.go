@@ -67,10 +67,13 @@ func storeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	res, err := storecopy.Run(ctx, *from, *to, storecopy.Options{BatchSize: *batch, Progress: bar.report})
 	bar.end()
 	if err != nil {
-		if errors.Is(err, postgres.ErrURL) {
+		switch {
+		case errors.Is(err, postgres.ErrURL):
 			return usageError("store copy: %v", err)
+		case ctx.Err() != nil:
+			return fmt.Errorf("store copy interrupted; run the same command again to resume (%w)", err)
 		}
-		return fmt.Errorf("store copy: %w", err)
+		return err
 	}
 	var rows, copied int64
 	for _, r := range res {
