@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/courier-ap/courier/sqldb"
 )
 
@@ -40,7 +42,8 @@ func insertSQL(p *plan, n int) string {
 
 // copyTable copies the rows of p the target does not have yet, in key
 // order, one batch per statement (each its own transaction), and returns
-// how many it wrote.
+// how many it wrote. One goroutine reads the source while another writes
+// the batch before to the target.
 func (c *copier) copyTable(ctx context.Context, p *plan, index, tables int) (int64, error) {
 	var total int64
 	if err := c.src.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+quote(p.name)).Scan(&total); err != nil {
@@ -55,58 +58,80 @@ func (c *copier) copyTable(ctx context.Context, p *plan, index, tables int) (int
 	}
 	var copied int64
 	if done < total {
-		query := `SELECT ` + p.colList() + ` FROM ` + quote(p.name)
-		if after != nil {
-			query += ` WHERE ` + p.keyTuple() + ` > ` + placeholders(len(p.key))
-		}
-		rows, err := c.src.QueryContext(ctx, query+` ORDER BY `+p.order(false, false), after...)
-		if err != nil {
-			return 0, fmt.Errorf("storecopy: read %s: %w", p.name, err)
-		}
-		defer rows.Close()
 		size := c.batchSize(p)
-		full := insertSQL(p, size)
-		buf := make([]any, 0, size*len(p.cols))
-		flush := func() error {
-			n := len(buf) / len(p.cols)
-			if n == 0 {
-				return nil
-			}
-			query := full
-			if n < size {
-				query = insertSQL(p, n)
-			}
-			if _, err := c.dst.Write.ExecContext(ctx, query, buf...); err != nil {
-				return fmt.Errorf("storecopy: write %s (the batch from key %v): %w", p.name, keyOf(p, buf), err)
-			}
-			copied += int64(n)
-			done += int64(n)
-			buf = buf[:0]
-			report(false)
-			return nil
-		}
-		for rows.Next() {
-			vals, err := p.scanRow(rows)
-			if err != nil {
-				return copied, fmt.Errorf("storecopy: read %s: %w", p.name, err)
-			}
-			buf = append(buf, vals...)
-			if len(buf) == cap(buf) {
-				if err := flush(); err != nil {
-					return copied, err
+		batches := make(chan []any, 2)
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error {
+			defer close(batches)
+			return c.read(gctx, p, after, size, batches)
+		})
+		g.Go(func() error {
+			full := insertSQL(p, size)
+			for buf := range batches {
+				n := len(buf) / len(p.cols)
+				query := full
+				if n < size {
+					query = insertSQL(p, n)
 				}
+				if _, err := c.dst.Write.ExecContext(gctx, query, buf...); err != nil {
+					return fmt.Errorf("storecopy: write %s (the batch from key %v): %w", p.name, keyOf(p, buf), err)
+				}
+				copied += int64(n)
+				done += int64(n)
+				report(false)
 			}
-		}
-		if err := rows.Err(); err != nil {
-			return copied, fmt.Errorf("storecopy: read %s: %w", p.name, err)
-		}
-		if err := flush(); err != nil {
+			return nil
+		})
+		if err := g.Wait(); err != nil {
 			return copied, err
 		}
 	}
 	report(true)
 	c.opts.Logger.InfoContext(ctx, "table copied", "table", p.name, "rows", total, "copied", copied)
 	return copied, nil
+}
+
+// read sends p's source rows after the key after (all when nil), in key
+// order, to out in batches of size rows, flattened.
+func (c *copier) read(ctx context.Context, p *plan, after []any, size int, out chan<- []any) error {
+	query := `SELECT ` + p.colList() + ` FROM ` + quote(p.name)
+	if after != nil {
+		query += ` WHERE ` + p.keyTuple() + ` > ` + placeholders(len(p.key))
+	}
+	rows, err := c.src.QueryContext(ctx, query+` ORDER BY `+p.order(false, false), after...)
+	if err != nil {
+		return fmt.Errorf("storecopy: read %s: %w", p.name, err)
+	}
+	defer rows.Close()
+	send := func(buf []any) error {
+		select {
+		case out <- buf:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	buf := make([]any, 0, size*len(p.cols))
+	for rows.Next() {
+		vals, err := p.scanRow(rows)
+		if err != nil {
+			return fmt.Errorf("storecopy: read %s: %w", p.name, err)
+		}
+		buf = append(buf, vals...)
+		if len(buf) == cap(buf) {
+			if err := send(buf); err != nil {
+				return err
+			}
+			buf = make([]any, 0, size*len(p.cols))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("storecopy: read %s: %w", p.name, err)
+	}
+	if len(buf) > 0 {
+		return send(buf)
+	}
+	return nil
 }
 
 // keyOf is the primary key of the first row in buf, for messages.

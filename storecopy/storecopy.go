@@ -36,6 +36,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/postgres"
 	"github.com/courier-ap/courier/sqldb"
@@ -65,7 +67,7 @@ type Options struct {
 	// PostgreSQL's 65535 parameters).
 	BatchSize int
 	// Progress, when set, is called after every batch and once when a
-	// table is complete. It runs on the copy's goroutine and must not block.
+	// table is complete, from one goroutine at a time. It must not block.
 	Progress func(Progress)
 	// Logger receives one line per table copied (nil: discarded).
 	Logger *slog.Logger
@@ -198,13 +200,25 @@ func Copy(ctx context.Context, src, dst *sqldb.DB, opts Options) ([]TableResult,
 	var bad []string
 	for i, p := range plans {
 		opts.Progress(Progress{Table: p.name, Index: i + 1, Tables: len(plans), Verifying: true})
-		sn, ss, err := checksum(ctx, tx, p)
-		if err != nil {
-			return nil, fmt.Errorf("storecopy: verify %s on the source: %w", p.name, err)
-		}
-		tn, ts, err := checksum(ctx, dst.Read, p)
-		if err != nil {
-			return nil, fmt.Errorf("storecopy: verify %s on the target: %w", p.name, err)
+		var (
+			sn, tn int64
+			ss, ts uint64
+		)
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() (err error) {
+			if sn, ss, err = checksum(gctx, tx, p); err != nil {
+				return fmt.Errorf("storecopy: verify %s on the source: %w", p.name, err)
+			}
+			return nil
+		})
+		g.Go(func() (err error) {
+			if tn, ts, err = checksum(gctx, dst.Read, p); err != nil {
+				return fmt.Errorf("storecopy: verify %s on the target: %w", p.name, err)
+			}
+			return nil
+		})
+		if err := g.Wait(); err != nil {
+			return nil, err
 		}
 		if sn != tn || ss != ts {
 			bad = append(bad, fmt.Sprintf("%s (source %d rows, checksum %016x; target %d rows, checksum %016x)", p.name, sn, ss, tn, ts))
