@@ -97,11 +97,13 @@ func isTerminal(w io.Writer) bool {
 }
 
 // progressBar draws the copy's progress: on a terminal one line per table,
-// redrawn after every batch; elsewhere one plain line per finished table.
+// redrawn after every batch; elsewhere one plain line per finished table
+// and, for a table of 10,000 rows or more, one per tenth copied.
 type progressBar struct {
 	w     io.Writer
 	tty   bool
-	drawn bool // a line is drawn and not ended
+	drawn bool  // a line is drawn and not ended
+	tenth int64 // the tenths of the table reported in plain lines
 }
 
 func (b *progressBar) report(p storecopy.Progress) {
@@ -117,8 +119,17 @@ func (b *progressBar) report(p storecopy.Progress) {
 	}
 	line := fmt.Sprintf("[%2d/%d] %-27s %10d / %-10d", p.Index, p.Tables, p.Table, p.Done, p.Total)
 	if !b.tty {
-		if p.Finished {
+		// A line per finished table, and per tenth of a large one.
+		tenth := int64(-1)
+		if p.Total >= 10_000 {
+			tenth = p.Done * 10 / p.Total
+		}
+		if p.Finished || (tenth > b.tenth && tenth < 10) {
 			fmt.Fprintf(b.w, "store copy: %s rows\n", strings.TrimSpace(line))
+		}
+		b.tenth = tenth
+		if p.Finished {
+			b.tenth = 0
 		}
 		return
 	}

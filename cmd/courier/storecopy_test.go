@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-ap/courier/postgres/pgtest"
 	"github.com/courier-ap/courier/sqldb/storetest"
+	"github.com/courier-ap/courier/storecopy"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -92,5 +93,35 @@ func TestStoreCopyBadInput(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"store", "-h"}, &out, &errb, func(string) string { return "" }); code != 0 || !strings.Contains(out.String(), "Stop every courier process") {
 		t.Errorf("store -h: exit %d, stdout %q", code, out.String())
+	}
+}
+
+// The progress of a copy: on a terminal one redrawn line per table; in a
+// log one line per finished table and per tenth of a large one.
+func TestStoreCopyProgress(t *testing.T) {
+	t.Parallel()
+	feed := func(b *progressBar) {
+		b.report(storecopy.Progress{Table: "actors", Index: 1, Tables: 2, Done: 3, Total: 3})
+		b.report(storecopy.Progress{Table: "actors", Index: 1, Tables: 2, Done: 3, Total: 3, Finished: true})
+		for done := int64(500); done <= 20_000; done += 500 {
+			b.report(storecopy.Progress{Table: "event_queue", Index: 2, Tables: 2, Done: done, Total: 20_000})
+		}
+		b.report(storecopy.Progress{Table: "event_queue", Index: 2, Tables: 2, Done: 20_000, Total: 20_000, Finished: true})
+		b.report(storecopy.Progress{Table: "actors", Index: 1, Tables: 2, Verifying: true})
+		b.end()
+	}
+	var plain bytes.Buffer
+	feed(&progressBar{w: &plain})
+	lines := strings.Split(strings.TrimRight(plain.String(), "\n"), "\n")
+	// actors, nine tenths of event_queue, event_queue done, verifying.
+	if len(lines) != 12 || !strings.Contains(lines[1], "2000 / 20000") || !strings.Contains(lines[10], "20000 / 20000") ||
+		lines[11] != "store copy: verifying row counts and checksums" || strings.Contains(plain.String(), "\r") {
+		t.Fatalf("plain progress:\n%s", plain.String())
+	}
+	var tty bytes.Buffer
+	feed(&progressBar{w: &tty, tty: true})
+	// Two redraws of actors, 40 batches and the end of event_queue, one of verifying.
+	if n := strings.Count(tty.String(), "\r"); n != 44 || strings.Count(tty.String(), "100%") != 4 || !strings.HasSuffix(tty.String(), "\n") {
+		t.Fatalf("terminal progress (%d redraws): %q", n, tty.String())
 	}
 }
