@@ -10,8 +10,8 @@ import (
 
 	"github.com/courier-ap/courier/postgres/pgtest"
 	"github.com/courier-ap/courier/sqldb/storetest"
-	"github.com/courier-ap/courier/storecopy"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/storecopy"
 )
 
 // courier store copy moves a SQLite instance into PostgreSQL: exit 0, one
