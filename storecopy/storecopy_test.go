@@ -483,6 +483,31 @@ func TestInterruptedCopyResumes(t *testing.T) {
 	assertSame(t, src, dst)
 }
 
+// A source that changed between an interrupted copy and its re-run (the
+// instance ran meanwhile) fails the verification and names the table.
+func TestChangedSourceFailsVerification(t *testing.T) {
+	ctx := context.Background()
+	_, src := newSource(t)
+	populate(t, src, 300)
+	_, dst := newTarget(t)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, err := Copy(cctx, src, dst, Options{BatchSize: 50, Progress: func(p Progress) {
+		if p.Table == "event_queue" && p.Done >= 100 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled copy: %v", err)
+	}
+	// A row the first run copied changes on the source.
+	execSQL(t, src.Write, `UPDATE event_queue SET attempts = attempts + 1 WHERE id = (SELECT MIN(id) FROM event_queue)`)
+	_, err = Copy(ctx, src, dst, Options{BatchSize: 50})
+	if !errors.Is(err, ErrVerify) || !strings.Contains(err.Error(), "event_queue (") || strings.Contains(err.Error(), "actors (") {
+		t.Fatalf("re-run after the source changed: %v", err)
+	}
+}
+
 // A copy whose process is killed (SIGKILL) in the middle of a table leaves
 // the source unharmed and unlocked and the target a prefix; the re-run
 // ends with both equal.
