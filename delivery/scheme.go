@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // Scheme is an HTTP signature scheme courier signs a delivery with.

@@ -32,10 +32,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
 )
 
