@@ -48,7 +48,7 @@ func (s *stmts) stmt(query string) (*sql.Stmt, error) {
 // The nil *stmtCache is an empty cache.
 type stmtCache struct {
 	db *sql.DB
-	pg bool // db is PostgreSQL: statements pass through pgText
+	pg bool       // db is PostgreSQL: statements pass through text
 	mu sync.Mutex // guards m; never held across a call to the database
 	m  map[string]*sql.Stmt
 }
