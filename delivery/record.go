@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // Attempt outcomes recorded in delivery_attempts; those of a POST are the
@@ -44,10 +44,12 @@ type parkOp struct {
 // recOp is one write of the recorder.
 type recOp struct {
 	attempt *attemptRow
-	host    []any // sqlPutHost arguments
-	park    *parkOp
-	unpark  string // a host whose deliveries are no longer parked
-	done    chan error
+	// hostSuccess are sqlHostSuccess's arguments: a healthy host's
+	// success.
+	hostSuccess []any
+	park        *parkOp
+	unpark      string // a host whose deliveries are no longer parked
+	done        chan error
 }
 
 // recorder writes attempt records, host state and parking marks in
@@ -196,8 +198,8 @@ func (r *recorder) write(ctx context.Context, ops []recOp) error {
 					status_code, outcome, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 					a.eventID, a.activityID, a.inbox, a.host, a.at.UnixMilli(), a.status, a.outcome, msg,
 					a.took.Milliseconds())
-			case op.host != nil:
-				err = exec(sqlPutHost, op.host...)
+			case op.hostSuccess != nil:
+				err = exec(sqlHostSuccess, op.hostSuccess...)
 			case op.park != nil && !op.park.at.IsZero():
 				err = exec(`UPDATE delivery_targets SET parked_at = ? WHERE event_id = ? AND parked_at IS NULL`,
 					op.park.at.UnixMilli(), op.park.eventID)
