@@ -74,7 +74,7 @@ type DeliveryFinisher interface {
 func (s *Store) ReapDeletedActors(ctx context.Context, d DeliveryFinisher) (int, error) {
 	rows, err := s.db.Read.QueryContext(ctx, `SELECT a.id, a.name, COALESCE(act.uri, ''), COALESCE(act.event_id, '')
 		FROM actors a
-		LEFT JOIN activities act ON act.actor_id = a.id AND act.type = 'Delete' AND act.object_uri = ?1 || '/users/' || a.name
+		LEFT JOIN activities act ON act.actor_id = a.id AND act.type = 'Delete' AND act.object_uri = ? || '/users/' || a.name
 		WHERE a.deleted_at IS NOT NULL`, s.uris.Base)
 	if err != nil {
 		return 0, wrap("deleted actors", err)

@@ -210,7 +210,7 @@ func (s *Store) actorNamed(ctx context.Context, q queryer, name string, deleted 
 		return nil, Errorf(ENOTFOUND, "no actor %q", name)
 	}
 	a, err := s.scanActor(q.QueryRowContext(ctx, `SELECT `+actorColumns+` FROM actors
-		WHERE name = ? AND (deleted_at IS NULL OR ?)`, name, deleted))
+		WHERE name = ? AND (deleted_at IS NULL OR ? = 1)`, name, deleted))
 	if err != nil {
 		return nil, wrap("actor by name", notFound(err, ENOTFOUND, "no actor %q", name))
 	}
