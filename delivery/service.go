@@ -194,9 +194,10 @@ type Config struct {
 	// Retention is how long attempt records and delivery rows are kept
 	// (default 30 days).
 	Retention time.Duration
-	// HostCacheTTL is how long host state is trusted in memory before it
-	// is re-read from the database, where other processes and the admin API
-	// change it (default 10 s).
+	// HostCacheTTL is how long what a process remembers of a host is
+	// trusted where a late view costs nothing: a sign of life of a host it
+	// saw healthy, and the signature scheme a host takes (default 10 s).
+	// Host health itself is read from the database by every delivery.
 	HostCacheTTL time.Duration
 	// KeyCacheTTL is how long a parsed actor key is reused before the
 	// actor row is read again (default 30 s), so a rotated key is picked up.
