@@ -47,7 +47,6 @@ type hostState struct {
 	// probeDeadline is how long the designated probe delivery
 	// (ProbeEventID) keeps its designation without reporting back.
 	probeDeadline time.Time
-	loaded        time.Time // real time of the last read or write of the row
 	persisted     time.Time // clock time of the last write of a success
 }
 
@@ -69,7 +68,9 @@ func (e *hostState) down() bool { return e.State != HostHealthy || e.Consecutive
 // deliveries, and one delivery at a time, in any process, holds the probe.
 // The copy in memory serves what may lag: the concurrency a delivery gets
 // (slotPolicy, from the row its own admission read), whether its success
-// must recover the host, and SignOfLife for HostCacheTTL.
+// must recover the host (a success of a host this process saw healthy
+// when the delivery was admitted does not look again), and the last state
+// when a read fails.
 type Health struct {
 	s     *Service
 	mu    sync.Mutex
@@ -121,7 +122,7 @@ func (h *Health) remember(st hostState) hostState {
 		cur = &hostState{}
 		h.hosts[st.Host] = cur
 	}
-	cur.HostStatus, cur.probeDeadline, cur.loaded = st.HostStatus, st.probeDeadline, time.Now()
+	cur.HostStatus, cur.probeDeadline = st.HostStatus, st.probeDeadline
 	return *cur
 }
 
@@ -298,7 +299,12 @@ type admission struct {
 func (h *Health) admit(ctx context.Context, host string, ev outbox.Event, now time.Time) (admission, error) {
 	e, err := h.load(ctx, host)
 	if err != nil {
-		return admission{}, err
+		var ok bool
+		if e, ok = h.cached(host); !ok {
+			return admission{}, err
+		}
+		// The row as last read beats failing the delivery.
+		h.s.log.WarnContext(ctx, "delivery: host state read failed; using the last read", "host", host, "err", err)
 	}
 	if e.Paused {
 		h.s.cfg.Metrics.Parked(HostPaused)
@@ -543,20 +549,17 @@ func (h *Health) releaseAgain(ctx context.Context) {
 // SignOfLife records that host is alive (an inbound request from it
 // verified): a failing or unavailable host becomes healthy and its waiting
 // deliveries are released at once. host is a host name or host:port, as in
-// a key id's URL. It is cheap for a healthy host: the memory copy of its
-// row is trusted for HostCacheTTL.
+// a key id's URL. For a healthy host it costs one read of its row (the
+// inbox sends a host's sign of life at most once a SignOfLifeInterval).
 func (h *Health) SignOfLife(ctx context.Context, host string) {
 	host = NormalizeHost(host, "")
 	if host == "" {
 		return
 	}
-	e, ok := h.cached(host)
-	if !ok || time.Since(e.loaded) >= h.s.cfg.HostCacheTTL {
-		var err error
-		if e, err = h.load(ctx, host); err != nil {
-			h.s.log.WarnContext(ctx, "delivery: sign of life", "host", host, "err", err)
-			return
-		}
+	e, err := h.load(ctx, host)
+	if err != nil {
+		h.s.log.WarnContext(ctx, "delivery: sign of life", "host", host, "err", err)
+		return
 	}
 	if e.down() {
 		h.alive(ctx, e, h.s.now())

@@ -194,10 +194,9 @@ type Config struct {
 	// Retention is how long attempt records and delivery rows are kept
 	// (default 30 days).
 	Retention time.Duration
-	// HostCacheTTL is how long what a process remembers of a host is
-	// trusted where a late view costs nothing: a sign of life of a host it
-	// saw healthy, and the signature scheme a host takes (default 10 s).
-	// Host health itself is read from the database by every delivery.
+	// HostCacheTTL is how long the signature scheme a host takes is
+	// trusted in memory before it is read again (default 10 s). Host
+	// health is not cached: every delivery reads its host's row.
 	HostCacheTTL time.Duration
 	// KeyCacheTTL is how long a parsed actor key is reused before the
 	// actor row is read again (default 30 s), so a rotated key is picked up.
