@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -164,9 +166,39 @@ func (r *recorder) run(ctx context.Context) {
 	}
 }
 
-// write applies ops in one transaction.
+// writeTries bounds the transactions of one write that PostgreSQL aborts
+// to break a deadlock with another process's writes.
+const writeTries = 3
+
+// write applies ops in one transaction. Healthy hosts' successes are
+// written last, in the order of their hosts, so that two processes'
+// batches lock delivery_hosts rows in one order; a transaction PostgreSQL
+// aborted as a deadlock victim or a serialization failure is run again.
 func (r *recorder) write(ctx context.Context, ops []recOp) error {
+	var err error
+	for range writeTries {
+		if err = r.writeOnce(ctx, ops); !retryable(err) {
+			break
+		}
+	}
+	return err
+}
+
+// retryable reports whether err is PostgreSQL's deadlock_detected (40P01)
+// or serialization_failure (40001): the transaction was rolled back and
+// may run again.
+func retryable(err error) bool {
+	var st interface{ SQLState() string }
+	if !errors.As(err, &st) {
+		return false
+	}
+	return st.SQLState() == "40P01" || st.SQLState() == "40001"
+}
+
+func (r *recorder) writeOnce(ctx context.Context, ops []recOp) error {
+	var successes [][]any
 	err := r.db.Tx(ctx, func(tx *sql.Tx) error {
+		successes = successes[:0]
 		stmts := map[string]*sql.Stmt{}
 		defer func() {
 			for _, s := range stmts {
@@ -199,7 +231,7 @@ func (r *recorder) write(ctx context.Context, ops []recOp) error {
 					a.eventID, a.activityID, a.inbox, a.host, a.at.UnixMilli(), a.status, a.outcome, msg,
 					a.took.Milliseconds())
 			case op.hostSuccess != nil:
-				err = exec(sqlHostSuccess, op.hostSuccess...)
+				successes = append(successes, op.hostSuccess)
 			case op.park != nil && !op.park.at.IsZero():
 				err = exec(`UPDATE delivery_targets SET parked_at = ? WHERE event_id = ? AND parked_at IS NULL`,
 					op.park.at.UnixMilli(), op.park.eventID)
@@ -210,6 +242,12 @@ func (r *recorder) write(ctx context.Context, ops []recOp) error {
 					op.unpark)
 			}
 			if err != nil {
+				return err
+			}
+		}
+		slices.SortStableFunc(successes, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
+		for _, args := range successes {
+			if err := exec(sqlHostSuccess, args...); err != nil {
 				return err
 			}
 		}
