@@ -102,7 +102,10 @@ func TestHostHealthSharedByProcesses(t *testing.T) {
 		c.ProbeInterval = 5 * time.Minute
 		c.ProbeMaxInterval = 10 * time.Minute
 		c.ParkRecheck = 10 * time.Minute
-		c.HandOff = c.Timeout // the handler returns the POST's outcome
+		// The handler waits for the POST's outcome, however loaded the
+		// machine: the probe's answer is held until the other deliveries
+		// have been decided.
+		c.Timeout, c.HandOff = time.Minute, time.Minute
 	})
 	a := &process{svc: b.svc, reg: b.reg}
 	other := b.otherProcess()
