@@ -311,6 +311,9 @@ func (h *Health) admit(ctx context.Context, host string, ev outbox.Event, now ti
 		return admission{}, outbox.Defer(now.Add(h.s.cfg.ParkRecheck), "host "+host+" paused by an operator")
 	}
 	if e.State != HostUnavailable {
+		if e.down() {
+			return h.admitFailing(ctx, host, ev, e, now)
+		}
 		return admission{}, nil
 	}
 	parkedAt, err := h.s.parkedAt(ctx, ev.ID)
@@ -378,6 +381,60 @@ func (h *Health) admit(ctx context.Context, host string, ev outbox.Event, now ti
 	return admission{}, outbox.Defer(until, "host "+host+" unavailable; parked")
 }
 
+// admitFailing admits a delivery to a failing host e (not yet
+// unavailable): one delivery at a time, across processes, tries it; it
+// claims the try in the host's row (ProbeEventID, until probeDeadline),
+// and the others are deferred on the host's backoff without spending an
+// attempt. The try's outcome ends the claim (observe).
+func (h *Health) admitFailing(ctx context.Context, host string, ev outbox.Event, e hostState, now time.Time) (admission, error) {
+	held := func(x *hostState) bool {
+		return x.ProbeEventID != "" && x.ProbeEventID != ev.ID && !now.After(x.probeDeadline)
+	}
+	wait := func(x *hostState) error {
+		h.s.cfg.Metrics.Parked(HostFailing)
+		return outbox.Defer(now.Add(outbox.Backoff(x.ConsecutiveFailures)), "host "+host+" failing: another delivery is trying it")
+	}
+	if held(&e) {
+		return admission{}, wait(&e)
+	}
+	deadline := now.Add(h.s.cfg.Timeout + flightGrace)
+	st, _, err := h.transition(ctx, host, func(x *hostState) bool {
+		if !x.down() || x.State == HostUnavailable || held(x) {
+			return false
+		}
+		x.ProbeEventID, x.probeDeadline, x.UpdatedAt = ev.ID, deadline, now
+		return true
+	})
+	switch {
+	case err != nil:
+		return admission{}, err
+	case st.State == HostUnavailable:
+		return h.admit(ctx, host, ev, now) // made unavailable meanwhile
+	case !st.down() || st.ProbeEventID == ev.ID:
+		return admission{}, nil
+	}
+	return admission{}, wait(&st)
+}
+
+// endTry ends the claim of eventID on a failing host's try, if it holds
+// it, after a delivery that sent nothing.
+func (h *Health) endTry(ctx context.Context, host, eventID string, now time.Time) {
+	e, ok := h.cached(host)
+	if !ok || e.ProbeEventID != eventID || e.State == HostUnavailable {
+		return
+	}
+	_, _, err := h.transition(ctx, host, func(x *hostState) bool {
+		if x.ProbeEventID != eventID || x.State == HostUnavailable {
+			return false
+		}
+		x.ProbeEventID, x.probeDeadline, x.UpdatedAt = "", time.Time{}, now
+		return true
+	})
+	if err != nil {
+		h.s.log.WarnContext(ctx, "delivery: host state not written", "host", host, "err", err)
+	}
+}
+
 // slotPolicy returns how many concurrent POSTs host may have, how long a
 // delivery may wait for a free slot, and the least delay of a delivery that
 // found none. A healthy host that answered before gets PerHostConcurrency
@@ -404,6 +461,7 @@ func (h *Health) slotPolicy(host string) (limit int, wait, backoff time.Duration
 // delivery must wait for (zero otherwise).
 func (h *Health) observe(ctx context.Context, host, eventID string, d Decision, probe bool, now time.Time) time.Time {
 	if d.Verdict == Refused {
+		h.endTry(ctx, host, eventID, now)
 		return time.Time{} // nothing was sent: no news of the host
 	}
 	if !d.HostDown {
@@ -430,8 +488,11 @@ func (h *Health) observe(ctx context.Context, host, eventID string, d Decision, 
 			e.FirstFailureAt = now
 		}
 		switch e.State {
-		case HostHealthy:
+		case HostHealthy, HostFailing:
 			e.State = HostFailing
+			if e.ProbeEventID == eventID { // this try is over
+				e.ProbeEventID, e.probeDeadline = "", time.Time{}
+			}
 		case HostUnavailable:
 			if probe {
 				e.ProbeInterval = min(max(e.ProbeInterval*2, h.s.cfg.ProbeInterval), h.s.cfg.ProbeMaxInterval)

@@ -43,6 +43,53 @@ func newDownRemote(t *testing.T, keys *keyring, clock *testClock) (rm *remote, u
 	return rm, up
 }
 
+// hangOn listens on addr and accepts connections that it never answers,
+// as a host that hangs. cut closes the listener and every connection;
+// conns counts the connections accepted.
+func hangOn(t *testing.T, addr string) (cut func(), conns func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		open []net.Conn
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+		}
+	}()
+	var once sync.Once
+	cut = func() {
+		once.Do(func() {
+			ln.Close()
+			<-done
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range open {
+				c.Close()
+			}
+		})
+	}
+	t.Cleanup(cut)
+	conns = func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(open)
+	}
+	return cut, conns
+}
+
 // process is a second delivery service on a pool of its own on the
 // bundle's store, as another worker process on the same database is.
 type process struct {
@@ -150,6 +197,52 @@ func TestHostHealthSharedByProcesses(t *testing.T) {
 		t.Fatalf("the first process sees %s with %d failures, want failing with 2", st.State, st.ConsecutiveFailures)
 	}
 
+	// While failing, one delivery at a time, of either process, tries the
+	// host. The host now accepts connections and answers nothing: the try
+	// hangs until every other delivery has been decided (deferred on the
+	// host's backoff, no attempt spent), then its connection is cut.
+	hung, conns := hangOn(t, host)
+	var (
+		wg                sync.WaitGroup
+		mu                sync.Mutex
+		tries, waits, odd []error
+	)
+	for i, ev := range evs[3:] {
+		p := a
+		if i%2 == 1 {
+			p = other
+		}
+		wg.Go(func() {
+			err := b.deliverWith(p.reg, ev)
+			mu.Lock()
+			defer mu.Unlock()
+			var d *outbox.DeferError
+			switch {
+			case errors.As(err, &d) && strings.Contains(d.Reason, "failing"):
+				waits = append(waits, err)
+			case err != nil && !errors.As(err, &d):
+				tries = append(tries, err)
+			default:
+				odd = append(odd, err)
+			}
+		})
+	}
+	waitFor(t, "every delivery but the try decided", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(waits)+len(odd)+len(tries) >= len(evs[3:])-1
+	})
+	waitFor(t, "the try's connection", func() bool { return conns() >= 1 })
+	hung()
+	wg.Wait()
+	if len(tries) != 1 || len(waits) != len(evs[3:])-1 || len(odd) != 0 || conns() != 1 {
+		t.Fatalf("deliveries to a failing host: tries %v, %d deferred, others %v, %d connections; want one try",
+			tries, len(waits), odd, conns())
+	}
+	if st := hostIn(other); st.State != delivery.HostFailing || st.ConsecutiveFailures != 3 {
+		t.Fatalf("after the try: %s with %d failures, want failing with 3", st.State, st.ConsecutiveFailures)
+	}
+
 	// Past UnavailableAfter, a failure in the first process makes the host
 	// unavailable; the other process parks its next delivery at once,
 	// without a POST.
@@ -158,8 +251,8 @@ func TestHostHealthSharedByProcesses(t *testing.T) {
 		t.Fatalf("third delivery to a down host: %v", err)
 	}
 	st := hostIn(other)
-	if st.State != delivery.HostUnavailable || st.ConsecutiveFailures != 3 {
-		t.Fatalf("the other process sees %s with %d failures, want unavailable with 3", st.State, st.ConsecutiveFailures)
+	if st.State != delivery.HostUnavailable || st.ConsecutiveFailures != 4 {
+		t.Fatalf("the other process sees %s with %d failures, want unavailable with 4", st.State, st.ConsecutiveFailures)
 	}
 	for _, ev := range evs[3:] {
 		if err := b.deliverWith(other.reg, ev); !parked(err) {
@@ -185,8 +278,6 @@ func TestHostHealthSharedByProcesses(t *testing.T) {
 	up()
 	b.clock.Advance(st.NextProbeAt.Sub(b.clock.Now()) + b.cfg.Timeout + 2*time.Minute)
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
 		sent    []int
 		parks   int
 		unknown []error
