@@ -33,11 +33,13 @@ type HostStatus struct {
 	UnavailableSince    time.Time
 	NextProbeAt         time.Time
 	ProbeInterval       time.Duration
-	ProbeEventID        string
-	Paused              bool
-	PausedAt            time.Time
-	PauseReason         string
-	UpdatedAt           time.Time
+	// ProbeEventID is the delivery that holds the host's one try (failing)
+	// or its probe (unavailable), in whichever process it runs.
+	ProbeEventID string
+	Paused       bool
+	PausedAt     time.Time
+	PauseReason  string
+	UpdatedAt    time.Time
 }
 
 // hostState is a host's row of delivery_hosts as this process last read
