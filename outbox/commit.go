@@ -67,9 +67,18 @@ func isPostgres(db *sql.DB) bool {
 // keeps SQLite off an index.
 var sqliteOnly = strings.NewReplacer(" INDEXED BY event_queue_due", "", "+status", "status", "+claimed_at", "claimed_at")
 
+// claimSelects are the claim's reads of the ids to claim. On SQLite the
+// claim's transaction holds the write lock; on PostgreSQL they lock the
+// rows they return and skip those another claim holds, so claimers side
+// by side take disjoint rows.
+var claimSelects = map[string]bool{sqlSelectStaleIDs: true, sqlSelectDueIDs: true, sqlSelectDueBulkIDs: true}
+
 // text is query as c's store runs it.
 func (c *stmtCache) text(query string) string {
 	if c != nil && c.pg {
+		if claimSelects[query] {
+			return sqliteOnly.Replace(query) + ` FOR UPDATE SKIP LOCKED`
+		}
 		return sqliteOnly.Replace(query)
 	}
 	return query
