@@ -777,7 +777,7 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
 func (q *Queue) Count(ctx context.Context, f Filter, most int64) (int64, error) {
 	where, args := f.where()
 	var n int64
-	err := q.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM event_queue WHERE `+where+` LIMIT ?)`,
+	err := q.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM event_queue WHERE `+where+` LIMIT ?) AS matched`,
 		append(args, most)...).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: count: %w", err)
