@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 const (
@@ -39,8 +40,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Skip("crash test skipped in -short mode")
 	}
 	t.Parallel()
-	dir := t.TempDir()
-	dbPath, logPath := filepath.Join(dir, "courier.db"), filepath.Join(dir, "handlers.log")
+	dbPath, logPath := storetest.Location(t), filepath.Join(t.TempDir(), "handlers.log")
 	ctx := context.Background()
 
 	db := openDB(t, dbPath, "FULL")
@@ -228,7 +228,7 @@ func TestCrashHelper(t *testing.T) {
 		})
 	}
 	w, err := outbox.NewWorker(outbox.WorkerConfig{
-		DB: db.Write, Read: db.Read, Registry: reg,
+		DB: db.Write, Read: db.Read, Dialect: db.Dialect, Registry: reg,
 		Concurrency: 6, BatchSize: 32,
 		Lease: time.Second, LedgerLease: time.Second, // short leases: recovery after a kill is quick
 		PollInterval: 50 * time.Millisecond, ShutdownGrace: time.Second,

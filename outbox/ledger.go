@@ -14,9 +14,13 @@ const (
 )
 
 const (
-	sqlLedgerRead   = `SELECT handler, status, started_at FROM processed_events WHERE event_id = ?`
+	sqlLedgerRead    = `SELECT handler, status, started_at FROM processed_events WHERE event_id = ?`
+	sqlLedgerReadOne = `SELECT status, started_at FROM processed_events WHERE event_id = ? AND handler = ?`
+	// A claim inserted meanwhile by a concurrent transaction (PostgreSQL)
+	// makes the insert change nothing, once that transaction has
+	// committed; the claim then reads it again.
 	sqlLedgerInsert = `INSERT INTO processed_events (event_id, handler, status, started_at, processed_at)
-		VALUES (?, ?, 'in_progress', ?, NULL)`
+		VALUES (?, ?, 'in_progress', ?, NULL) ON CONFLICT (event_id, handler) DO NOTHING`
 	sqlLedgerTakeOver = `UPDATE processed_events SET started_at = ?, processed_at = NULL
 		WHERE event_id = ? AND handler = ? AND status = 'in_progress' AND started_at = ?`
 	sqlLedgerDone = `UPDATE processed_events SET status = 'done', processed_at = ?
@@ -30,45 +34,93 @@ type ledgerEntry struct {
 	startedAt int64
 }
 
+// ledgerTries bounds how often a claim of one (event, handler) reads the
+// ledger again after a concurrent transaction changed it between the read
+// and the write (PostgreSQL; on SQLite the write lock keeps the rows read).
+const ledgerTries = 4
+
 // claimLedger claims (eventID, h) for every handler in hs with owner token
 // token, inside the caller's write transaction. A failed read is returned as
 // readErr (the delivery fails, the transaction is fine); a failed write is
 // returned as err (the transaction is not).
+//
+// Every write is conditional on what was read: the insert changes nothing
+// when a claim exists, the takeover nothing when the claim it read has
+// changed. On PostgreSQL, where claims run side by side, either outcome
+// means a concurrent transaction claimed first and committed; the handler's
+// row is read again and judged anew, so two claimers never both hold it.
 func (r *Runner) claimLedger(s *stmts, eventID string, hs []NamedHandler, token int64) (cs []claim, readErr, err error) {
 	have, readErr := readLedger(s, eventID)
 	if readErr != nil {
 		return nil, readErr, nil
 	}
-	expired := token - r.cfg.LedgerLease.Milliseconds()
 	cs = make([]claim, len(hs))
 	for i, h := range hs {
-		c := claim{h: h, token: token}
 		e, ok := have[h.Name]
-		switch {
-		case !ok:
-			if _, err := s.exec(sqlLedgerInsert, eventID, h.Name, token); err != nil {
-				return nil, nil, fmt.Errorf("outbox: ledger claim %s/%s: %w", eventID, h.Name, err)
-			}
-			c.result = ClaimClaimed
-		case e.status == LedgerDone:
-			c.result = ClaimAlreadyDone
-		case e.startedAt <= expired:
-			n, err := s.exec(sqlLedgerTakeOver, token, eventID, h.Name, e.startedAt)
+		for try := 1; ; try++ {
+			c, won, err := r.claimOne(s, eventID, h, token, e, ok)
 			if err != nil {
-				return nil, nil, fmt.Errorf("outbox: ledger take over %s/%s: %w", eventID, h.Name, err)
+				return nil, nil, err
 			}
-			if n != 1 {
-				return nil, nil, fmt.Errorf("outbox: ledger take over %s/%s: claim changed under a write lock", eventID, h.Name)
+			if won {
+				cs[i] = c
+				break
 			}
-			c.result = ClaimTakenOver
-			c.from = e.startedAt
-		default:
-			c.result = ClaimHeldElsewhere
-			c.until = time.UnixMilli(e.startedAt).Add(r.cfg.LedgerLease)
+			if try == ledgerTries {
+				return nil, fmt.Errorf("outbox: ledger claim %s/%s: changed by other claimers %d times", eventID, h.Name, try), nil
+			}
+			if e, ok, readErr = readLedgerOne(s, eventID, h.Name); readErr != nil {
+				return nil, readErr, nil
+			}
 		}
-		cs[i] = c
 	}
 	return cs, nil, nil
+}
+
+// claimOne claims (eventID, h) given its ledger row e (ok: there is one).
+// won is false when a concurrent transaction changed the row first.
+func (r *Runner) claimOne(s *stmts, eventID string, h NamedHandler, token int64, e ledgerEntry, ok bool) (c claim, won bool, err error) {
+	c = claim{h: h, token: token}
+	switch {
+	case !ok:
+		n, err := s.exec(sqlLedgerInsert, eventID, h.Name, token)
+		if err != nil {
+			return c, false, fmt.Errorf("outbox: ledger claim %s/%s: %w", eventID, h.Name, err)
+		}
+		c.result = ClaimClaimed
+		return c, n == 1, nil
+	case e.status == LedgerDone:
+		c.result = ClaimAlreadyDone
+	case e.startedAt <= token-r.cfg.LedgerLease.Milliseconds():
+		n, err := s.exec(sqlLedgerTakeOver, token, eventID, h.Name, e.startedAt)
+		if err != nil {
+			return c, false, fmt.Errorf("outbox: ledger take over %s/%s: %w", eventID, h.Name, err)
+		}
+		c.result = ClaimTakenOver
+		c.from = e.startedAt
+		return c, n == 1, nil
+	default:
+		c.result = ClaimHeldElsewhere
+		c.until = time.UnixMilli(e.startedAt).Add(r.cfg.LedgerLease)
+	}
+	return c, true, nil
+}
+
+// readLedgerOne reads the ledger row of (eventID, handler).
+func readLedgerOne(s *stmts, eventID, handler string) (ledgerEntry, bool, error) {
+	rows, err := s.query(sqlLedgerReadOne, eventID, handler)
+	if err != nil {
+		return ledgerEntry{}, false, fmt.Errorf("outbox: ledger read %s/%s: %w", eventID, handler, err)
+	}
+	defer rows.Close()
+	var e ledgerEntry
+	if !rows.Next() {
+		return e, false, rows.Err()
+	}
+	if err := rows.Scan(&e.status, &e.startedAt); err != nil {
+		return e, false, fmt.Errorf("outbox: ledger read %s/%s: %w", eventID, handler, err)
+	}
+	return e, true, rows.Err()
 }
 
 // observeClaims reports committed claims to the observer and the log.
