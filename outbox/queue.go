@@ -386,7 +386,7 @@ const (
 	// index of claimed rows, which would look each row up).
 	sqlLoadRange         = sqlLoadColumns + `WHERE id BETWEEN ? AND ? AND +status = 'processing' AND +claimed_at = ?`
 	sqlLoadRangePostgres = sqlLoadColumns + `WHERE id BETWEEN ? AND ? AND status = 'processing' AND claimed_at = ?`
-	sqlLoadColumns = `SELECT id, COALESCE(event_id, ''), type, COALESCE(target, ''), ` + payloadColumn + `,
+	sqlLoadColumns       = `SELECT id, COALESCE(event_id, ''), type, COALESCE(target, ''), ` + payloadColumn + `,
 		attempts, next_attempt_at, occurred_at, republished, lane FROM event_queue `
 )
 
