@@ -79,8 +79,9 @@ type Queue struct {
 	prepared atomic.Bool
 }
 
-// NewQueue returns a Queue over the writer db (its transactions must begin
-// with a write lock, as sqldb.DB.Write's do).
+// NewQueue returns a Queue over the writer db, sqldb.DB.Write (on SQLite its
+// transactions must begin with a write lock, as sqldb.DB.Write's do); give
+// it opts.Dialect from sqldb.DB.Dialect.
 func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
 	q := &Queue{write: db, read: opts.Read, now: opts.Now, sql: sqlOf(opts.Dialect), tok: &tokenClock{},
 		cache: newStmtCache(db)}

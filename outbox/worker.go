@@ -15,8 +15,9 @@ import (
 
 // WorkerConfig configures the db bus worker (EVENT_BUS_BACKEND=db).
 type WorkerConfig struct {
-	// DB is the writer: a *sql.DB whose transactions begin with a write lock
-	// (BEGIN IMMEDIATE), as sqldb.DB.Write. Required.
+	// DB is the writer, sqldb.DB.Write: on SQLite a *sql.DB whose
+	// transactions begin with a write lock (BEGIN IMMEDIATE), on PostgreSQL
+	// the pool. Required.
 	DB *sql.DB
 	// Read is a read pool for the queue's queries (default DB).
 	Read *sql.DB
@@ -49,7 +50,10 @@ type WorkerConfig struct {
 	// handlers.
 	DoneRetention time.Duration
 	// PollInterval is how often an idle worker looks for due rows (default
-	// 1 s); Notify wakes it at once.
+	// 1 s); Notify wakes it at once. Polling is the fallback whenever no
+	// wake-up comes: an enqueue in another process on SQLite, or on
+	// PostgreSQL behind a transaction-mode pooler, which carries no
+	// notifications.
 	PollInterval time.Duration
 	// SweepInterval is how often retention is applied (default 10 min).
 	SweepInterval time.Duration
@@ -161,7 +165,9 @@ type Worker struct {
 	running atomic.Bool
 }
 
-// NewWorker returns a worker. It does not touch the database.
+// NewWorker returns a worker. It does not touch the database. Wire Notify to
+// sqldb.DB.OnWrite: on PostgreSQL a DB opened with Listen runs its hooks for
+// enqueues of other processes too.
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
