@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -57,24 +58,209 @@ func (r *Runner) claimLedger(s *stmts, eventID string, hs []NamedHandler, token 
 	cs = make([]claim, len(hs))
 	for i, h := range hs {
 		e, ok := have[h.Name]
-		for try := 1; ; try++ {
-			c, won, err := r.claimOne(s, eventID, h, token, e, ok)
-			if err != nil {
-				return nil, nil, err
-			}
-			if won {
-				cs[i] = c
-				break
-			}
-			if try == ledgerTries {
-				return nil, fmt.Errorf("outbox: ledger claim %s/%s: changed by other claimers %d times", eventID, h.Name, try), nil
-			}
-			if e, ok, readErr = readLedgerOne(s, eventID, h.Name); readErr != nil {
-				return nil, readErr, nil
-			}
+		if cs[i], readErr, err = r.claimRetrying(s, eventID, h, token, e, ok); readErr != nil || err != nil {
+			return nil, readErr, err
 		}
 	}
 	return cs, nil, nil
+}
+
+// claimRetrying claims (eventID, h) given its ledger row e (ok: there is
+// one) as claimOne does, reading the row again, up to ledgerTries times in
+// all, while concurrent transactions win.
+func (r *Runner) claimRetrying(s *stmts, eventID string, h NamedHandler, token int64, e ledgerEntry, ok bool) (claim, error, error) {
+	for try := 1; ; try++ {
+		c, won, err := r.claimOne(s, eventID, h, token, e, ok)
+		if err != nil || won {
+			return c, nil, err
+		}
+		if try == ledgerTries {
+			return claim{}, fmt.Errorf("outbox: ledger claim %s/%s: changed by other claimers %d times", eventID, h.Name, try), nil
+		}
+		var readErr error
+		if e, ok, readErr = readLedgerOne(s, eventID, h.Name); readErr != nil {
+			return claim{}, readErr, nil
+		}
+	}
+}
+
+// ledgerWant is one event of a claimed batch and the handlers to claim it
+// for.
+type ledgerWant struct {
+	eventID string
+	hs      []NamedHandler
+}
+
+// ledgerBatch bounds the events one ledger read lists and the claims one
+// insert writes (well below both stores' limits on bound parameters).
+const ledgerBatch = 128
+
+// Statements of the batched ledger claim, by width (the next power of two,
+// the extra places repeating the last event or claim, which changes
+// nothing): the rows of a list of events, and the claims of a list of
+// (event, handler), each inserted unless a claim exists. The insert
+// returns the claims it wrote; on PostgreSQL one a concurrent transaction
+// wrote first is not among them.
+var (
+	sqlLedgerReadMany = idStatements(`SELECT event_id, handler, status, started_at FROM processed_events
+		WHERE event_id IN (`)
+	sqlLedgerInsertMany = func() map[int]string {
+		m := make(map[int]string)
+		for w := 1; w <= ledgerBatch; w *= 2 {
+			var b strings.Builder
+			b.WriteString(`INSERT INTO processed_events (event_id, handler, status, started_at, processed_at) VALUES `)
+			for i := range w {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(`(?, ?, 'in_progress', ?, NULL)`)
+			}
+			b.WriteString(` ON CONFLICT (event_id, handler) DO NOTHING RETURNING event_id, handler`)
+			m[w] = b.String()
+		}
+		return m
+	}()
+)
+
+// widthOf is the width of a batched statement for n items, at most most.
+func widthOf(n, most int) int {
+	w := 1
+	for w < n {
+		w *= 2
+	}
+	return min(w, most)
+}
+
+// claimLedgers claims the ledger of a claimed batch, as claimLedger does
+// for each of its events, in a few statements: one read per ledgerBatch
+// events and one insert per ledgerBatch new claims (the common case);
+// takeovers, and claims that lost to a concurrent transaction, go one by
+// one. It returns each event's claims and read error, in the order of
+// wants; err means the transaction failed.
+func (r *Runner) claimLedgers(s *stmts, wants []ledgerWant, token int64) (claims [][]claim, readErrs []error, err error) {
+	claims, readErrs = make([][]claim, len(wants)), make([]error, len(wants))
+	have := make(map[string]map[string]ledgerEntry, len(wants))
+	for lo := 0; lo < len(wants); lo += ledgerBatch {
+		chunk := wants[lo:min(lo+ledgerBatch, len(wants))]
+		if rerr := readLedgers(s, chunk, have); rerr != nil {
+			for i := range chunk {
+				readErrs[lo+i] = rerr
+			}
+		}
+	}
+	type pending struct{ want, handler int }
+	var inserts []pending
+	for i, wt := range wants {
+		if readErrs[i] != nil {
+			continue
+		}
+		claims[i] = make([]claim, len(wt.hs))
+		for k, h := range wt.hs {
+			e, ok := have[wt.eventID][h.Name]
+			if !ok {
+				inserts = append(inserts, pending{i, k})
+				continue
+			}
+			c, rerr, err := r.claimRetrying(s, wt.eventID, h, token, e, true)
+			if err != nil {
+				return nil, nil, err
+			}
+			if rerr != nil {
+				readErrs[i] = rerr
+				break
+			}
+			claims[i][k] = c
+		}
+	}
+	for lo := 0; lo < len(inserts); lo += ledgerBatch {
+		chunk := inserts[lo:min(lo+ledgerBatch, len(inserts))]
+		w := widthOf(len(chunk), ledgerBatch)
+		args := make([]any, 0, 3*w)
+		for j := range w {
+			p := chunk[min(j, len(chunk)-1)]
+			args = append(args, wants[p.want].eventID, wants[p.want].hs[p.handler].Name, token)
+		}
+		won, err := insertLedgers(s, sqlLedgerInsertMany[w], args)
+		if err != nil {
+			return nil, nil, fmt.Errorf("outbox: ledger claim: %w", err)
+		}
+		for _, p := range chunk {
+			wt, h := wants[p.want], wants[p.want].hs[p.handler]
+			if readErrs[p.want] != nil {
+				continue
+			}
+			if won[wt.eventID+"\x00"+h.Name] {
+				claims[p.want][p.handler] = claim{h: h, token: token, result: ClaimClaimed}
+				continue
+			}
+			// A concurrent transaction claimed first: judge its claim.
+			e, ok, rerr := readLedgerOne(s, wt.eventID, h.Name)
+			if rerr == nil {
+				var c claim
+				if c, rerr, err = r.claimRetrying(s, wt.eventID, h, token, e, ok); err != nil {
+					return nil, nil, err
+				}
+				claims[p.want][p.handler] = c
+			}
+			if rerr != nil {
+				readErrs[p.want] = rerr
+			}
+		}
+	}
+	for i := range wants {
+		if readErrs[i] != nil {
+			claims[i] = nil
+		}
+	}
+	return claims, readErrs, nil
+}
+
+// readLedgers reads the ledger rows of the events of wants into have.
+func readLedgers(s *stmts, wants []ledgerWant, have map[string]map[string]ledgerEntry) error {
+	w := widthOf(len(wants), maxIDs)
+	args := make([]any, w)
+	for j := range w {
+		args[j] = wants[min(j, len(wants)-1)].eventID
+	}
+	rows, err := s.query(sqlLedgerReadMany[w], args...)
+	if err != nil {
+		return fmt.Errorf("outbox: ledger read of %d events: %w", len(wants), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, h string
+		var e ledgerEntry
+		if err := rows.Scan(&id, &h, &e.status, &e.startedAt); err != nil {
+			return fmt.Errorf("outbox: ledger read of %d events: %w", len(wants), err)
+		}
+		if have[id] == nil {
+			have[id] = map[string]ledgerEntry{}
+		}
+		have[id][h] = e
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("outbox: ledger read of %d events: %w", len(wants), err)
+	}
+	return nil
+}
+
+// insertLedgers runs one batched ledger insert and returns the claims it
+// wrote, keyed event id NUL handler.
+func insertLedgers(s *stmts, query string, args []any) (map[string]bool, error) {
+	rows, err := s.query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	won := map[string]bool{}
+	for rows.Next() {
+		var id, h string
+		if err := rows.Scan(&id, &h); err != nil {
+			return nil, err
+		}
+		won[id+"\x00"+h] = true
+	}
+	return won, rows.Err()
 }
 
 // claimOne claims (eventID, h) given its ledger row e (ok: there is one).

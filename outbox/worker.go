@@ -342,18 +342,31 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*job, error) {
 		if err != nil {
 			return err
 		}
+		// The ledger of the whole batch is claimed in a few statements.
+		var (
+			wants []ledgerWant
+			of    []*job // the job of each want
+		)
 		for _, row := range rows {
 			j := &job{row: row, d: delivery{ev: row.Event, attempt: row.Attempt()}}
 			hs := w.cfg.Registry.Handlers(row.Event.Type)
 			if row.Event.ID == "" || len(hs) == 0 {
 				j.d.claims = noLedger(hs)
 			} else {
-				j.d.claims, j.d.claimErr, err = w.runner.claimLedger(s, row.Event.ID, hs, token)
-				if err != nil {
-					return err
-				}
+				wants = append(wants, ledgerWant{eventID: row.Event.ID, hs: hs})
+				of = append(of, j)
 			}
 			jobs = append(jobs, j)
+		}
+		if len(wants) == 0 {
+			return nil
+		}
+		claims, readErrs, err := w.runner.claimLedgers(s, wants, token)
+		if err != nil {
+			return err
+		}
+		for i, j := range of {
+			j.d.claims, j.d.claimErr = claims[i], readErrs[i]
 		}
 		return nil
 	})
