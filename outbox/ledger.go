@@ -367,6 +367,90 @@ func (r *Runner) settleLedger(s *stmts, ops []ledgerOp) error {
 	return nil
 }
 
+// sqlLedgerDoneMany marks done the claims of one owner token and handler
+// among a list of events (by width, as sqlRowsDone), returning the events
+// whose claim it marked.
+var sqlLedgerDoneMany = func() map[int]string {
+	m := idStatements(`UPDATE processed_events SET status = 'done', processed_at = ?
+		WHERE status = 'in_progress' AND started_at = ? AND handler = ? AND event_id IN (`)
+	for w, q := range m {
+		m[w] = q + ` RETURNING event_id`
+	}
+	return m
+}()
+
+// settleLedgers applies ops as settleLedger does, marking the done claims
+// of one owner token and handler in one statement (per maxIDs events);
+// releases go one by one.
+func (r *Runner) settleLedgers(s *stmts, ops []ledgerOp) error {
+	type key struct {
+		token   int64
+		handler string
+	}
+	var (
+		order    []key
+		byKey    = map[key][]string{}
+		releases []ledgerOp
+	)
+	for _, op := range ops {
+		if !op.done {
+			releases = append(releases, op)
+			continue
+		}
+		k := key{op.token, op.handler}
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], op.eventID)
+	}
+	now := r.cfg.Now().UnixMilli()
+	for _, k := range order {
+		ids := byKey[k]
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), maxIDs)]
+			ids = ids[len(chunk):]
+			w := idWidth(len(chunk))
+			args := make([]any, 0, 3+w)
+			args = append(args, now, k.token, k.handler)
+			for i := range w {
+				args = append(args, chunk[min(i, len(chunk)-1)])
+			}
+			marked, err := returnedIDs(s, sqlLedgerDoneMany[w], args)
+			if err != nil {
+				return fmt.Errorf("outbox: ledger settle of %d events/%s: %w", len(chunk), k.handler, err)
+			}
+			if len(marked) == len(chunk) {
+				continue
+			}
+			for _, id := range chunk {
+				if !marked[id] {
+					r.log.Warn("outbox: ledger claim was taken over before it was settled", "event_id", id,
+						"handler", k.handler)
+				}
+			}
+		}
+	}
+	return r.settleLedger(s, releases)
+}
+
+// returnedIDs runs query and returns the set of ids it returns.
+func returnedIDs(s *stmts, query string, args []any) (map[string]bool, error) {
+	rows, err := s.query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		got[id] = true
+	}
+	return got, rows.Err()
+}
+
 // LedgerEntry is one row of the processed-events ledger.
 type LedgerEntry struct {
 	EventID     string

@@ -1,11 +1,13 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -428,31 +430,37 @@ func (w *Worker) settle(ctx context.Context, group []*job) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	w.queue.prepare(sctx)
-	one := func(s *stmts, j *job) error {
-		if err := w.runner.settleLedger(s, j.ops); err != nil {
+	// The ledger marks of a group are written a statement per claim and
+	// handler, and its rows' completions a statement per claim (settleRows),
+	// in the order of their claims and ids so that consecutive rows are
+	// completed as a range.
+	slices.SortFunc(group, func(a, b *job) int {
+		return cmp.Or(a.row.ClaimedAt.Compare(b.row.ClaimedAt), cmp.Compare(a.row.ID, b.row.ID))
+	})
+	all := func(s *stmts, group []*job) error {
+		var ops []ledgerOp
+		sts := make([]Settlement, len(group))
+		for i, j := range group {
+			ops = append(ops, j.ops...)
+			sts[i] = Settlement{Row: j.row, Result: j.res}
+		}
+		if err := w.runner.settleLedgers(s, ops); err != nil {
 			return err
 		}
-		ok, err := settleRow(s, w.cfg.Now(), Settlement{Row: j.row, Result: j.res})
+		n, err := settleRows(s, w.queue.sql, w.cfg.Now(), sts)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			w.log.Info("outbox: row was reclaimed before it was settled", "event_id", j.row.Event.ID,
-				"row", j.row.ID)
+		if n < len(group) {
+			w.log.Info("outbox: rows were reclaimed before they were settled", "rows", len(group)-n,
+				"first_event_id", group[0].row.Event.ID)
 		}
 		return nil
 	}
-	err := inCachedTx(sctx, w.cfg.DB, w.queue.cache, func(s *stmts) error {
-		for _, j := range group {
-			if err := one(s, j); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := inCachedTx(sctx, w.cfg.DB, w.queue.cache, func(s *stmts) error { return all(s, group) })
 	if err != nil && len(group) > 1 {
-		for _, j := range group {
-			if err := inCachedTx(sctx, w.cfg.DB, w.queue.cache, func(s *stmts) error { return one(s, j) }); err != nil {
+		for i, j := range group {
+			if err := inCachedTx(sctx, w.cfg.DB, w.queue.cache, func(s *stmts) error { return all(s, group[i:i+1]) }); err != nil {
 				w.log.Error("outbox: settle failed; the row returns after its lease", "event_id", j.row.Event.ID,
 					"row", j.row.ID, "err", err)
 			} else {
