@@ -25,8 +25,8 @@ import (
 // chunks per kind, concurrent producers (the pool's default size), and the
 // backlog the no-op runs drain.
 const (
-	pgBenchChunk     = 1000
-	pgBenchRounds    = 3
+	pgBenchChunk     = 300
+	pgBenchRounds    = 10
 	pgBenchProducers = 16
 	pgBenchBacklog   = 20000
 )
@@ -61,7 +61,8 @@ func (riverNoopWorker) Work(context.Context, *river.Job[riverNoop]) error { retu
 //   - noop_events/s: a backlog of events drained by one db worker at its
 //     production defaults with a no-op handler (ledger claim and mark
 //     included); river_noop_jobs/s the same backlog drained by River's
-//     client (MaxWorkers 100); noop/river their ratio;
+//     client (MaxWorkers 2000, other settings its defaults); noop/river
+//     their ratio;
 //   - two_workers/one: the backlog drained by two workers on two pools of
 //     their own (as two processes would be) over one.
 //
@@ -100,7 +101,10 @@ func BenchmarkPostgresBesideRiver(b *testing.B) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, riverNoopWorker{})
 	rc, err := river.NewClient(driver, &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}},
+		// River fetches at most MaxWorkers jobs per FetchCooldown (100 ms):
+		// 100 workers would cap it at 1,000 jobs/s. 2,000 leave it uncapped
+		// here.
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2000}},
 		Workers: workers,
 	})
 	if err != nil {
