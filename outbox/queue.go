@@ -254,7 +254,10 @@ func newDialectSQL(stale, due, bulk, rangeDone, loadRange, sweepLedger, fold str
 		loadRange: loadRange, sweepLedger: sweepLedger, foldCounts: fold}
 	d.hot = []string{stale, due, bulk, loadRange, sqlLoadClaimed, sqlRowDefer, sqlRowDead, sqlRangeClaim, rangeDone}
 	for w := 1; w <= maxIDs; w *= 2 {
-		d.hot = append(d.hot, sqlRowsClaim[w], sqlRowsDone[w])
+		d.hot = append(d.hot, sqlRowsClaim[w], sqlRowsDone[w], sqlLedgerDoneMany[w])
+	}
+	for w := 1; w <= ledgerBatch; w *= 2 {
+		d.hot = append(d.hot, sqlLedgerReadMany[w], sqlLedgerInsertMany[w])
 	}
 	return d
 }
