@@ -241,7 +241,7 @@ func TestCrashHelper(t *testing.T) {
 			if _, err := fmt.Fprintf(logf, "S %s %s %d\n", ev.ID, name, pid); err != nil {
 				return err
 			}
-			time.Sleep(time.Duration(1000+rand.IntN(7000)) * time.Microsecond)
+			time.Sleep(time.Duration(2000+rand.IntN(16000)) * time.Microsecond) // long enough that two processes do not finish before the kills
 			_, err := fmt.Fprintf(logf, "E %s %s %d\n", ev.ID, name, pid)
 			return err
 		})
