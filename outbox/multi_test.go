@@ -148,7 +148,9 @@ func TestTwoWorkersOnTwoPoolsClaimDisjointRows(t *testing.T) {
 	if a+b != n {
 		t.Fatalf("rows claimed: %d + %d, want %d in all (each row once)", a, b, n)
 	}
-	if a == 0 || b == 0 {
+	// Both must have claimed on PostgreSQL, whose claims run side by side;
+	// on SQLite one worker may hold the write lock for the whole run.
+	if (a == 0 || b == 0) && storetest.Dialect() == sqldb.Postgres {
 		t.Fatalf("rows claimed: %d and %d; one worker claimed nothing, the test proves nothing", a, b)
 	}
 	if c := countRows(t, producer, `SELECT COUNT(*) FROM event_queue WHERE attempts > 0`); c != 0 {

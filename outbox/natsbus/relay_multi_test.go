@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
@@ -79,7 +80,11 @@ func TestTwoRelaysClaimDisjointRows(t *testing.T) {
 			t.Fatalf("row %d claimed %d times, want once", id, k)
 		}
 	}
-	if owns[0] == 0 || owns[1] == 0 {
+	// On PostgreSQL the relays' transactions run side by side, and the test
+	// is about them: both must have claimed. On SQLite one relay's
+	// transactions may keep the write lock to themselves for the whole run
+	// (the other waits in its busy handler), which is no fault.
+	if (owns[0] == 0 || owns[1] == 0) && storetest.Dialect() == sqldb.Postgres {
 		t.Fatalf("claims: %d and %d rows; one relay claimed nothing, the test proves nothing", owns[0], owns[1])
 	}
 	if c := count(t, producer.Read, `SELECT COUNT(*) FROM event_queue WHERE attempts > 0`); c != 0 {
