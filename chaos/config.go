@@ -18,6 +18,19 @@
 // has settled, reads courier's database read-only and compares it and the
 // remote inboxes' records with what it sent: Report.
 //
+// With Store "postgres" the processes share one PostgreSQL database
+// instead: by default on a throwaway cluster the run makes with the
+// machine's initdb in the run directory (as the "postgres" user when the run
+// is root), two servers behind one address of the run's (front) and two
+// workers. Two faults are added: restarts of PostgreSQL (fast or immediate
+// shutdown, then a start on the same data and port) and cuts of one worker
+// from it. Where the run is root the server lives in a network namespace of
+// its own with one veth link for the run and the servers and one per
+// worker, and a cut takes the worker's link down: its packets are dropped
+// while it still reaches the broker and the remote hosts. Elsewhere each
+// worker reaches PostgreSQL through a TCP proxy of the run's that stops
+// forwarding for the cut.
+//
 // Everything is bounded: the write phase (Config.Duration), the settle
 // phase, a hard deadline over the whole run, every request and every wait.
 // All child processes are stopped when Run returns, whatever the reason.
