@@ -2,10 +2,13 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/courier-ap/courier/postgres"
 	"github.com/courier-ap/courier/postgres/pgtest"
@@ -46,5 +49,70 @@ func TestOpen(t *testing.T) {
 	_, err = postgres.Open(ctx, "postgres://u:hunter2@127.0.0.1:1/db?sslmode=disable&connect_timeout=2", postgres.Options{})
 	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "xxxxx") {
 		t.Fatalf("unreachable: %v; want an error naming the redacted URL", err)
+	}
+}
+
+// An enqueue committed by one process wakes the OnWrite hooks of another
+// that listens, including the last of a burst inside the debounce window
+// (announced after its commit, not lost); bools are stored as 0/1.
+func TestEnqueueWakesListeners(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	writer, err := postgres.Open(ctx, dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	listener, err := postgres.Open(ctx, dsn, postgres.Options{Listen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close()
+	woke := make(chan struct{}, 1024)
+	listener.OnWrite(func() {
+		select {
+		case woke <- struct{}{}:
+		default:
+		}
+	})
+	if _, err := writer.Write.Exec(`CREATE TABLE event_queue (id BIGINT, flag INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	// The listener announces itself once when it has connected.
+	waitWake(t, woke, "the listener connecting")
+	// A reader woken only by announcements sees every committed row: the
+	// commits debounced inside a window are announced after it.
+	total := 0
+	for round := 0; round < 3; round++ {
+		for i := 0; i < 20; i++ {
+			err := writer.Tx(ctx, func(tx *sql.Tx) error {
+				_, err := tx.Exec(`INSERT INTO event_queue (id, flag) VALUES (?, ?)`, i, i%2 == 0)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		total += 20
+		for seen := 0; seen < total; {
+			waitWake(t, woke, fmt.Sprintf("round %d: the reader has seen %d of %d rows", round, seen, total))
+			if err := listener.Read.QueryRow(`SELECT COUNT(*) FROM event_queue`).Scan(&seen); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var n int
+		if err := writer.Write.QueryRow(`SELECT COUNT(*) FROM event_queue WHERE flag = 1`).Scan(&n); err != nil || n != total/2 {
+			t.Fatalf("round %d: %d rows flagged, %v; want %d", round, n, err, total/2)
+		}
+	}
+}
+
+func waitWake(t *testing.T, woke chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-woke:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no wake-up after %s", what)
 	}
 }
