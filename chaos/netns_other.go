@@ -9,7 +9,7 @@ import (
 
 // netns is Linux's network namespace; elsewhere the run cuts a worker off
 // through its TCP proxy instead.
-type netns struct{}
+type netns struct{ name string }
 
 func newNetns(int) (*netns, error) {
 	return nil, errors.New("chaos: network namespace: Linux only")
