@@ -175,3 +175,101 @@ func TestNetnsCutIsolatesOneLink(t *testing.T) {
 		t.Fatalf("rows 2 and 3: %d, %v", n, err)
 	}
 }
+
+// TestPostgresSetupCutAndRestart drives the run's PostgreSQL side as a run
+// does, with each cut method the machine allows: the run's and every
+// worker's DSN reach one database; a cut of worker 1 leaves the run and
+// worker 0 working; a restart keeps the rows; close stops the server and
+// removes the namespace.
+func TestPostgresSetupCutAndRestart(t *testing.T) {
+	needPostgres(t)
+	for _, method := range []string{"proxy", "netns"} {
+		t.Run(method, func(t *testing.T) {
+			if method == "netns" {
+				ns, err := newNetns(1)
+				if err != nil {
+					t.Skipf("no network namespace on this machine: %v", err)
+				}
+				ns.close()
+			}
+			dir, err := os.MkdirTemp("", "courier-chaos-run-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			cfg, err := Config{Store: "postgres", Cut: method, Logger: slog.New(slog.DiscardHandler)}.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &run{cfg: cfg, logger: cfg.Logger, dir: dir}
+			ctx := context.Background()
+			if err := r.setupPostgres(ctx); err != nil {
+				t.Fatal(err)
+			}
+			closed := false
+			t.Cleanup(func() {
+				if !closed {
+					r.pg.close()
+				}
+			})
+			p := r.pg
+			if p.method != method || len(p.workerDSNs) != 2 {
+				t.Fatalf("method %q, %d worker DSNs; want %q and 2", p.method, len(p.workerDSNs), method)
+			}
+			run := openPG(t, p.runDSN)
+			if _, err := run.Exec(`CREATE TABLE t (n INTEGER)`); err != nil {
+				t.Fatal(err)
+			}
+			w0, w1 := openPG(t, p.workerDSNs[0]), openPG(t, p.workerDSNs[1])
+			for i, w := range []*sql.DB{w0, w1} {
+				if _, err := w.Exec(`INSERT INTO t VALUES ($1)`, i); err != nil {
+					t.Fatalf("worker %d: %v", i, err)
+				}
+			}
+
+			if err := p.cut(1); err != nil {
+				t.Fatal(err)
+			}
+			// A bounded wait that must run out: worker 1 gets nothing through.
+			qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err = w1.ExecContext(qctx, `INSERT INTO t VALUES (11)`)
+			cancel()
+			if err == nil {
+				t.Fatal("worker 1 wrote through the cut")
+			}
+			if _, err := w0.Exec(`INSERT INTO t VALUES (10)`); err != nil {
+				t.Fatalf("worker 0 during worker 1's cut: %v", err)
+			}
+			if err := p.restore(1); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 30*time.Second, "worker 1 back", func() bool {
+				_, err := w1.Exec(`INSERT INTO t VALUES (12)`)
+				return err == nil
+			})
+
+			p.stopServer(true)
+			if err := p.startServer(); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			waitFor(t, 30*time.Second, "rows after the restart", func() bool {
+				return run.QueryRow(`SELECT COUNT(*) FROM t WHERE n IN (0, 1, 10, 12)`).Scan(&n) == nil
+			})
+			if n != 4 || p.restarts != 1 || p.cuts != 1 {
+				t.Fatalf("rows %d, restarts %d, cuts %d; want 4, 1, 1", n, p.restarts, p.cuts)
+			}
+
+			closed = true
+			p.close()
+			if p.cluster.running() {
+				t.Fatal("server running after close")
+			}
+			if p.ns != nil {
+				if _, err := os.Stat("/run/netns/" + p.ns.name); !os.IsNotExist(err) {
+					t.Fatalf("namespace %s still there after close: %v", p.ns.name, err)
+				}
+			}
+		})
+	}
+}
