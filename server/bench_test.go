@@ -6,30 +6,21 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
 // BenchmarkC2SCreateNote measures POST /users/{name}/outbox over loopback
-// HTTP on a production-configured database (synchronous=FULL), and reports
+// HTTP on a production-configured store (SQLite synchronous=FULL, or PostgreSQL), and reports
 // it against the rate of the same write called directly on the store,
 // measured in the same run: the ratio is what the HTTP layer (auth, parse,
 // routing) costs.
 func BenchmarkC2SCreateNote(b *testing.B) {
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		b.Fatal(err)
-	}
+	db := storetest.New(b)
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	defer srv.Close()

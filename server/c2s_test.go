@@ -265,12 +265,24 @@ func TestC2SUpdateProfile(t *testing.T) {
 	}
 }
 
-// failOn makes every insert into table abort.
+// failOn makes every insert into table abort, with a trigger in the
+// store's dialect.
 func (b *testBundle) failOn(t *testing.T, table string) {
 	t.Helper()
-	if _, err := b.db.Write.ExecContext(b.ctx, `CREATE TRIGGER fail_`+table+` BEFORE INSERT ON `+table+
-		` BEGIN SELECT RAISE(ABORT, 'forced failure'); END`); err != nil {
-		t.Fatal(err)
+	stmts := []string{`CREATE TRIGGER fail_` + table + ` BEFORE INSERT ON ` + table +
+		` BEGIN SELECT RAISE(ABORT, 'forced failure'); END`}
+	if b.db.Postgres() {
+		stmts = []string{
+			`CREATE FUNCTION fail_` + table + `() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN RAISE EXCEPTION 'forced failure'; END $$`,
+			`CREATE TRIGGER fail_` + table + ` BEFORE INSERT ON ` + table +
+				` FOR EACH ROW EXECUTE FUNCTION fail_` + table + `()`,
+		}
+	}
+	for _, q := range stmts {
+		if _, err := b.db.Write.ExecContext(b.ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -19,8 +19,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -31,14 +30,7 @@ import (
 func setupBase(t *testing.T, base string, cfg Config) *testBundle {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)

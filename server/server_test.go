@@ -7,15 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/courier-ap/courier/sqldb"
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -49,21 +48,15 @@ type testBundle struct {
 	token string
 }
 
-// setup runs a real server on loopback over a fresh SQLite file migrated by
-// the real runner. The store's base URL is the test server's own URL, so
+// setup runs a real server on loopback over a fresh store (storetest: a
+// SQLite file, or a PostgreSQL database with COURIER_TEST_STORE=postgres)
+// migrated by the real runner. The store's base URL is the test server's own URL, so
 // every id courier mints can be fetched. synchronous=NORMAL keeps the
 // commits fast; durability is not what these tests check.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
@@ -165,3 +158,5 @@ func wantStatus(t *testing.T, r response, status int) {
 		t.Fatalf("%s %s: status %d, want %d\n%s", r.Request.Method, r.Request.URL, r.StatusCode, status, r.Body)
 	}
 }
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }

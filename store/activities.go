@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -200,32 +201,54 @@ func (s *Store) newEvent() pendingEvent {
 // emitTx builds, stores and enqueues one outgoing activity in tx; see the
 // package documentation.
 func (s *Store) emitTx(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Actor, typ string, object any, to, cc []string) (*Activity, error) {
+	a, _, err := s.emit(ctx, tx, ev, actor, typ, object, to, cc, false)
+	return a, err
+}
+
+// emitOnceTx is emitTx for an event id that may have been used before (one
+// derived from an inbound event): when the activity is stored already, by
+// an earlier call or by a transaction beside this one (which this waits
+// for), it is returned, nothing is enqueued, and the bool is false.
+func (s *Store) emitOnceTx(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Actor, typ string, object any, to, cc []string) (*Activity, bool, error) {
+	return s.emit(ctx, tx, ev, actor, typ, object, to, cc, true)
+}
+
+func (s *Store) emit(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Actor, typ string, object any, to, cc []string, once bool) (*Activity, bool, error) {
 	doc, id, err := activitypub.NewActivity(s.uris.Base, ev.ID, typ, actor.URI, object, to, cc, ev.At)
 	if err != nil {
-		return nil, fmt.Errorf("store: build %s: %w", typ, err)
+		return nil, false, fmt.Errorf("store: build %s: %w", typ, err)
 	}
 	payload, err := json.Marshal(activitypub.Outgoing{Actor: actor.URI, Activity: doc})
 	if err != nil {
-		return nil, fmt.Errorf("store: build %s: %w", typ, err)
+		return nil, false, fmt.Errorf("store: build %s: %w", typ, err)
 	}
 	a := &Activity{
 		URI: id, ActorURI: actor.URI, ActorID: actor.ID, Type: typ,
 		ObjectURI: objectRef(object), Document: doc, Published: ev.At,
 		Public: containsPublic(to) || containsPublic(cc), EventID: ev.ID,
 	}
-	if err := tx.QueryRowContext(ctx, `INSERT INTO activities
+	conflict := ``
+	if once {
+		conflict = ` ON CONFLICT (uri) DO NOTHING`
+	}
+	err = tx.QueryRowContext(ctx, `INSERT INTO activities
 		(uri, actor_uri, actor_id, type, object_uri, document, published_at, public, event_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+conflict+` RETURNING id`,
 		a.URI, a.ActorURI, a.ActorID, a.Type, nullString(a.ObjectURI), string(doc), ms(a.Published), a.Public, ev.ID, ms(ev.At),
-	).Scan(&a.RowID); err != nil {
-		return nil, wrap("store activity", err)
+	).Scan(&a.RowID)
+	if once && errors.Is(err, sql.ErrNoRows) {
+		existing, err := activityByURI(ctx, tx, a.URI)
+		return existing, false, err
+	}
+	if err != nil {
+		return nil, false, wrap("store activity", err)
 	}
 	if err := outbox.Enqueue(ctx, tx, outbox.Event{
 		ID: ev.ID, Type: activitypub.EventOutgoing, Payload: payload, OccurredAt: ev.At,
 	}); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return a, nil
+	return a, true, nil
 }
 
 // objectRef returns the id of an activity's object: the string itself, or

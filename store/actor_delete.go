@@ -20,18 +20,20 @@ import (
 // already deleted actor is ENOTFOUND.
 func (s *Store) DeleteActor(ctx context.Context, name string) (*Activity, error) {
 	var act *Activity
+	if !ValidName(name) {
+		return nil, Errorf(ENOTFOUND, "no actor %q", name)
+	}
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		a, err := s.actorByName(ctx, tx, name)
-		if err != nil {
-			return err
-		}
+		// One conditional update marks the actor deleted: of two deletions
+		// at once, the second finds it deleted and changes nothing.
 		ev := s.newEvent()
+		a, err := s.scanActor(tx.QueryRowContext(ctx, `UPDATE actors SET deleted_at = ?, updated_at = ?
+			WHERE name = ? AND deleted_at IS NULL RETURNING `+actorColumns, ms(ev.At), ms(ev.At), name))
+		if err != nil {
+			return wrap("delete actor", notFound(err, ENOTFOUND, "no actor %q", name))
+		}
 		if act, err = s.emitTx(ctx, tx, ev, a, "Delete", a.URI, []string{Public}, []string{s.uris.Followers(a.Name)}); err != nil {
 			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE actors SET deleted_at = ?, updated_at = ? WHERE id = ?`,
-			ms(ev.At), ms(ev.At), a.ID); err != nil {
-			return wrap("delete actor", err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO deleted_actors (name, deleted_at) VALUES (?, ?)
 			ON CONFLICT (name) DO NOTHING`, a.Name, ms(ev.At)); err != nil {
@@ -74,7 +76,7 @@ type DeliveryFinisher interface {
 func (s *Store) ReapDeletedActors(ctx context.Context, d DeliveryFinisher) (int, error) {
 	rows, err := s.db.Read.QueryContext(ctx, `SELECT a.id, a.name, COALESCE(act.uri, ''), COALESCE(act.event_id, '')
 		FROM actors a
-		LEFT JOIN activities act ON act.actor_id = a.id AND act.type = 'Delete' AND act.object_uri = ?1 || '/users/' || a.name
+		LEFT JOIN activities act ON act.actor_id = a.id AND act.type = 'Delete' AND act.object_uri = ? || '/users/' || a.name
 		WHERE a.deleted_at IS NOT NULL`, s.uris.Base)
 	if err != nil {
 		return 0, wrap("deleted actors", err)

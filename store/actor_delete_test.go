@@ -72,7 +72,7 @@ func TestMigrationRecordsPendingDeletedActors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if applied, err := migrations.Apply(b.ctx, b.db.Write, migrations.Options{}); err != nil || len(applied) != 1 || applied[0] != 15 {
+	if applied, err := migrations.Apply(b.ctx, b.db.Write, migrationOptions()); err != nil || len(applied) != 1 || applied[0] != 15 {
 		t.Fatalf("applied %v, %v; want [15]", applied, err)
 	}
 	if _, err := b.store.DeletedActor(b.ctx, "alice"); err != nil {

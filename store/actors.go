@@ -115,23 +115,25 @@ func (s *Store) CreateActor(ctx context.Context, in NewActor) (*Actor, string, e
 		CreatedAt: t, UpdatedAt: t, URI: s.uris.Actor(in.Name),
 	}
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM actors WHERE name = ?`, in.Name).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			return Errorf(ECONFLICT, "actor name %q is taken", in.Name)
-		}
+		// A deleted actor's name is recorded in the transaction that
+		// deletes it, while its row (which holds the name) stays, so the
+		// name is taken either way until then.
 		if _, err := s.deletedActor(ctx, tx, in.Name); err == nil {
 			return errNameOfDeleted(in.Name)
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		return tx.QueryRowContext(ctx, `INSERT INTO actors
+		// One statement decides a race for the name: the second insert
+		// waits for the first and inserts nothing.
+		err := tx.QueryRowContext(ctx, `INSERT INTO actors
 			(name, display_name, summary, manually_approves_followers, private_key_pem, public_key_pem, token_hash, created_at, updated_at, ed25519_seed)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING RETURNING id`,
 			a.Name, a.DisplayName, a.Summary, a.ManuallyApprovesFollowers, privPEM, pubPEM, hash, ms(t), ms(t), edKey.Seed(),
 		).Scan(&a.ID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Errorf(ECONFLICT, "actor name %q is taken", in.Name)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, "", wrap("create actor", err)
@@ -206,11 +208,21 @@ func (s *Store) actorByName(ctx context.Context, q queryer, name string) (*Actor
 // actorNamed reads the local actor name through q; a deleted one only
 // when deleted is true.
 func (s *Store) actorNamed(ctx context.Context, q queryer, name string, deleted bool) (*Actor, error) {
+	return s.actorNamedLock(ctx, q, name, deleted, "")
+}
+
+// actorForUpdate reads the local actor name (not deleted) in tx and locks
+// its row (forUpdate) for the changes tx goes on to make.
+func (s *Store) actorForUpdate(ctx context.Context, tx *sql.Tx, name string) (*Actor, error) {
+	return s.actorNamedLock(ctx, tx, name, false, s.forUpdate())
+}
+
+func (s *Store) actorNamedLock(ctx context.Context, q queryer, name string, deleted bool, lock string) (*Actor, error) {
 	if !ValidName(name) {
 		return nil, Errorf(ENOTFOUND, "no actor %q", name)
 	}
 	a, err := s.scanActor(q.QueryRowContext(ctx, `SELECT `+actorColumns+` FROM actors
-		WHERE name = ? AND (deleted_at IS NULL OR ?)`, name, deleted))
+		WHERE name = ? AND (deleted_at IS NULL OR ? = 1)`+lock, name, deleted))
 	if err != nil {
 		return nil, wrap("actor by name", notFound(err, ENOTFOUND, "no actor %q", name))
 	}

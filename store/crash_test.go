@@ -7,28 +7,27 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 const crashEnv = "COURIER_STORE_CRASH_DB"
 
-// TestCrashWriter is the child of TestCrashLeavesNoHalfWrites: it writes
-// notes as fast as it can, printing the count after each commit, until it
-// is killed.
+// TestCrashWriter is the child of TestCrashLeavesNoHalfWrites: it opens
+// the store its parent names (a SQLite file or a PostgreSQL database) and
+// writes notes as fast as it can, printing the count after each commit,
+// until it is killed.
 func TestCrashWriter(t *testing.T) {
-	path := os.Getenv(crashEnv)
-	if path == "" {
+	loc := os.Getenv(crashEnv)
+	if loc == "" {
 		t.Skip("child process of TestCrashLeavesNoHalfWrites")
 	}
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, path, sqlite.Options{})
+	db, err := storetest.OpenAt(ctx, loc, storetest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +46,8 @@ func TestCrashWriter(t *testing.T) {
 }
 
 // TestCrashLeavesNoHalfWrites kills a writing process with SIGKILL in the
-// middle of its writes and checks the file it leaves: every note has its
+// middle of its writes and checks the store it leaves (the file, or the
+// PostgreSQL database whose connections the kill cut): every note has its
 // Create and its outbox event and every event its activity, and every
 // write that returned survived.
 func TestCrashLeavesNoHalfWrites(t *testing.T) {
@@ -56,12 +56,9 @@ func TestCrashLeavesNoHalfWrites(t *testing.T) {
 		t.Skip("spawns a process")
 	}
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "crash.db")
-	db, err := sqlite.Open(ctx, path, sqlite.Options{})
+	loc := storetest.Location(t)
+	db, err := storetest.OpenAt(ctx, loc, storetest.Options{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	st := New(db, testBase, nil)
@@ -72,7 +69,7 @@ func TestCrashLeavesNoHalfWrites(t *testing.T) {
 	db.Close()
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWriter$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnv+"="+path)
+	cmd.Env = append(os.Environ(), crashEnv+"="+loc)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -115,11 +112,7 @@ wait:
 		t.Fatalf("child acknowledged only %d writes", acked)
 	}
 
-	db, err = sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db = storetest.Open(t, loc, storetest.Options{})
 	count := func(q string) int {
 		var n int
 		if err := db.Read.QueryRowContext(ctx, q).Scan(&n); err != nil {

@@ -98,7 +98,7 @@ func TestMigrationGivesExistingActorsEd25519Keys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	applied, err := migrations.Apply(b.ctx, b.db.Write, migrations.Options{})
+	applied, err := migrations.Apply(b.ctx, b.db.Write, migrationOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestMigrationGivesExistingActorsEd25519Keys(t *testing.T) {
 		t.Fatal("the migration gave two actors the same key")
 	}
 	// A seed of another length is refused by the column's CHECK.
-	if _, err := b.db.Write.ExecContext(b.ctx, `UPDATE actors SET ed25519_seed = x'00' WHERE name = 'alice'`); err == nil {
+	if _, err := b.db.Write.ExecContext(b.ctx, `UPDATE actors SET ed25519_seed = ? WHERE name = 'alice'`, []byte{0}); err == nil {
 		t.Fatal("a 1-byte seed was stored")
 	}
 }

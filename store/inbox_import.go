@@ -34,11 +34,9 @@ func (s *Store) EnqueueEventActivityTx(ctx context.Context, tx *sql.Tx, eventID 
 	if at.IsZero() {
 		at = s.clock()
 	}
-	a, err := s.emitTx(ctx, tx, pendingEvent{ID: eventID, At: at.UTC().Truncate(time.Millisecond)}, actor, typ, object, to, cc)
-	if err != nil {
-		return nil, false, err
-	}
-	return a, true, nil
+	// Stored beside this call by another transaction (another worker
+	// importing the same event): emitOnceTx waits for it and returns it.
+	return s.emitOnceTx(ctx, tx, pendingEvent{ID: eventID, At: at.UTC().Truncate(time.Millisecond)}, actor, typ, object, to, cc)
 }
 
 // RemoveFollowByActivityTx removes the follower followerURI whose Follow
@@ -55,9 +53,16 @@ func (s *Store) RemoveFollowByActivityTx(ctx context.Context, tx *sql.Tx, follow
 }
 
 // ObjectByURITx returns the object with ActivityPub id uri as tx sees it
-// (a tombstone included), or ENOTFOUND.
+// (a tombstone included), or ENOTFOUND. The row is locked for share
+// (forShare) until tx ends, so that what tx adds on the strength of it (a
+// reaction to a note not deleted) is not undercut by a deletion beside it:
+// the deletion waits for tx, and then removes what tx added.
 func (s *Store) ObjectByURITx(ctx context.Context, tx *sql.Tx, uri string) (*Object, error) {
-	return objectByURI(ctx, tx, uri)
+	o, err := scanObject(tx.QueryRowContext(ctx, `SELECT `+objectColumns+` FROM objects WHERE uri = ?`+s.forShare(), uri))
+	if err != nil {
+		return nil, wrap("object", notFound(err, ENOTFOUND, "no object %q", uri))
+	}
+	return o, nil
 }
 
 // ActorByURITx returns the local actor whose id (or key id) is uri as tx

@@ -118,6 +118,16 @@ func objectByURI(ctx context.Context, q queryer, uri string) (*Object, error) {
 	return o, nil
 }
 
+// objectForUpdate is objectByURI in tx, the row locked (forUpdate) for
+// the change tx goes on to make.
+func (s *Store) objectForUpdate(ctx context.Context, tx *sql.Tx, uri string) (*Object, error) {
+	o, err := scanObject(tx.QueryRowContext(ctx, `SELECT `+objectColumns+` FROM objects WHERE uri = ?`+s.forUpdate(), uri))
+	if err != nil {
+		return nil, wrap("object", notFound(err, ENOTFOUND, "no object %q", uri))
+	}
+	return o, nil
+}
+
 // ObjectByLocalID returns the local object served at /objects/{id} (a
 // tombstone included), or ENOTFOUND.
 func (s *Store) ObjectByLocalID(ctx context.Context, id string) (*Object, error) {
@@ -191,44 +201,57 @@ func (s *Store) UpsertRemoteObjectTx(ctx context.Context, tx *sql.Tx, o RemoteOb
 		// object addressed to any collection of its author's is "followers".
 		vis = remoteVisibility(o.To, o.CC, o.AttributedTo)
 	}
-	existing, err := objectByURI(ctx, tx, o.URI)
-	switch {
-	case err == nil:
-		if existing.Local() {
-			return false, Errorf(EFORBIDDEN, "object %q is local", o.URI)
+	// The stored copy is read locked, so that an import beside this one
+	// (another server, another worker) waits and then compares with what
+	// this one wrote. A new object is inserted unless another insert got
+	// there first; then that row is read, locked, and compared.
+	for attempt := 0; ; attempt++ {
+		existing, err := s.objectForUpdate(ctx, tx, o.URI)
+		switch {
+		case err == nil:
+			return s.updateRemoteObjectTx(ctx, tx, existing, o, content, summary, vis, t)
+		case !errors.Is(err, ErrNotFound) || attempt > 0:
+			return false, err
 		}
-		if existing.Deleted() {
-			return false, nil
-		}
-		if existing.AttributedTo != o.AttributedTo {
-			return false, Errorf(EFORBIDDEN, "object %q belongs to another actor", o.URI)
-		}
-		if version(existing.Updated, existing.Published).After(version(o.Updated, o.Published)) {
-			return false, nil
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE objects SET type = ?, content = ?, summary = ?, in_reply_to = ?,
-			to_json = ?, cc_json = ?, visibility = ?, published_at = ?, updated_at = ?, document = ?, modified_at = ?
-			WHERE id = ?`,
-			o.Type, content, summary, nullString(o.InReplyTo), marshalList(o.To), marshalList(o.CC), vis,
-			ms(o.Published), nullMS(o.Updated), string(o.Document), ms(t), existing.RowID)
-		if err != nil {
-			return false, wrap("upsert remote object", err)
-		}
-		return true, nil
-	case errors.Is(err, ErrNotFound):
-		_, err = tx.ExecContext(ctx, `INSERT INTO objects
+		res, err := tx.ExecContext(ctx, `INSERT INTO objects
 			(uri, type, attributed_to, content, summary, in_reply_to, to_json, cc_json, visibility,
 			 published_at, updated_at, document, created_at, modified_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uri) DO NOTHING`,
 			o.URI, o.Type, o.AttributedTo, content, summary, nullString(o.InReplyTo),
 			marshalList(o.To), marshalList(o.CC), vis, ms(o.Published), nullMS(o.Updated), string(o.Document), ms(t), ms(t))
 		if err != nil {
 			return false, wrap("upsert remote object", err)
 		}
-		return true, nil
-	default:
-		return false, err
+		if n, _ := res.RowsAffected(); n == 1 {
+			return true, nil
+		}
 	}
+}
+
+// updateRemoteObjectTx replaces the stored remote object existing (read
+// locked) with o, unless it is local, deleted, another actor's, or newer.
+func (s *Store) updateRemoteObjectTx(ctx context.Context, tx *sql.Tx, existing *Object, o RemoteObject, content, summary, vis string, t time.Time) (bool, error) {
+	if existing.Local() {
+		return false, Errorf(EFORBIDDEN, "object %q is local", o.URI)
+	}
+	if existing.Deleted() {
+		return false, nil
+	}
+	if existing.AttributedTo != o.AttributedTo {
+		return false, Errorf(EFORBIDDEN, "object %q belongs to another actor", o.URI)
+	}
+	if version(existing.Updated, existing.Published).After(version(o.Updated, o.Published)) {
+		return false, nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE objects SET type = ?, content = ?, summary = ?, in_reply_to = ?,
+			to_json = ?, cc_json = ?, visibility = ?, published_at = ?, updated_at = ?, document = ?, modified_at = ?
+			WHERE id = ?`,
+		o.Type, content, summary, nullString(o.InReplyTo), marshalList(o.To), marshalList(o.CC), vis,
+		ms(o.Published), nullMS(o.Updated), string(o.Document), ms(t), existing.RowID)
+	if err != nil {
+		return false, wrap("upsert remote object", err)
+	}
+	return true, nil
 }
 
 func version(updated, published time.Time) time.Time {
@@ -260,27 +283,36 @@ func (s *Store) TombstoneTx(ctx context.Context, tx *sql.Tx, uri, actorURI strin
 		return false, Errorf(EFORBIDDEN, "object %q is local", uri)
 	}
 	t := s.clock()
-	existing, err := objectByURI(ctx, tx, uri)
-	switch {
-	case err == nil:
-		if existing.Local() || existing.AttributedTo != actorURI {
-			return false, Errorf(EFORBIDDEN, "object %q belongs to another actor", uri)
+	// As in UpsertRemoteObjectTx: the stored object is read locked; an
+	// unknown one gets a tombstone unless another insert got there first,
+	// and then that row is read, locked, and tombstoned.
+	for attempt := 0; ; attempt++ {
+		existing, err := s.objectForUpdate(ctx, tx, uri)
+		if err == nil {
+			if existing.Local() || existing.AttributedTo != actorURI {
+				return false, Errorf(EFORBIDDEN, "object %q belongs to another actor", uri)
+			}
+			if existing.Deleted() {
+				return false, nil
+			}
+			if _, err := tombstoneObjects(ctx, tx, t, `id = ?`, existing.RowID); err != nil {
+				return false, wrap("tombstone", err)
+			}
+			break
 		}
-		if existing.Deleted() {
-			return false, nil
+		if !errors.Is(err, ErrNotFound) || attempt > 0 {
+			return false, err
 		}
-		if _, err := tombstoneObjects(ctx, tx, t, `id = ?`, existing.RowID); err != nil {
-			return false, wrap("tombstone", err)
-		}
-	case errors.Is(err, ErrNotFound):
-		_, err = tx.ExecContext(ctx, `INSERT INTO objects
+		res, err := tx.ExecContext(ctx, `INSERT INTO objects
 			(uri, type, attributed_to, visibility, published_at, deleted_at, former_type, document, created_at, modified_at)
-			VALUES (?, 'Tombstone', ?, 'direct', ?, ?, '', '', ?, ?)`, uri, actorURI, ms(t), ms(t), ms(t), ms(t))
+			VALUES (?, 'Tombstone', ?, 'direct', ?, ?, '', '', ?, ?) ON CONFLICT (uri) DO NOTHING`,
+			uri, actorURI, ms(t), ms(t), ms(t), ms(t))
 		if err != nil {
 			return false, wrap("tombstone", err)
 		}
-	default:
-		return false, err
+		if n, _ := res.RowsAffected(); n == 1 {
+			break
+		}
 	}
 	// Reactions to it go, and local Announces and Likes of it leave the outbox.
 	if _, err := tx.ExecContext(ctx, `DELETE FROM reactions WHERE object_uri = ?`, uri); err != nil {

@@ -134,15 +134,14 @@ func (s *Store) RemoveRelay(ctx context.Context, rawURL string) (*Relay, error) 
 	instance := s.uris.InstanceActor()
 	var r *Relay
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		// One statement removes it: of two removals at once, the second
+		// finds nothing and enqueues no second Undo.
 		var err error
-		r, err = scanRelay(tx.QueryRowContext(ctx, `SELECT `+relayColumns+` FROM relays WHERE url = ?`, strings.TrimSpace(rawURL)))
+		r, err = scanRelay(tx.QueryRowContext(ctx, `DELETE FROM relays WHERE url = ? RETURNING `+relayColumns, strings.TrimSpace(rawURL)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return Errorf(ENOTFOUND, "no relay %q", rawURL)
 		}
 		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM relays WHERE id = ?`, r.ID); err != nil {
 			return err
 		}
 		var object any = activitypub.Public
@@ -191,7 +190,9 @@ func (s *Store) AnswerRelayTx(ctx context.Context, tx *sql.Tx, followID, actor s
 	if followID == "" {
 		return false, nil
 	}
-	r, err := scanRelay(tx.QueryRowContext(ctx, `SELECT `+relayColumns+` FROM relays WHERE follow_activity_id = ?`, followID))
+	// Locked (forUpdate): two answers at once apply one after the other,
+	// and an answer beside the relay's removal finds it removed.
+	r, err := scanRelay(tx.QueryRowContext(ctx, `SELECT `+relayColumns+` FROM relays WHERE follow_activity_id = ?`+s.forUpdate(), followID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

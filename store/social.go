@@ -315,6 +315,11 @@ func (s *Store) RemoveIncomingBlockTx(ctx context.Context, tx *sql.Tx, actorID i
 }
 
 func (s *Store) addBlockTx(ctx context.Context, tx *sql.Tx, actorID int64, remoteURI, direction, activityID string) (bool, error) {
+	// Locked as BlocksTx locks: a follow added beside this block either
+	// saw it or is severed by it.
+	if err := s.lockActorTx(ctx, tx, actorID); err != nil {
+		return false, err
+	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO blocks (actor_id, remote_uri, direction, activity_id, created_at)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT (actor_id, remote_uri, direction) DO NOTHING`,
 		actorID, remoteURI, direction, nullString(activityID), ms(s.clock()))
@@ -339,8 +344,14 @@ func (s *Store) Blocks(ctx context.Context, actorID int64, remoteURI string) (bo
 	return blockExists(ctx, s.db.Read, "blocks", actorID, remoteURI, BlockOutgoing)
 }
 
-// BlocksTx is Blocks read in tx.
+// BlocksTx is Blocks read in tx, for a transaction that goes on to add a
+// follow when there is no block: it first locks the local actor
+// (lockActorTx), as adding a block does, so that a block committed beside
+// tx is seen by it, or sees the follow it adds and severs it.
 func (s *Store) BlocksTx(ctx context.Context, tx *sql.Tx, actorID int64, remoteURI string) (bool, error) {
+	if err := s.lockActorTx(ctx, tx, actorID); err != nil {
+		return false, err
+	}
 	return blockExists(ctx, tx, "blocks", actorID, remoteURI, BlockOutgoing)
 }
 

@@ -25,8 +25,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // Store is the repository. It is safe for concurrent use.
@@ -69,6 +69,46 @@ func (s *Store) DB() *sqldb.DB { return s.db }
 // combine several ...Tx methods into one atomic change.
 func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return s.db.Tx(ctx, fn)
+}
+
+// forUpdate ends a SELECT, inside a write transaction, of rows that the
+// transaction goes on to change on the strength of what it read. On
+// PostgreSQL, whose write transactions run side by side at READ COMMITTED,
+// it locks them: a second transaction reading them waits for the first to
+// commit, then reads its outcome (a row deleted or no longer matching is
+// not returned). NO KEY UPDATE conflicts with every update and delete of
+// the row but not with the inserts of rows that reference it. SQLite has
+// no row locks and needs none: its write transactions run one at a time.
+func (s *Store) forUpdate() string {
+	if s.db.Postgres() {
+		return ` FOR NO KEY UPDATE`
+	}
+	return ``
+}
+
+// forShare is forUpdate for a transaction that only adds rows beside the
+// ones it read (a reaction to an object): transactions reading the same
+// rows for share do not wait for one another, one changing them waits for
+// them all (and they for it).
+func (s *Store) forShare() string {
+	if s.db.Postgres() {
+		return ` FOR SHARE`
+	}
+	return ``
+}
+
+// lockActorTx serializes, on PostgreSQL, the transactions that add a
+// follow or a block of the local actor actorID (BlocksTx, addBlockTx):
+// each locks the actor's row first, so that the check of one (is the
+// target blocked?) sees what the other committed. On SQLite it does nothing: transactions
+// are serialized already.
+func (s *Store) lockActorTx(ctx context.Context, tx *sql.Tx, actorID int64) error {
+	if !s.db.Postgres() {
+		return nil
+	}
+	var id int64
+	err := tx.QueryRowContext(ctx, `SELECT id FROM actors WHERE id = ?`+s.forUpdate(), actorID).Scan(&id)
+	return wrap("lock actor", notFound(err, ENOTFOUND, "no actor %d", actorID))
 }
 
 // clock returns now truncated to the millisecond, the precision of every

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/sqldb/storetest"
 )
@@ -154,6 +155,14 @@ func nilIfEmpty(l []string) []string {
 		return nil
 	}
 	return l
+}
+
+// migrationOptions runs the migrations of the store the tests use.
+func migrationOptions() migrations.Options {
+	if storetest.Dialect() == sqldb.Postgres {
+		return migrations.Options{Dialect: migrations.Postgres}
+	}
+	return migrations.Options{Dialect: migrations.SQLite}
 }
 
 func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }

@@ -169,10 +169,11 @@ func (s *Store) CreateNote(ctx context.Context, actor *Actor, in NoteInput) (*Ac
 	return act, o, nil
 }
 
-// ownObjectTx loads the object uri and checks that actor wrote it and that
-// it is not deleted.
+// ownObjectTx loads the object uri, locked for the change tx goes on to
+// make (forUpdate: an edit beside a deletion lands before it or finds the
+// tombstone), and checks that actor wrote it and that it is not deleted.
 func (s *Store) ownObjectTx(ctx context.Context, tx *sql.Tx, actor *Actor, uri string) (*Object, error) {
-	o, err := objectByURI(ctx, tx, uri)
+	o, err := s.objectForUpdate(ctx, tx, uri)
 	if err != nil {
 		return nil, err
 	}
@@ -283,6 +284,8 @@ func (s *Store) Follow(ctx context.Context, actor *Actor, target string) (*Activ
 	ev := s.newEvent()
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		// BlocksTx locks the actor: a Block of the target beside this
+		// Follow waits for it or is waited for.
 		blocked, err := s.BlocksTx(ctx, tx, actor.ID, target)
 		if err != nil {
 			return err
@@ -290,19 +293,20 @@ func (s *Store) Follow(ctx context.Context, actor *Actor, target string) (*Activ
 		if blocked {
 			return Errorf(ECONFLICT, "you block %q; undo the block first", target)
 		}
-		var state string
-		err = tx.QueryRowContext(ctx, `SELECT state FROM following WHERE actor_id = ? AND target_uri = ?`, actor.ID, target).Scan(&state)
-		switch {
-		case err == nil && state == StateAccepted:
-			return Errorf(ECONFLICT, "already following %q", target)
-		case err != nil && !errors.Is(err, sql.ErrNoRows):
-			return err
-		}
+		// New, or a pending follow sent again with a new id; an accepted
+		// one (also when its Accept lands beside this) is left alone.
 		id := activitypub.ActivityID(s.uris.Base, ev.ID, "Follow")
-		if _, err := tx.ExecContext(ctx, `INSERT INTO following (actor_id, target_uri, follow_activity_id, state, created_at, updated_at)
+		var state string
+		err = tx.QueryRowContext(ctx, `INSERT INTO following (actor_id, target_uri, follow_activity_id, state, created_at, updated_at)
 			VALUES (?, ?, ?, 'pending', ?, ?)
-			ON CONFLICT (actor_id, target_uri) DO UPDATE SET follow_activity_id = excluded.follow_activity_id, updated_at = excluded.updated_at`,
-			actor.ID, target, id, ms(ev.At), ms(ev.At)); err != nil {
+			ON CONFLICT (actor_id, target_uri) DO UPDATE SET follow_activity_id = excluded.follow_activity_id, updated_at = excluded.updated_at
+			WHERE following.state <> 'accepted'
+			RETURNING state`,
+			actor.ID, target, id, ms(ev.At), ms(ev.At)).Scan(&state)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Errorf(ECONFLICT, "already following %q", target)
+		}
+		if err != nil {
 			return err
 		}
 		act, err = s.emitTx(ctx, tx, ev, actor, "Follow", target, []string{target}, nil)
@@ -342,7 +346,10 @@ func (s *Store) react(ctx context.Context, actor *Actor, typ, uri string) (*Acti
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		var author string
-		o, err := objectByURI(ctx, tx, uri)
+		// Locked for share (ObjectByURITx): a Delete of the object
+		// imported beside this reaction waits for it (and then removes
+		// it), or is seen by it; reactions beside this one do not wait.
+		o, err := s.ObjectByURITx(ctx, tx, uri)
 		switch {
 		case err == nil:
 			if o.Deleted() {
@@ -470,7 +477,13 @@ func (s *Store) Undo(ctx context.Context, actor *Actor, uri string) (*Activity, 
 		if !Undoable(orig.Type) {
 			return Errorf(EUNPROCESSABLE, "a %s cannot be undone", orig.Type)
 		}
-		if !orig.WithdrawnAt.IsZero() {
+		// One conditional update decides a race of two Undos: the second
+		// finds the activity withdrawn.
+		res, err := tx.ExecContext(ctx, `UPDATE activities SET withdrawn_at = ? WHERE id = ? AND withdrawn_at IS NULL`, ms(ev.At), orig.RowID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
 			return Errorf(ECONFLICT, "activity %q was already undone", uri)
 		}
 		var q string
@@ -485,9 +498,6 @@ func (s *Store) Undo(ctx context.Context, actor *Actor, uri string) (*Activity, 
 			args = []any{actor.ID, orig.ObjectURI}
 		}
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE activities SET withdrawn_at = ? WHERE id = ?`, ms(ev.At), orig.RowID); err != nil {
 			return err
 		}
 		embedded, to, cc, err := embedActivity(orig.Document)
@@ -553,7 +563,9 @@ func (s *Store) UpdateActor(ctx context.Context, name string, u ActorUpdate) (*A
 	}
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		if a, err = s.actorByName(ctx, tx, name); err != nil {
+		// Locked: two updates at once apply one after the other, and an
+		// update beside the actor's deletion lands before it or not at all.
+		if a, err = s.actorForUpdate(ctx, tx, name); err != nil {
 			return err
 		}
 		if u.DisplayName != nil {
@@ -608,21 +620,21 @@ func (s *Store) answerFollower(ctx context.Context, actor *Actor, followerURI, t
 	ev := s.newEvent()
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		// One conditional statement answers the pending request: of an
+		// approval and a rejection at once, the second finds no pending row.
+		q := `UPDATE followers SET state = 'accepted', updated_at = ?
+			WHERE actor_id = ? AND follower_uri = ? AND state = 'pending' RETURNING COALESCE(follow_activity_id, '')`
+		args := []any{ms(ev.At), actor.ID, followerURI}
+		if typ != "Accept" {
+			q = `DELETE FROM followers
+				WHERE actor_id = ? AND follower_uri = ? AND state = 'pending' RETURNING COALESCE(follow_activity_id, '')`
+			args = args[1:]
+		}
 		var followID string
-		err := tx.QueryRowContext(ctx, `SELECT COALESCE(follow_activity_id, '') FROM followers
-			WHERE actor_id = ? AND follower_uri = ? AND state = 'pending'`, actor.ID, followerURI).Scan(&followID)
-		if err != nil {
+		if err := tx.QueryRowContext(ctx, q, args...).Scan(&followID); err != nil {
 			return notFound(err, ENOTFOUND, "no pending follow request from %q", followerURI)
 		}
-		// The row is pending: the query above found it in this transaction.
-		if typ == "Accept" {
-			_, err = s.AcceptFollowerTx(ctx, tx, actor.ID, followerURI)
-		} else {
-			_, err = s.RemoveFollowerTx(ctx, tx, actor.ID, followerURI)
-		}
-		if err != nil {
-			return err
-		}
+		var err error
 		act, err = s.emitTx(ctx, tx, ev, actor, typ, FollowObject(followID, followerURI, actor.URI), []string{followerURI}, nil)
 		return err
 	})

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqldb"
 )
 
 const remoteActor = "https://remote.test/users/bob"
@@ -108,9 +110,28 @@ func TestCreateNoteValidates(t *testing.T) {
 // can force one half of a write to fail.
 func (b *testBundle) failOn(t *testing.T, table string) {
 	t.Helper()
-	if _, err := b.db.Write.ExecContext(b.ctx, `CREATE TRIGGER fail_`+table+` BEFORE INSERT ON `+table+
-		` BEGIN SELECT RAISE(ABORT, 'forced failure'); END`); err != nil {
-		t.Fatal(err)
+	failOn(t, b.ctx, b.db, table)
+}
+
+// failOn creates a trigger on db that aborts every insert into table with
+// the message "forced failure"; the trigger is written in each store's
+// dialect.
+func failOn(t *testing.T, ctx context.Context, db *sqldb.DB, table string) {
+	t.Helper()
+	stmts := []string{`CREATE TRIGGER fail_` + table + ` BEFORE INSERT ON ` + table +
+		` BEGIN SELECT RAISE(ABORT, 'forced failure'); END`}
+	if db.Postgres() {
+		stmts = []string{
+			`CREATE FUNCTION fail_` + table + `() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN RAISE EXCEPTION 'forced failure'; END $$`,
+			`CREATE TRIGGER fail_` + table + ` BEFORE INSERT ON ` + table +
+				` FOR EACH ROW EXECUTE FUNCTION fail_` + table + `()`,
+		}
+	}
+	for _, q := range stmts {
+		if _, err := db.Write.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
