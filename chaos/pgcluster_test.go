@@ -273,3 +273,51 @@ func TestPostgresSetupCutAndRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestPostgresURLGetsAFreshDatabase: with a server's URL the run creates a
+// database of its own there, reaches it directly and through one proxy per
+// worker, cuts through the proxy, and does not count itself able to
+// restart that server.
+func TestPostgresURLGetsAFreshDatabase(t *testing.T) {
+	t.Parallel()
+	c := testCluster(t, nil, "127.0.0.1")
+	cfg, err := Config{Store: "postgres", PostgresURL: c.dsn("127.0.0.1", "postgres"), Logger: slog.New(slog.DiscardHandler)}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{cfg: cfg, logger: cfg.Logger, dir: t.TempDir()}
+	if err := r.setupPostgres(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.pg.close()
+	p := r.pg
+	if p.restartable() || p.method != "proxy" || len(p.proxies) != 2 {
+		t.Fatalf("restartable %t, method %q, %d proxies; want false, proxy, 2", p.restartable(), p.method, len(p.proxies))
+	}
+	run := openPG(t, p.runDSN)
+	var name string
+	var tables int
+	if err := run.QueryRow(`SELECT current_database(), (SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public')`).Scan(&name, &tables); err != nil {
+		t.Fatal(err)
+	}
+	if name == "postgres" || tables != 0 {
+		t.Fatalf("database %q with %d tables: want a fresh one of the run's", name, tables)
+	}
+	w := openPG(t, p.workerDSNs[0])
+	var through string
+	if err := w.QueryRow(`SELECT current_database()`).Scan(&through); err != nil || through != name {
+		t.Fatalf("through the proxy: %q, %v; want %q", through, err, name)
+	}
+	if err := p.cut(0); err != nil {
+		t.Fatal(err)
+	}
+	// A bounded wait that must run out: nothing crosses the cut.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := w.QueryRowContext(ctx, `SELECT 1`).Scan(new(int)); err == nil {
+		t.Fatal("a query crossed the cut proxy")
+	}
+}
