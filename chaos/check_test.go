@@ -215,6 +215,25 @@ func TestEvaluateImportedTwice(t *testing.T) {
 	}
 }
 
+// TestCheckDatabaseIsReadOnly: the checks' connection reads courier's
+// database and cannot write it, on either store.
+func TestCheckDatabaseIsReadOnly(t *testing.T) {
+	t.Parallel()
+	loc, _ := migratedDB(t)
+	ro, err := openReadOnly(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	var n int
+	if err := ro.QueryRow(`SELECT COUNT(*) FROM event_queue`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("read: %d rows, %v", n, err)
+	}
+	if _, err := ro.Exec(`DELETE FROM event_queue`); err == nil {
+		t.Fatal("the checks' connection wrote to courier's database")
+	}
+}
+
 func TestNumbered(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ in, want string }{
