@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	"interop":         {},
 	"relay":           {"outbox", "activitypub", "store", "delivery", "sqldb", "metrics"},
 	"limit":           {},
+	"storecopy":       {"sqldb", "sqlite", "postgres", "migrations"},
 	"console":         {"admin"},
 	"cmd/courier":     nil, // may import everything; nothing imports it
 }

@@ -24,7 +24,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -35,12 +34,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
-	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -261,7 +259,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(storetest.Main(m))
 }
 
 func startReceivers(b testing.TB, spec receiverSpec) *receivers {
@@ -544,13 +542,7 @@ type instance struct {
 func newInstance(b *testing.B, ca *benchCA) *instance {
 	b.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "courier.db"), sqlite.Options{}) // production FULL
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		b.Fatal(err)
-	}
+	db := storetest.Open(b, storetest.Location(b), storetest.Options{}) // production FULL on SQLite
 	st := store.New(db, baseURL, nil)
 	alice, _, err := st.CreateActor(ctx, store.NewActor{Name: "alice"})
 	if err != nil {

@@ -14,19 +14,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
-	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -77,6 +75,7 @@ type bundle struct {
 	t       *testing.T
 	ctx     context.Context
 	db      *sqldb.DB
+	loc     string // where db lives, for a second pool on it
 	st      *store.Store
 	clock   *testClock
 	reg     *outbox.Registry
@@ -103,15 +102,9 @@ type options func(*delivery.Config)
 func setup(t *testing.T, opts ...options) *bundle {
 	t.Helper()
 	ctx := t.Context()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	b := &bundle{t: t, ctx: ctx, db: db, clock: newClock(), reg: outbox.NewRegistry(), keys: &keyring{m: map[string]*rsa.PublicKey{}}}
+	loc := storetest.Location(t)
+	db := storetest.Open(t, loc, storetest.Options{Synchronous: "NORMAL"})
+	b := &bundle{t: t, ctx: ctx, db: db, loc: loc, clock: newClock(), reg: outbox.NewRegistry(), keys: &keyring{m: map[string]*rsa.PublicKey{}}}
 	b.st = store.New(db, baseURL, b.clock.Now)
 	fetcher, err := activitypub.NewFetcher(activitypub.FetcherConfig{
 		Client: activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true}),

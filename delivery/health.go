@@ -33,30 +33,46 @@ type HostStatus struct {
 	UnavailableSince    time.Time
 	NextProbeAt         time.Time
 	ProbeInterval       time.Duration
-	ProbeEventID        string
-	Paused              bool
-	PausedAt            time.Time
-	PauseReason         string
-	UpdatedAt           time.Time
+	// ProbeEventID is the delivery that holds the host's one try (failing)
+	// or its probe (unavailable), in whichever process it runs.
+	ProbeEventID string
+	Paused       bool
+	PausedAt     time.Time
+	PauseReason  string
+	UpdatedAt    time.Time
 }
 
-// hostState is a host's health in memory; the row of delivery_hosts
-// mirrors it.
+// hostState is a host's row of delivery_hosts as this process last read
+// or wrote it.
 type hostState struct {
 	HostStatus
+	// probeDeadline is how long the designated probe delivery
+	// (ProbeEventID) keeps its designation without reporting back.
 	probeDeadline time.Time
-	loaded        time.Time // real time of the last read from the database
 	persisted     time.Time // clock time of the last write of a success
 }
 
-// Health keeps the health of the remote hosts deliveries go to: in memory
-// for the handlers, mirrored in delivery_hosts for other processes, the
-// admin API and metrics. It also offers the operator's per-host actions.
-// It is safe for concurrent use.
+// down reports whether the host is failing or unavailable.
+func (e *hostState) down() bool { return e.State != HostHealthy || e.ConsecutiveFailures > 0 }
+
+// Health keeps the health of the remote hosts deliveries go to, in
+// delivery_hosts, shared by every process on the database; it also offers
+// the operator's per-host actions. It is safe for concurrent use.
 //
-// Across processes the state is shared through the table and re-read every
-// Config.HostCacheTTL, so it is approximate there; within a process it is
-// exact.
+// The row is the truth, read again by every delivery before it is sent
+// (one primary-key read on the read pool), so a host one process found
+// dead is failing for every process's next delivery, and a pause or an
+// operator's reset holds at once everywhere. Every change of health (a
+// failure, a recovery, the designation of the probe of an unavailable
+// host) is a transaction that locks the row (FOR UPDATE on PostgreSQL;
+// SQLite's one writer is alone) and writes it back, so changes made by two
+// processes at once are never lost, one recovery releases the parked
+// deliveries, and one delivery at a time, in any process, holds the probe.
+// The copy in memory serves what may lag: the concurrency a delivery gets
+// (slotPolicy, from the row its own admission read), whether its success
+// must recover the host (a success of a host this process saw healthy
+// when the delivery was admitted does not look again), and the last state
+// when a read fails.
 type Health struct {
 	s     *Service
 	mu    sync.Mutex
@@ -83,57 +99,46 @@ func newHealth(s *Service) *Health {
 // delivery of the host may take it (the first may have been discarded).
 func (h *Health) probeGrace() time.Duration { return h.s.cfg.Timeout + time.Minute }
 
-// entry returns the host's state, re-reading the table when the memory
-// copy is older than HostCacheTTL. Callers hold no lock; they lock h.mu to
-// read or change the returned state.
-func (h *Health) entry(ctx context.Context, host string) (*hostState, error) {
-	h.mu.Lock()
-	e := h.hosts[host]
-	fresh := e != nil && time.Since(e.loaded) < h.s.cfg.HostCacheTTL
-	h.mu.Unlock()
-	if fresh {
-		return e, nil
-	}
+// load reads host's row (a healthy host that never failed when there is
+// none) and remembers it.
+func (h *Health) load(ctx context.Context, host string) (hostState, error) {
 	row, found, err := h.read(ctx, host)
 	if err != nil {
-		if e != nil {
-			return e, nil // a stale copy beats failing the delivery
-		}
-		return nil, err
+		return hostState{}, err
 	}
+	if !found {
+		row = hostState{HostStatus: HostStatus{Host: host, State: HostHealthy}}
+	}
+	return h.remember(row), nil
+}
+
+// remember makes st the memory copy of its host and returns it as kept.
+func (h *Health) remember(st hostState) hostState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	cur := h.hosts[host]
+	cur := h.hosts[st.Host]
 	if cur == nil {
 		if len(h.hosts) >= maxHosts {
 			clear(h.hosts)
 		}
-		cur = &hostState{HostStatus: HostStatus{Host: host, State: HostHealthy}}
-		if found {
-			cur.HostStatus = row
-		}
-		cur.probeDeadline = probeDeadlineOf(row, h.probeGrace())
-		h.hosts[host] = cur
-	} else if found {
-		if row.UpdatedAt.After(cur.UpdatedAt) {
-			cur.HostStatus = row
-			cur.probeDeadline = probeDeadlineOf(row, h.probeGrace())
-		}
-		// Pauses are the operator's and always come from the table.
-		cur.Paused, cur.PausedAt, cur.PauseReason = row.Paused, row.PausedAt, row.PauseReason
+		cur = &hostState{}
+		h.hosts[st.Host] = cur
 	}
-	cur.loaded = time.Now()
-	return cur, nil
+	cur.HostStatus, cur.probeDeadline = st.HostStatus, st.probeDeadline
+	return *cur
 }
 
-func probeDeadlineOf(st HostStatus, grace time.Duration) time.Time {
-	if st.ProbeEventID == "" || st.NextProbeAt.IsZero() {
-		return time.Time{}
+// cached returns the memory copy of host, if any.
+func (h *Health) cached(host string) (hostState, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.hosts[host]; e != nil {
+		return *e, true
 	}
-	return st.NextProbeAt.Add(grace)
+	return hostState{}, false
 }
 
-// forget drops the memory copy of host, so the next use re-reads the table.
+// forget drops the memory copy of host.
 func (h *Health) forget(host string) {
 	h.mu.Lock()
 	delete(h.hosts, host)
@@ -142,22 +147,23 @@ func (h *Health) forget(host string) {
 
 const hostColumns = `host, state, consecutive_failures, first_failure_at, last_failure_at, last_success_at,
 	last_error, unavailable_since, next_probe_at, probe_interval_ms, COALESCE(probe_event_id, ''),
-	paused_at, pause_reason, updated_at`
+	probe_deadline, paused_at, pause_reason, updated_at`
 
 type rowScanner interface{ Scan(...any) error }
 
-func scanHost(r rowScanner) (HostStatus, error) {
+func scanHost(r rowScanner) (hostState, error) {
 	var (
-		st                                              HostStatus
-		first, lastFail, lastOK, unavail, probe, paused sql.NullInt64
-		intervalMs, updated                             int64
+		st                                                        hostState
+		first, lastFail, lastOK, unavail, probe, deadline, paused sql.NullInt64
+		intervalMs, updated                                       int64
 	)
 	if err := r.Scan(&st.Host, &st.State, &st.ConsecutiveFailures, &first, &lastFail, &lastOK, &st.LastError,
-		&unavail, &probe, &intervalMs, &st.ProbeEventID, &paused, &st.PauseReason, &updated); err != nil {
-		return HostStatus{}, err
+		&unavail, &probe, &intervalMs, &st.ProbeEventID, &deadline, &paused, &st.PauseReason, &updated); err != nil {
+		return hostState{}, err
 	}
 	st.FirstFailureAt, st.LastFailureAt, st.LastSuccessAt = fromNull(first), fromNull(lastFail), fromNull(lastOK)
 	st.UnavailableSince, st.NextProbeAt, st.PausedAt = fromNull(unavail), fromNull(probe), fromNull(paused)
+	st.probeDeadline = fromNull(deadline)
 	st.Paused = paused.Valid
 	st.ProbeInterval = time.Duration(intervalMs) * time.Millisecond
 	st.UpdatedAt = time.UnixMilli(updated)
@@ -181,8 +187,8 @@ func nullTime(t time.Time) any {
 const sqlReadHost = `SELECT ` + hostColumns + ` FROM delivery_hosts WHERE host = ?`
 
 // readStmt returns the host read prepared once on the read pool (the
-// driver keeps no statement cache, and every first delivery to a host
-// reads its row), or nil when it cannot be prepared.
+// driver keeps no statement cache, and every delivery reads its host's
+// row), or nil when it cannot be prepared.
 func (h *Health) readStmt(ctx context.Context) *sql.Stmt {
 	h.prepare.Do(func() {
 		st, err := h.s.db.Read.PrepareContext(ctx, sqlReadHost)
@@ -196,7 +202,7 @@ func (h *Health) readStmt(ctx context.Context) *sql.Stmt {
 }
 
 // read returns host's row, read on the read pool; false when there is none.
-func (h *Health) read(ctx context.Context, host string) (HostStatus, bool, error) {
+func (h *Health) read(ctx context.Context, host string) (hostState, bool, error) {
 	var row *sql.Row
 	if stmt := h.readStmt(ctx); stmt != nil {
 		row = stmt.QueryRowContext(ctx, host)
@@ -205,42 +211,80 @@ func (h *Health) read(ctx context.Context, host string) (HostStatus, bool, error
 	}
 	st, err := scanHost(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return HostStatus{}, false, nil
+		return hostState{}, false, nil
 	}
 	if err != nil {
-		return HostStatus{}, false, fmt.Errorf("delivery: read host %s: %w", host, err)
+		return hostState{}, false, fmt.Errorf("delivery: read host %s: %w", host, err)
 	}
 	return st, true, nil
 }
 
-// sqlPutHost writes a host's health (never its pause, which only the
-// operator's actions write), unless the row holds a newer state.
-const sqlPutHost = `INSERT INTO delivery_hosts (host, state, consecutive_failures, first_failure_at,
-	last_failure_at, last_success_at, last_error, unavailable_since, next_probe_at, probe_interval_ms,
-	probe_event_id, probe_deadline, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (host) DO UPDATE SET state = excluded.state,
-		consecutive_failures = excluded.consecutive_failures, first_failure_at = excluded.first_failure_at,
-		last_failure_at = excluded.last_failure_at, last_success_at = excluded.last_success_at,
-		last_error = excluded.last_error, unavailable_since = excluded.unavailable_since,
-		next_probe_at = excluded.next_probe_at, probe_interval_ms = excluded.probe_interval_ms,
-		probe_event_id = excluded.probe_event_id, probe_deadline = excluded.probe_deadline,
-		updated_at = excluded.updated_at
-	WHERE excluded.updated_at >= delivery_hosts.updated_at`
+// Statements of a change of a host's health (transition): the row is made
+// if missing, read and locked, and written back. The lock is the one
+// statement whose dialects differ: PostgreSQL runs transactions side by
+// side and locks the row it reads; SQLite's transactions hold the file's
+// write lock from their first statement, so the plain read is alone.
+const (
+	sqlEnsureHost       = `INSERT INTO delivery_hosts (host, updated_at) VALUES (?, ?) ON CONFLICT (host) DO NOTHING`
+	sqlLockHostSQLite   = sqlReadHost
+	sqlLockHostPostgres = sqlReadHost + ` FOR UPDATE`
+	// sqlWriteHealth writes a host's health, never its pause, which only
+	// the operator's actions write.
+	sqlWriteHealth = `UPDATE delivery_hosts SET state = ?, consecutive_failures = ?, first_failure_at = ?,
+		last_failure_at = ?, last_success_at = ?, last_error = ?, unavailable_since = ?, next_probe_at = ?,
+		probe_interval_ms = ?, probe_event_id = ?, probe_deadline = ?, updated_at = ?
+		WHERE host = ?`
+	// sqlHostSuccess records a healthy host's success (written at most
+	// once a minute, in the recorder's batches): it touches nothing else,
+	// so it never undoes another process's news of a failure.
+	sqlHostSuccess = `INSERT INTO delivery_hosts (host, last_success_at, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (host) DO UPDATE SET last_success_at = excluded.last_success_at`
+)
 
-func putHostArgs(e *hostState) []any {
+func writeHealthArgs(e *hostState) []any {
 	var probe any
 	if e.ProbeEventID != "" {
 		probe = e.ProbeEventID
 	}
-	return []any{e.Host, e.State, e.ConsecutiveFailures, nullTime(e.FirstFailureAt), nullTime(e.LastFailureAt),
+	return []any{e.State, e.ConsecutiveFailures, nullTime(e.FirstFailureAt), nullTime(e.LastFailureAt),
 		nullTime(e.LastSuccessAt), e.LastError, nullTime(e.UnavailableSince), nullTime(e.NextProbeAt),
-		e.ProbeInterval.Milliseconds(), probe, nullTime(e.probeDeadline), e.UpdatedAt.UnixMilli()}
+		e.ProbeInterval.Milliseconds(), probe, nullTime(e.probeDeadline), e.UpdatedAt.UnixMilli(), e.Host}
 }
 
-// persist queues a write of e's current state; the caller holds h.mu.
-func (h *Health) persist(e *hostState) {
-	h.s.rec.add(recOp{host: putHostArgs(e)})
+// transition changes host's health in one transaction: change gets the
+// row as it is now, locked, and reports whether it changed it; a changed
+// row is written back. It returns the row as it is after the transaction
+// and whether change changed it. Writes of the recorder queued before are
+// not waited for: they never touch a host's health.
+func (h *Health) transition(ctx context.Context, host string, change func(e *hostState) bool) (hostState, bool, error) {
+	lock := sqlLockHostSQLite
+	if h.s.db.Postgres() {
+		lock = sqlLockHostPostgres
+	}
+	var (
+		out     hostState
+		changed bool
+	)
+	err := h.s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, sqlEnsureHost, host, h.s.now().UnixMilli()); err != nil {
+			return err
+		}
+		e, err := scanHost(tx.QueryRowContext(ctx, lock, host))
+		if err != nil {
+			return err
+		}
+		if changed = change(&e); changed {
+			if _, err := tx.ExecContext(ctx, sqlWriteHealth, writeHealthArgs(&e)...); err != nil {
+				return err
+			}
+		}
+		out = e
+		return nil
+	})
+	if err != nil {
+		return hostState{}, false, fmt.Errorf("delivery: host %s: %w", host, err)
+	}
+	return h.remember(out), changed, nil
 }
 
 // admission is what the health gate decided for one delivery.
@@ -248,23 +292,30 @@ type admission struct {
 	probe bool // the delivery is the probe of an unavailable host
 }
 
-// admit decides whether a delivery to host may be sent now. It returns an
-// outbox.Defer error to park it (paused or unavailable host, not the
-// probe's turn) and an outbox.Permanent error when it was parked longer
-// than ParkMax.
+// admit decides whether a delivery to host may be sent now, from the
+// host's row read now. It returns an outbox.Defer error to park it (paused
+// or unavailable host, not the probe's turn) and an outbox.Permanent error
+// when it was parked longer than ParkMax. Of an unavailable host's
+// deliveries, in every process, the one that claims the probe in the row
+// is sent when the probe is due; the others stay parked.
 func (h *Health) admit(ctx context.Context, host string, ev outbox.Event, now time.Time) (admission, error) {
-	e, err := h.entry(ctx, host)
+	e, err := h.load(ctx, host)
 	if err != nil {
-		return admission{}, err
+		var ok bool
+		if e, ok = h.cached(host); !ok {
+			return admission{}, err
+		}
+		// The row as last read beats failing the delivery.
+		h.s.log.WarnContext(ctx, "delivery: host state read failed; using the last read", "host", host, "err", err)
 	}
-	h.mu.Lock()
-	paused, state := e.Paused, e.State
-	h.mu.Unlock()
-	if paused {
+	if e.Paused {
 		h.s.cfg.Metrics.Parked(HostPaused)
 		return admission{}, outbox.Defer(now.Add(h.s.cfg.ParkRecheck), "host "+host+" paused by an operator")
 	}
-	if state != HostUnavailable {
+	if e.State != HostUnavailable {
+		if e.down() {
+			return h.admitFailing(ctx, host, ev, e, now)
+		}
 		return admission{}, nil
 	}
 	parkedAt, err := h.s.parkedAt(ctx, ev.ID)
@@ -277,37 +328,113 @@ func (h *Health) admit(ctx context.Context, host string, ev outbox.Event, now ti
 			return admission{}, err
 		}
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if e.State != HostUnavailable { // recovered meanwhile
-		return admission{}, nil
-	}
 	if !now.Before(parkedAt.Add(h.s.cfg.ParkMax)) {
 		if e.ProbeEventID == ev.ID {
-			e.ProbeEventID, e.probeDeadline, e.UpdatedAt = "", time.Time{}, now
-			h.persist(e)
+			// Give up the probe, so another delivery takes it at once.
+			_, _, err := h.transition(ctx, host, func(x *hostState) bool {
+				if x.ProbeEventID != ev.ID {
+					return false
+				}
+				x.ProbeEventID, x.probeDeadline, x.UpdatedAt = "", time.Time{}, now
+				return true
+			})
+			if err != nil {
+				return admission{}, err
+			}
 		}
 		h.s.rec.add(recOp{park: &parkOp{eventID: ev.ID}})
 		return admission{}, outbox.Permanent(fmt.Errorf("%w: %s unavailable since %s; delivery parked since %s, longer than %s",
 			ErrHostUnavailable, host, e.UnavailableSince.UTC().Format(time.RFC3339),
 			parkedAt.UTC().Format(time.RFC3339), h.s.cfg.ParkMax))
 	}
-	if e.ProbeEventID == ev.ID || e.ProbeEventID == "" || now.After(e.probeDeadline) {
-		if e.ProbeEventID != ev.ID {
-			e.ProbeEventID, e.UpdatedAt = ev.ID, now
-			e.probeDeadline = maxTime(e.NextProbeAt, now).Add(h.probeGrace())
-			h.persist(e)
+	if free := func(x *hostState) bool {
+		return x.ProbeEventID == "" || x.ProbeEventID == ev.ID || now.After(x.probeDeadline)
+	}; free(&e) {
+		// Claim the probe: the row decides between the deliveries of
+		// every process that found it free.
+		grace := h.probeGrace()
+		e, _, err = h.transition(ctx, host, func(x *hostState) bool {
+			if x.State != HostUnavailable || !free(x) {
+				return false
+			}
+			if x.ProbeEventID == ev.ID && now.Before(x.NextProbeAt) {
+				return false // ours already, not due yet
+			}
+			x.ProbeEventID, x.UpdatedAt = ev.ID, now
+			x.probeDeadline = maxTime(x.NextProbeAt, now).Add(grace)
+			return true
+		})
+		if err != nil {
+			return admission{}, err
 		}
-		if !now.Before(e.NextProbeAt) {
-			e.probeDeadline = now.Add(h.probeGrace())
-			return admission{probe: true}, nil
+		if e.State != HostUnavailable { // recovered meanwhile
+			return admission{}, nil
 		}
-		h.s.cfg.Metrics.Parked(HostUnavailable)
-		return admission{}, outbox.Defer(e.NextProbeAt, "host "+host+" unavailable; next probe")
+		if e.ProbeEventID == ev.ID {
+			if !now.Before(e.NextProbeAt) {
+				return admission{probe: true}, nil
+			}
+			h.s.cfg.Metrics.Parked(HostUnavailable)
+			return admission{}, outbox.Defer(e.NextProbeAt, "host "+host+" unavailable; next probe")
+		}
 	}
 	h.s.cfg.Metrics.Parked(HostUnavailable)
 	until := minTime(now.Add(h.s.cfg.ParkRecheck), parkedAt.Add(h.s.cfg.ParkMax))
 	return admission{}, outbox.Defer(until, "host "+host+" unavailable; parked")
+}
+
+// admitFailing admits a delivery to a failing host e (not yet
+// unavailable): one delivery at a time, across processes, tries it; it
+// claims the try in the host's row (ProbeEventID, until probeDeadline),
+// and the others are deferred on the host's backoff without spending an
+// attempt. The try's outcome ends the claim (observe).
+func (h *Health) admitFailing(ctx context.Context, host string, ev outbox.Event, e hostState, now time.Time) (admission, error) {
+	held := func(x *hostState) bool {
+		return x.ProbeEventID != "" && x.ProbeEventID != ev.ID && !now.After(x.probeDeadline)
+	}
+	wait := func(x *hostState) error {
+		h.s.cfg.Metrics.Parked(HostFailing)
+		return outbox.Defer(now.Add(outbox.Backoff(x.ConsecutiveFailures)), "host "+host+" failing: another delivery is trying it")
+	}
+	if held(&e) {
+		return admission{}, wait(&e)
+	}
+	deadline := now.Add(h.s.cfg.Timeout + flightGrace)
+	st, _, err := h.transition(ctx, host, func(x *hostState) bool {
+		if !x.down() || x.State == HostUnavailable || held(x) {
+			return false
+		}
+		x.ProbeEventID, x.probeDeadline, x.UpdatedAt = ev.ID, deadline, now
+		return true
+	})
+	switch {
+	case err != nil:
+		return admission{}, err
+	case st.State == HostUnavailable:
+		return h.admit(ctx, host, ev, now) // made unavailable meanwhile
+	case !st.down() || st.ProbeEventID == ev.ID:
+		return admission{}, nil
+	}
+	return admission{}, wait(&st)
+}
+
+// endTry ends the claim of eventID on a failing host's try, if it holds
+// it, after a delivery that sent nothing.
+func (h *Health) endTry(ctx context.Context, host, eventID string, now time.Time) {
+	e, ok := h.cached(host)
+	if !ok || e.ProbeEventID != eventID || e.State == HostUnavailable {
+		return
+	}
+	_, _, err := h.transition(ctx, host, func(x *hostState) bool {
+		if x.ProbeEventID != eventID || x.State == HostUnavailable {
+			return false
+		}
+		x.ProbeEventID, x.probeDeadline, x.UpdatedAt = "", time.Time{}, now
+		return true
+	})
+	if err != nil {
+		h.s.log.WarnContext(ctx, "delivery: host state not written", "host", host, "err", err)
+	}
 }
 
 // slotPolicy returns how many concurrent POSTs host may have, how long a
@@ -318,11 +445,9 @@ func (h *Health) admit(ctx context.Context, host string, ev outbox.Event, now ti
 // start: a host that accepts connections and never answers then holds one
 // worker, not PerHostConcurrency).
 func (h *Health) slotPolicy(host string) (limit int, wait, backoff time.Duration) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e := h.hosts[host]
+	e, ok := h.cached(host)
 	switch {
-	case e == nil:
+	case !ok:
 		return 1, 0, 0
 	case e.State != HostHealthy || e.ConsecutiveFailures > 0:
 		return 1, 0, outbox.Backoff(e.ConsecutiveFailures)
@@ -332,91 +457,132 @@ func (h *Health) slotPolicy(host string) (limit int, wait, backoff time.Duration
 	return h.s.cfg.PerHostConcurrency, h.s.cfg.SlotWait, 0
 }
 
-// observe updates host's health after a POST classified as d. It returns
-// the time a failed probe's delivery must wait for (zero otherwise).
+// observe updates host's health after a POST classified as d: a failure
+// is written to the host's row before observe returns, so every process's
+// next delivery to the host knows it. It returns the time a failed probe's
+// delivery must wait for (zero otherwise).
 func (h *Health) observe(ctx context.Context, host, eventID string, d Decision, probe bool, now time.Time) time.Time {
 	if d.Verdict == Refused {
+		h.endTry(ctx, host, eventID, now)
 		return time.Time{} // nothing was sent: no news of the host
 	}
-	e, err := h.entry(ctx, host)
-	if err != nil {
-		h.s.log.WarnContext(ctx, "delivery: host state unavailable", "host", host, "err", err)
-		return time.Time{}
-	}
 	if !d.HostDown {
+		e, ok := h.cached(host)
+		if !ok {
+			var err error
+			if e, err = h.load(ctx, host); err != nil {
+				h.s.log.WarnContext(ctx, "delivery: host state unavailable", "host", host, "err", err)
+				return time.Time{}
+			}
+		}
 		h.alive(ctx, e, now)
 		return time.Time{}
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e.ConsecutiveFailures++
-	e.LastFailureAt, e.LastError, e.UpdatedAt = now, d.Reason, now
-	if e.FirstFailureAt.IsZero() {
-		e.FirstFailureAt = now
-	}
-	var wait time.Time
-	switch e.State {
-	case HostHealthy:
-		e.State = HostFailing
-	case HostUnavailable:
-		if probe {
-			e.ProbeInterval = min(max(e.ProbeInterval*2, h.s.cfg.ProbeInterval), h.s.cfg.ProbeMaxInterval)
-			e.NextProbeAt = now.Add(e.ProbeInterval)
-			e.ProbeEventID = eventID
-			e.probeDeadline = e.NextProbeAt.Add(h.probeGrace())
-			wait = e.NextProbeAt
-			h.s.log.InfoContext(ctx, "delivery: probe of unavailable host failed", "host", host,
-				"event_id", eventID, "delay", e.ProbeInterval, "err", d.Reason)
+	var (
+		wait                 time.Time
+		probeFailed, unavail bool
+	)
+	e, _, err := h.transition(ctx, host, func(e *hostState) bool {
+		wait, probeFailed, unavail = time.Time{}, false, false
+		e.ConsecutiveFailures++
+		e.LastFailureAt, e.LastError, e.UpdatedAt = now, d.Reason, now
+		if e.FirstFailureAt.IsZero() {
+			e.FirstFailureAt = now
 		}
+		switch e.State {
+		case HostHealthy, HostFailing:
+			e.State = HostFailing
+			if e.ProbeEventID == eventID { // this try is over
+				e.ProbeEventID, e.probeDeadline = "", time.Time{}
+			}
+		case HostUnavailable:
+			if probe {
+				e.ProbeInterval = min(max(e.ProbeInterval*2, h.s.cfg.ProbeInterval), h.s.cfg.ProbeMaxInterval)
+				e.NextProbeAt = now.Add(e.ProbeInterval)
+				e.ProbeEventID = eventID
+				e.probeDeadline = e.NextProbeAt.Add(h.probeGrace())
+				wait, probeFailed = e.NextProbeAt, true
+			}
+		}
+		if e.State == HostFailing && now.Sub(e.FirstFailureAt) >= h.s.cfg.UnavailableAfter {
+			e.State, e.UnavailableSince = HostUnavailable, now
+			e.ProbeInterval = h.s.cfg.ProbeInterval
+			e.NextProbeAt = now.Add(e.ProbeInterval)
+			e.ProbeEventID, e.probeDeadline = "", time.Time{}
+			unavail = true
+		}
+		return true
+	})
+	if err != nil {
+		h.s.log.WarnContext(ctx, "delivery: host state not written", "host", host, "err", err)
+		return time.Time{}
 	}
-	if e.State == HostFailing && now.Sub(e.FirstFailureAt) >= h.s.cfg.UnavailableAfter {
-		e.State, e.UnavailableSince = HostUnavailable, now
-		e.ProbeInterval = h.s.cfg.ProbeInterval
-		e.NextProbeAt = now.Add(e.ProbeInterval)
-		e.ProbeEventID, e.probeDeadline = "", time.Time{}
+	if probeFailed {
+		h.s.log.InfoContext(ctx, "delivery: probe of unavailable host failed", "host", host,
+			"event_id", eventID, "delay", e.ProbeInterval, "err", d.Reason)
+	}
+	if unavail {
 		h.s.log.WarnContext(ctx, "delivery: host unavailable; parking its deliveries", "host", host,
 			"failing_since", e.FirstFailureAt.UTC(), "failures", e.ConsecutiveFailures, "err", d.Reason)
 	}
-	h.persist(e)
 	return wait
 }
 
-// alive records a sign of life of e's host; when the host was failing or
-// unavailable, its deliveries waiting on backoff or parked are released.
-func (h *Health) alive(ctx context.Context, e *hostState, now time.Time) {
-	h.mu.Lock()
-	wasDown := e.State != HostHealthy || e.ConsecutiveFailures > 0
-	e.LastSuccessAt = now
-	if !wasDown {
+// alive records a sign of life of e's host (e is the row as this process
+// last saw it). When the host was failing or unavailable, the row is made
+// healthy, and the process whose transaction did so releases the host's
+// deliveries waiting on backoff or parked, those of every process.
+func (h *Health) alive(ctx context.Context, e hostState, now time.Time) {
+	host := e.Host
+	if !e.down() {
 		// A success of a healthy host is written at most once a minute.
-		if now.Sub(e.persisted) >= time.Minute || now.Before(e.persisted) {
-			e.persisted, e.UpdatedAt = now, now
-			h.persist(e)
+		h.mu.Lock()
+		cur := h.hosts[host]
+		write := cur != nil && (now.Sub(cur.persisted) >= time.Minute || now.Before(cur.persisted))
+		if write {
+			cur.persisted, cur.LastSuccessAt = now, now
 		}
 		h.mu.Unlock()
+		if write {
+			h.s.rec.add(recOp{hostSuccess: []any{host, now.UnixMilli(), now.UnixMilli()}})
+		}
 		return
 	}
-	st := e.State
-	e.State, e.ConsecutiveFailures, e.LastError = HostHealthy, 0, ""
-	e.FirstFailureAt, e.UnavailableSince, e.NextProbeAt, e.ProbeInterval = time.Time{}, time.Time{}, time.Time{}, 0
-	e.ProbeEventID, e.probeDeadline = "", time.Time{}
-	e.persisted, e.UpdatedAt = now, now
-	h.persist(e)
-	host := e.Host
-	h.mu.Unlock()
-	h.s.rec.add(recOp{unpark: host})
+	var prev string
+	_, changed, err := h.transition(ctx, host, func(x *hostState) bool {
+		if !x.down() {
+			return false // recovered by another delivery meanwhile
+		}
+		prev = x.State
+		x.State, x.ConsecutiveFailures, x.LastError = HostHealthy, 0, ""
+		x.FirstFailureAt, x.UnavailableSince, x.NextProbeAt, x.ProbeInterval = time.Time{}, time.Time{}, time.Time{}, 0
+		x.ProbeEventID, x.probeDeadline = "", time.Time{}
+		x.LastSuccessAt, x.UpdatedAt = now, now
+		return true
+	})
+	if err != nil {
+		h.s.log.WarnContext(ctx, "delivery: host recovery not written", "host", host, "err", err)
+		return
+	}
+	if !changed {
+		return
+	}
 	h.mu.Lock()
+	if cur := h.hosts[host]; cur != nil {
+		cur.persisted = now
+	}
 	if len(h.rerelease) < maxHosts {
 		h.rerelease[host] = time.Now().Add(rereleaseAfter)
 	}
 	h.mu.Unlock()
+	h.s.rec.add(recOp{unpark: host})
 	n, err := h.s.queue.ReleaseTarget(ctx, host)
 	if err != nil {
 		h.s.log.WarnContext(ctx, "delivery: release deliveries of recovered host", "host", host, "err", err)
 		return
 	}
 	h.s.log.InfoContext(ctx, "delivery: host recovered; deliveries released", "host", host,
-		"previous_state", st, "released", n)
+		"previous_state", prev, "released", n)
 }
 
 // rereleaseAfter is how long after a recovery its second release runs: longer
@@ -446,21 +612,19 @@ func (h *Health) releaseAgain(ctx context.Context) {
 // SignOfLife records that host is alive (an inbound request from it
 // verified): a failing or unavailable host becomes healthy and its waiting
 // deliveries are released at once. host is a host name or host:port, as in
-// a key id's URL. It is cheap for a healthy host.
+// a key id's URL. For a healthy host it costs one read of its row (the
+// inbox sends a host's sign of life at most once a SignOfLifeInterval).
 func (h *Health) SignOfLife(ctx context.Context, host string) {
 	host = NormalizeHost(host, "")
 	if host == "" {
 		return
 	}
-	e, err := h.entry(ctx, host)
+	e, err := h.load(ctx, host)
 	if err != nil {
 		h.s.log.WarnContext(ctx, "delivery: sign of life", "host", host, "err", err)
 		return
 	}
-	h.mu.Lock()
-	down := e.State != HostHealthy || e.ConsecutiveFailures > 0
-	h.mu.Unlock()
-	if down {
+	if e.down() {
 		h.alive(ctx, e, h.s.now())
 	}
 }
@@ -476,7 +640,7 @@ func (h *Health) Host(ctx context.Context, host string) (HostStatus, error) {
 	if !found {
 		return HostStatus{}, fmt.Errorf("%w: %s", ErrUnknownHost, host)
 	}
-	return st, nil
+	return st.HostStatus, nil
 }
 
 // HostQuery selects hosts for Hosts.
@@ -517,7 +681,7 @@ func (h *Health) Hosts(ctx context.Context, q HostQuery) ([]HostStatus, error) {
 		if err != nil {
 			return nil, fmt.Errorf("delivery: hosts: %w", err)
 		}
-		out = append(out, st)
+		out = append(out, st.HostStatus)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("delivery: hosts: %w", err)

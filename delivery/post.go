@@ -60,6 +60,7 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	limit, slotWait, backoff := s.health.slotPolicy(host)
 	release, ok := s.slots.acquire(ctx, host, limit, slotWait)
 	if !ok {
+		s.health.endTry(ctx, host, ev.ID, now) // a failing host's try sends nothing
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -74,6 +75,7 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	req, err := s.request(ctx, p, host)
 	if err != nil {
 		release()
+		s.health.endTry(ctx, host, ev.ID, now)
 		if errors.Is(err, activitypub.ErrBadURL) {
 			s.record(p, ev.ID, host, now, 0, OutcomePermanent, err.Error(), 0)
 		}
@@ -82,6 +84,7 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	f, ok := s.launch(ev, p, host, adm.probe, req, release)
 	if !ok {
 		release()
+		s.health.endTry(ctx, host, ev.ID, now)
 		s.cfg.Metrics.Parked(ParkedInFlightLimit)
 		delay := s.cfg.SlotDefer/2 + time.Duration(rand.Int64N(int64(s.cfg.SlotDefer)/2+1))
 		return outbox.Defer(s.now().Add(delay), fmt.Sprintf("%d POSTs in flight: the limit", s.cfg.MaxInFlight))

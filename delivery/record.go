@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // Attempt outcomes recorded in delivery_attempts; those of a POST are the
@@ -44,10 +46,12 @@ type parkOp struct {
 // recOp is one write of the recorder.
 type recOp struct {
 	attempt *attemptRow
-	host    []any // sqlPutHost arguments
-	park    *parkOp
-	unpark  string // a host whose deliveries are no longer parked
-	done    chan error
+	// hostSuccess are sqlHostSuccess's arguments: a healthy host's
+	// success.
+	hostSuccess []any
+	park        *parkOp
+	unpark      string // a host whose deliveries are no longer parked
+	done        chan error
 }
 
 // recorder writes attempt records, host state and parking marks in
@@ -162,9 +166,39 @@ func (r *recorder) run(ctx context.Context) {
 	}
 }
 
-// write applies ops in one transaction.
+// writeTries bounds the transactions of one write that PostgreSQL aborts
+// to break a deadlock with another process's writes.
+const writeTries = 3
+
+// write applies ops in one transaction. Healthy hosts' successes are
+// written last, in the order of their hosts, so that two processes'
+// batches lock delivery_hosts rows in one order; a transaction PostgreSQL
+// aborted as a deadlock victim or a serialization failure is run again.
 func (r *recorder) write(ctx context.Context, ops []recOp) error {
+	var err error
+	for range writeTries {
+		if err = r.writeOnce(ctx, ops); !retryable(err) {
+			break
+		}
+	}
+	return err
+}
+
+// retryable reports whether err is PostgreSQL's deadlock_detected (40P01)
+// or serialization_failure (40001): the transaction was rolled back and
+// may run again.
+func retryable(err error) bool {
+	var st interface{ SQLState() string }
+	if !errors.As(err, &st) {
+		return false
+	}
+	return st.SQLState() == "40P01" || st.SQLState() == "40001"
+}
+
+func (r *recorder) writeOnce(ctx context.Context, ops []recOp) error {
+	var successes [][]any
 	err := r.db.Tx(ctx, func(tx *sql.Tx) error {
+		successes = successes[:0]
 		stmts := map[string]*sql.Stmt{}
 		defer func() {
 			for _, s := range stmts {
@@ -196,8 +230,8 @@ func (r *recorder) write(ctx context.Context, ops []recOp) error {
 					status_code, outcome, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 					a.eventID, a.activityID, a.inbox, a.host, a.at.UnixMilli(), a.status, a.outcome, msg,
 					a.took.Milliseconds())
-			case op.host != nil:
-				err = exec(sqlPutHost, op.host...)
+			case op.hostSuccess != nil:
+				successes = append(successes, op.hostSuccess)
 			case op.park != nil && !op.park.at.IsZero():
 				err = exec(`UPDATE delivery_targets SET parked_at = ? WHERE event_id = ? AND parked_at IS NULL`,
 					op.park.at.UnixMilli(), op.park.eventID)
@@ -208,6 +242,12 @@ func (r *recorder) write(ctx context.Context, ops []recOp) error {
 					op.unpark)
 			}
 			if err != nil {
+				return err
+			}
+		}
+		slices.SortStableFunc(successes, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
+		for _, args := range successes {
+			if err := exec(sqlHostSuccess, args...); err != nil {
 				return err
 			}
 		}

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // Scheme is an HTTP signature scheme courier signs a delivery with.
@@ -186,8 +186,24 @@ type queryRower interface {
 
 const schemeColumns = `host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at, no_fallback_until`
 
+// Statements of a scheme's read; update reads the row locked. SQLite's
+// transaction holds the file's write lock from its first statement, so the
+// plain read is alone; PostgreSQL locks the row (which update makes first
+// if missing), so two processes learning of one host at once both count.
+const (
+	sqlReadScheme         = `SELECT ` + schemeColumns + ` FROM delivery_signature_schemes WHERE host = ?`
+	sqlLockSchemeSQLite   = sqlReadScheme
+	sqlLockSchemePostgres = sqlReadScheme + ` FOR UPDATE`
+	sqlEnsureScheme       = `INSERT INTO delivery_signature_schemes (host, updated_at) VALUES (?, ?)
+		ON CONFLICT (host) DO NOTHING`
+)
+
 func (s *Schemes) read(ctx context.Context, q queryRower, host string) (SchemeStatus, bool, error) {
-	st, err := scanScheme(q.QueryRowContext(ctx, `SELECT `+schemeColumns+` FROM delivery_signature_schemes WHERE host = ?`, host))
+	return s.readWith(ctx, q, sqlReadScheme, host)
+}
+
+func (s *Schemes) readWith(ctx context.Context, q queryRower, query, host string) (SchemeStatus, bool, error) {
+	st, err := scanScheme(q.QueryRowContext(ctx, query, host))
 	if errors.Is(err, sql.ErrNoRows) {
 		return SchemeStatus{Host: host}, false, nil
 	}
@@ -366,9 +382,16 @@ func (s *Schemes) learn(ctx context.Context, host, rfc, ed, from string) error {
 func (s *Schemes) update(ctx context.Context, host string, change func(st *SchemeStatus, now time.Time)) error {
 	now := s.now()
 	var st SchemeStatus
+	lock := sqlLockSchemeSQLite
+	if s.db.Postgres() {
+		lock = sqlLockSchemePostgres
+	}
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, sqlEnsureScheme, host, now.UnixMilli()); err != nil {
+			return err
+		}
 		var err error
-		if st, _, err = s.read(ctx, tx, host); err != nil {
+		if st, _, err = s.readWith(ctx, tx, lock, host); err != nil {
 			return err
 		}
 		st.expire(now)

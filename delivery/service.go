@@ -32,10 +32,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -194,9 +194,9 @@ type Config struct {
 	// Retention is how long attempt records and delivery rows are kept
 	// (default 30 days).
 	Retention time.Duration
-	// HostCacheTTL is how long host state is trusted in memory before it
-	// is re-read from the database, where other processes and the admin API
-	// change it (default 10 s).
+	// HostCacheTTL is how long the signature scheme a host takes is
+	// trusted in memory before it is read again (default 10 s). Host
+	// health is not cached: every delivery reads its host's row.
 	HostCacheTTL time.Duration
 	// KeyCacheTTL is how long a parsed actor key is reused before the
 	// actor row is read again (default 30 s), so a rotated key is picked up.

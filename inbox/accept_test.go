@@ -289,7 +289,7 @@ func TestDomainBlockChanges(t *testing.T) {
 		}, time.Time{}, http.StatusAccepted},
 		{"decided again after the commit", func() {}, stale, http.StatusUnauthorized},
 		{"blocked by another process, within the TTL", func() {
-			other := openDB(t, b.db.Name, "NORMAL")
+			other := openDB(t, b.loc, "NORMAL")
 			if err := store.New(other, b.base, nil).AddDomainBlock(b.ctx, "127.0.0.1", "elsewhere"); err != nil {
 				t.Fatal(err)
 			}

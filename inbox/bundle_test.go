@@ -13,8 +13,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,13 +23,12 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/metrics"
-	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -186,6 +185,7 @@ func (h *healthLog) seen() []string {
 type testBundle struct {
 	ctx      context.Context
 	db       *sqldb.DB
+	loc      string // where db lives, to open it again as another process would
 	st       *store.Store
 	base     string
 	srv      *httptest.Server
@@ -217,19 +217,14 @@ type options struct {
 	budgetBytes int64 // the byte budget a minute, when set
 }
 
-func openDB(t testing.TB, path, syncMode string) *sqldb.DB {
+// openDB opens and migrates the store at loc (storetest.Location: a SQLite
+// file, or a PostgreSQL database with COURIER_TEST_STORE=postgres).
+func openDB(t testing.TB, loc, syncMode string) *sqldb.DB {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: syncMode})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return storetest.Open(t, loc, storetest.Options{Synchronous: syncMode})
 }
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 func setup(t testing.TB, opts ...options) *testBundle {
 	t.Helper()
@@ -241,7 +236,8 @@ func setup(t testing.TB, opts ...options) *testBundle {
 		o.sync = "NORMAL"
 	}
 	b := &testBundle{ctx: context.Background(), health: &healthLog{}, prom: prometheus.NewRegistry()}
-	b.db = openDB(t, filepath.Join(t.TempDir(), "courier.db"), o.sync)
+	b.loc = storetest.Location(t)
+	b.db = openDB(t, b.loc, o.sync)
 	b.srv = httptest.NewUnstartedServer(nil)
 	b.base = "http://" + b.srv.Listener.Addr().String()
 	b.st = store.New(b.db, b.base, nil)

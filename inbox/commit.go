@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // EventReceived is the outbox event type of a recorded inbound activity. Its

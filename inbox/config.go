@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
 )
 

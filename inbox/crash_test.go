@@ -100,7 +100,7 @@ func TestImportCrash(t *testing.T) {
 	}
 	start := func(ctx context.Context) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestImportCrashHelper$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnvDB+"="+b.db.Name, crashEnvBase+"="+b.base, crashEnvKey+"="+keyPath)
+		cmd.Env = append(os.Environ(), crashEnvDB+"="+b.loc, crashEnvBase+"="+b.base, crashEnvKey+"="+keyPath)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

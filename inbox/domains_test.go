@@ -3,15 +3,13 @@ package inbox
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/courier-ap/courier/sqldb"
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -21,6 +19,7 @@ import (
 type domainBundle struct {
 	ctx     context.Context
 	db      *sqldb.DB
+	loc     string
 	st      *store.Store
 	cache   *domainCache
 	queries atomic.Int64
@@ -32,15 +31,9 @@ type domainBundle struct {
 func setupDomains(t *testing.T, ttl time.Duration) *domainBundle {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	b := &domainBundle{ctx: ctx, db: db, st: store.New(db, "http://127.0.0.1:1", nil), now: time.Unix(1_800_000_000, 0)}
+	loc := storetest.Location(t)
+	db := storetest.Open(t, loc, storetest.Options{Synchronous: "NORMAL"})
+	b := &domainBundle{ctx: ctx, db: db, loc: loc, st: store.New(db, "http://127.0.0.1:1", nil), now: time.Unix(1_800_000_000, 0)}
 	checker, err := b.st.NewDomainBlockChecker(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -116,11 +109,7 @@ func TestDomainCacheSeesBlocksAtOnce(t *testing.T) {
 func TestDomainCacheTTL(t *testing.T) {
 	t.Parallel()
 	b := setupDomains(t, time.Minute)
-	other, err := sqlite.Open(b.ctx, b.db.Name, sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { other.Close() })
+	other := storetest.Open(t, b.loc, storetest.Options{Synchronous: "NORMAL"})
 	b.expect(t, "spam.example", false, 1)
 	if err := store.New(other, "http://127.0.0.1:1", nil).AddDomainBlock(b.ctx, "spam.example", "elsewhere"); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -180,7 +181,8 @@ func setupGTS(t testing.TB) (*testBundle, *gtsPeer, *fixedClock) {
 	clock := &fixedClock{}
 	clock.set(time.Date(2026, 12, 1, 8, 24, 12, 0, time.UTC))
 	b := &testBundle{ctx: context.Background(), health: &healthLog{}, prom: prometheus.NewRegistry()}
-	b.db = openDB(t, filepath.Join(t.TempDir(), "courier.db"), "NORMAL")
+	b.loc = storetest.Location(t)
+	b.db = openDB(t, b.loc, "NORMAL")
 	b.srv = httptest.NewUnstartedServer(nil)
 	b.base = "http://" + b.srv.Listener.Addr().String()
 	b.st = store.New(b.db, gtsBase, nil)

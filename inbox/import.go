@@ -68,7 +68,14 @@ var objectTypes = map[string]bool{
 const (
 	sqlLoadActivity = `SELECT document, received_at, imported_at IS NOT NULL
 		FROM inbox_activities WHERE activity_id = ?`
-	sqlImported = `SELECT imported_at IS NOT NULL FROM inbox_activities WHERE activity_id = ?`
+	// The import's transaction reads the imported mark first; the row
+	// decides between two imports of one activity at once (two workers
+	// that both claimed its event). SQLite's transaction holds the file's
+	// write lock from its first statement, so the plain read is alone;
+	// PostgreSQL runs both side by side, and the second waits on the row's
+	// lock and then reads the first's mark.
+	sqlImportedSQLite   = `SELECT imported_at IS NOT NULL FROM inbox_activities WHERE activity_id = ?`
+	sqlImportedPostgres = sqlImportedSQLite + ` FOR UPDATE`
 	// The activity's document goes once imported: what the import keeps
 	// is in the store, and the row stays to recognise redeliveries by id.
 	sqlMarkImported = `UPDATE inbox_activities SET imported_at = ?, outcome = ?, document = ''
@@ -108,9 +115,13 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 		}
 	}
 	var outcome string
+	lockImported := sqlImportedSQLite
+	if im.cfg.DB.Postgres() {
+		lockImported = sqlImportedPostgres
+	}
 	err = im.cfg.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var done bool
-		if err := tx.QueryRowContext(ctx, sqlImported, p.ActivityID).Scan(&done); err != nil {
+		if err := tx.QueryRowContext(ctx, lockImported, p.ActivityID).Scan(&done); err != nil {
 			return err
 		}
 		if done {

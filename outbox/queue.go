@@ -461,7 +461,7 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 			q.rcache.prepare(ctx, query)
 			if st = q.rcache.get(query); st == nil {
 				// Not kept prepared: a one-off query.
-				return q.read.QueryContext(ctx, query, args...)
+				return q.read.QueryContext(ctx, q.rcache.text(query), args...)
 			}
 		}
 		return st.QueryContext(ctx, args...)

@@ -10,6 +10,7 @@
 //	courier actor create NAME [--display-name ...] [--summary ...] [--json]
 //	courier admin ...         operate a running server through its admin API
 //	courier chaos [--bus db|nats] [--duration 60s]   fault-injection run on loopback
+//	courier store copy --from FILE --to postgres://...   move a stopped instance to PostgreSQL
 //	courier version
 //
 // Every flag has an environment variable; `courier serve -h` lists them.
@@ -59,6 +60,7 @@ commands:
   actor     create NAME: create a local actor and print its id and outbox token
   admin     operate a running server through its admin API
   chaos     run courier under faults on loopback and count what was lost
+  store     copy --from FILE --to postgres://...: move a stopped instance to PostgreSQL
   version   print the version
 
 "courier <command> -h" lists the flags; each has an environment variable.`
@@ -124,6 +126,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return adminCommand(ctx, rest, stdout, stderr, getenv)
 	case "chaos":
 		return chaosCommand(ctx, rest, stdout, stderr, getenv)
+	case "store":
+		return storeCommand(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "courier %s\n", version)
 		return nil
@@ -131,7 +135,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintln(stdout, usage)
 		return nil
 	default:
-		return usageError("unknown command %q (want serve, worker, migrate, actor, admin, chaos or version)", cmd)
+		return usageError("unknown command %q (want serve, worker, migrate, actor, admin, chaos, store or version)", cmd)
 	}
 }
 

@@ -1,0 +1,50 @@
+package storecopy
+
+// table is one table of courier's schema as the copy knows it.
+type table struct {
+	name string
+	// replace marks a table that triggers on the target keep from the rows
+	// of another table (event_queue_counts, kept by event_queue's
+	// triggers): it is replaced wholesale by the source's rows once the
+	// others are copied, rather than copied row by row.
+	replace bool
+}
+
+// tables is every table the migrations create, in the order the copy
+// fills them: a table comes after every table its foreign keys reference.
+// A table of the source or of the target that is not here stops the copy
+// before it writes anything (TestTablesAreTheMigrations holds this list to
+// the migrations), so a new migration's table cannot be left behind.
+// schema_migrations is not here: the target is migrated, not copied into.
+var tables = []table{
+	// package store: actors and what hangs off them (foreign keys to actors).
+	{name: "actors"},
+	{name: "deleted_actors"},
+	{name: "instance_actor"},
+	{name: "objects"},
+	{name: "activities"},
+	{name: "followers"},
+	{name: "following"},
+	{name: "blocks"},
+	{name: "domain_blocks"},
+	{name: "reactions"},
+	{name: "remote_actors"},
+	{name: "relays"},
+	// package outbox: the queue, its payloads, its counts and the ledger.
+	{name: "event_queue"},
+	{name: "event_payloads"},
+	{name: "event_queue_counts", replace: true},
+	{name: "processed_events"},
+	// package delivery.
+	{name: "delivery_targets"},
+	{name: "delivery_attempts"},
+	{name: "delivery_hosts"},
+	{name: "delivery_signature_schemes"},
+	// package inbox and outbox/natsbus.
+	{name: "inbox_activities"},
+	{name: "jetstream_exhausted"},
+}
+
+// migrationsTable is the runner's own table, migrated on the target rather
+// than copied.
+const migrationsTable = "schema_migrations"
