@@ -80,10 +80,16 @@ type Queue struct {
 }
 
 // NewQueue returns a Queue over the writer db, sqldb.DB.Write (on SQLite its
-// transactions must begin with a write lock, as sqldb.DB.Write's do); give
-// it opts.Dialect from sqldb.DB.Dialect.
+// transactions must begin with a write lock, as sqldb.DB.Write's do). Its
+// statements are those of opts.Dialect or, when that is left at SQLite, of
+// the store the pool belongs to (sqldb.DialectOf), so a caller cannot run
+// SQLite's claim on PostgreSQL by leaving the option out.
 func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
-	q := &Queue{write: db, read: opts.Read, now: opts.Now, sql: sqlOf(opts.Dialect), tok: &tokenClock{},
+	d := opts.Dialect
+	if d == sqldb.SQLite {
+		d = sqldb.DialectOf(db)
+	}
+	q := &Queue{write: db, read: opts.Read, now: opts.Now, sql: sqlOf(d), tok: &tokenClock{},
 		cache: newStmtCache(db)}
 	if q.read == nil {
 		q.read = db
@@ -513,7 +519,7 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 			q.rcache.prepare(ctx, query)
 			if st = q.rcache.get(query); st == nil {
 				// Not kept prepared: a one-off query.
-				return q.read.QueryContext(ctx, q.rcache.text(query), args...)
+				return q.read.QueryContext(ctx, query, args...)
 			}
 		}
 		return st.QueryContext(ctx, args...)
