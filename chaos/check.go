@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // the driver courier itself uses, registered as "sqlite"
+	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL's driver, registered as "pgx"
+	_ "modernc.org/sqlite"             // the driver courier itself uses, registered as "sqlite"
 )
 
 // follow is a Follow a remote actor sent that courier acknowledged.
@@ -47,6 +48,7 @@ func (w *world) addFollow(f follow) {
 // and what decides its exit status.
 type Report struct {
 	Bus     string
+	Store   string // "sqlite" or "postgres"
 	Seed    uint64
 	Elapsed time.Duration
 
@@ -113,6 +115,14 @@ type Report struct {
 
 	// Chaos applied.
 	WorkerKills, ServerKills, ServerTerms, BrokerStops, SelfExits int
+	// Servers and Workers are the processes of each kind. PGRestarts
+	// counts restarts of PostgreSQL, DBCuts the cuts of a worker from it,
+	// and CutMethod says how the cuts were made ("netns": a veth link of
+	// the server's network namespace taken down; "proxy": a TCP proxy
+	// stopped forwarding).
+	Servers, Workers   int
+	PGRestarts, DBCuts int
+	CutMethod          string
 
 	// Quiescent is false when the settle phase hit its deadline.
 	Quiescent bool
@@ -121,7 +131,11 @@ type Report struct {
 // Line renders the report as the one line of figures the run prints.
 func (r *Report) Line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chaos bus=%s seed=%d elapsed=%s", r.Bus, r.Seed, r.Elapsed.Round(time.Second))
+	fmt.Fprintf(&b, "chaos bus=%s", r.Bus)
+	if r.Store == "postgres" {
+		fmt.Fprintf(&b, " store=%s servers=%d workers=%d", r.Store, r.Servers, r.Workers)
+	}
+	fmt.Fprintf(&b, " seed=%d elapsed=%s", r.Seed, r.Elapsed.Round(time.Second))
 	fmt.Fprintf(&b, " written=%d (creates=%d accepts=%d) writes_acked=%d unanswered=%d refused=%d acked_missing=%d",
 		r.Written, r.Creates, r.Accepts, r.WritesAcked, r.WritesUnanswered, r.WritesRefused, r.AckedMissing)
 	fmt.Fprintf(&b, " pairs_expected=%d received=%d lost=%d max_ids_per_pair=%d duplicate_posts=%d unexpected_posts=%d bad_signatures=%d",
@@ -130,8 +144,12 @@ func (r *Report) Line() string {
 		r.InboundSent, r.ImportedOnce, r.ImportedTwice, r.InboundLost, r.InboundUnacked, r.InboundRefused, r.InboundResent, r.LedgerNotDone)
 	fmt.Fprintf(&b, " blackhole_pairs=%d dead=%d parked=%d other=%d dead_letters=%d foreign_dead_letters=%d reasons=%s",
 		r.BlackHolePairs, r.BlackHoleDead, r.BlackHoleParked, r.BlackHoleOther, r.DeadLetters, r.ForeignDeadLetters, formatReasons(r.Reasons))
-	fmt.Fprintf(&b, " worker_sigkills=%d server_sigkills=%d server_sigterms=%d broker_stops=%d self_exits=%d quiescent=%t",
-		r.WorkerKills, r.ServerKills, r.ServerTerms, r.BrokerStops, r.SelfExits, r.Quiescent)
+	fmt.Fprintf(&b, " worker_sigkills=%d server_sigkills=%d server_sigterms=%d broker_stops=%d",
+		r.WorkerKills, r.ServerKills, r.ServerTerms, r.BrokerStops)
+	if r.Store == "postgres" {
+		fmt.Fprintf(&b, " pg_restarts=%d db_cuts=%d cut=%s", r.PGRestarts, r.DBCuts, r.CutMethod)
+	}
+	fmt.Fprintf(&b, " self_exits=%d quiescent=%t", r.SelfExits, r.Quiescent)
 	return b.String()
 }
 
@@ -191,11 +209,33 @@ func (r *Report) Failure() error {
 	return errors.New(strings.Join(why, "; "))
 }
 
+// checkDB is courier's database opened read-only for the checks.
+type checkDB struct {
+	*sql.DB
+	postgres bool // numbered placeholders ($1) instead of ?
+}
+
 // openReadOnly opens courier's database for reading beside the running
-// processes: query-only connections with a busy timeout, which WAL lets read
-// while courier writes.
-func openReadOnly(path string) (*sql.DB, error) {
-	dsn := (&url.URL{Scheme: "file", Path: path, RawQuery: url.Values{
+// processes. A SQLite file: query-only connections with a busy timeout,
+// which WAL lets read while courier writes. A postgres:// URL: sessions
+// whose transactions are read-only.
+func openReadOnly(loc string) (*checkDB, error) {
+	if isPostgresURL(loc) {
+		u, err := url.Parse(loc)
+		if err != nil {
+			return nil, fmt.Errorf("chaos: open database: %w", err)
+		}
+		q := u.Query()
+		q.Set("default_transaction_read_only", "on")
+		u.RawQuery = q.Encode()
+		db, err := sql.Open("pgx", u.String())
+		if err != nil {
+			return nil, fmt.Errorf("chaos: open database: %w", err)
+		}
+		db.SetMaxOpenConns(2)
+		return &checkDB{DB: db, postgres: true}, nil
+	}
+	dsn := (&url.URL{Scheme: "file", Path: loc, RawQuery: url.Values{
 		"_pragma": {"busy_timeout(5000)", "query_only(1)"},
 	}.Encode()}).String()
 	db, err := sql.Open("sqlite", dsn)
@@ -203,7 +243,23 @@ func openReadOnly(path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("chaos: open database: %w", err)
 	}
 	db.SetMaxOpenConns(2)
-	return db, nil
+	return &checkDB{DB: db}, nil
+}
+
+// numbered rewrites the ? placeholders of q as $1..$n, PostgreSQL's. The
+// checks' statements have no ? inside literals.
+func numbered(q string) string {
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // snapshot is what the database says at one moment.
@@ -239,11 +295,13 @@ type inboxRow struct {
 const importHandler = "inbox.import"
 
 // isNoTable tells a missing table (a schema that does not have it yet) from
-// other errors.
-func isNoTable(err error) bool { return err != nil && strings.Contains(err.Error(), "no such table") }
+// other errors: SQLite's message, PostgreSQL's undefined_table (42P01).
+func isNoTable(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "no such table") || strings.Contains(err.Error(), "SQLSTATE 42P01"))
+}
 
 // read takes a snapshot of the database.
-func read(ctx context.Context, db *sql.DB, blackHole string) (*snapshot, error) {
+func read(ctx context.Context, db *checkDB, blackHole string) (*snapshot, error) {
 	s := &snapshot{
 		dead: map[string]deadRow{}, inbox: map[string]inboxRow{},
 		objects: map[string]int{}, likes: map[string]int{}, likesOf: map[string]int{},
@@ -337,7 +395,11 @@ func read(ctx context.Context, db *sql.DB, blackHole string) (*snapshot, error) 
 			func(r *sql.Rows) error { return r.Scan(&s.busy) }},
 	}
 	for _, q := range queries {
-		rows, err := db.QueryContext(ctx, q.sql, q.args...)
+		text := q.sql
+		if db.postgres {
+			text = numbered(text)
+		}
+		rows, err := db.QueryContext(ctx, text, q.args...)
 		if isNoTable(err) {
 			continue
 		}

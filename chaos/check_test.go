@@ -3,29 +3,20 @@ package chaos
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
-// migratedDB returns the path of a real courier database in a temporary
-// directory, migrated by the real runner, and its writer.
+// migratedDB returns the location of a real courier database migrated by
+// the real runner (a SQLite file in a temporary directory, or a PostgreSQL
+// database with COURIER_TEST_STORE=postgres) and its writer.
 func migratedDB(t *testing.T) (string, *sql.DB) {
 	t.Helper()
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "courier.db")
-	db, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return path, db.Write
+	loc := storetest.Location(t)
+	db := storetest.Open(t, loc, storetest.Options{})
+	return loc, db.Write
 }
 
 func mustExec(t *testing.T, db *sql.DB, q string, args ...any) {
@@ -221,6 +212,38 @@ func TestEvaluateImportedTwice(t *testing.T) {
 	}
 	if err := r.Failure(); err == nil || !strings.Contains(err.Error(), "imported twice") {
 		t.Errorf("Failure() = %v", err)
+	}
+}
+
+// TestCheckDatabaseIsReadOnly: the checks' connection reads courier's
+// database and cannot write it, on either store.
+func TestCheckDatabaseIsReadOnly(t *testing.T) {
+	t.Parallel()
+	loc, _ := migratedDB(t)
+	ro, err := openReadOnly(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	var n int
+	if err := ro.QueryRow(`SELECT COUNT(*) FROM event_queue`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("read: %d rows, %v", n, err)
+	}
+	if _, err := ro.Exec(`DELETE FROM event_queue`); err == nil {
+		t.Fatal("the checks' connection wrote to courier's database")
+	}
+}
+
+func TestNumbered(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want string }{
+		{"SELECT 1", "SELECT 1"},
+		{"WHERE a = ?", "WHERE a = $1"},
+		{"WHERE a = ? AND b = ? OR c = ?", "WHERE a = $1 AND b = $2 OR c = $3"},
+	} {
+		if got := numbered(c.in); got != c.want {
+			t.Errorf("numbered(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
 

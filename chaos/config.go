@@ -18,6 +18,19 @@
 // has settled, reads courier's database read-only and compares it and the
 // remote inboxes' records with what it sent: Report.
 //
+// With Store "postgres" the processes share one PostgreSQL database
+// instead: by default on a throwaway cluster the run makes with the
+// machine's initdb in the run directory (as the "postgres" user when the run
+// is root), two servers behind one address of the run's (front) and two
+// workers. Two faults are added: restarts of PostgreSQL (fast or immediate
+// shutdown, then a start on the same data and port) and cuts of one worker
+// from it. Where the run is root the server lives in a network namespace of
+// its own with one veth link for the run and the servers and one per
+// worker, and a cut takes the worker's link down: its packets are dropped
+// while it still reaches the broker and the remote hosts. Elsewhere each
+// worker reaches PostgreSQL through a TCP proxy of the run's that stops
+// forwarding for the cut.
+//
 // Everything is bounded: the write phase (Config.Duration), the settle
 // phase, a hard deadline over the whole run, every request and every wait.
 // All child processes are stopped when Run returns, whatever the reason.
@@ -28,6 +41,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -38,6 +52,26 @@ type Config struct {
 	Executable string
 	// Bus is the event bus, "db" or "nats" (default "db").
 	Bus string
+	// Store is courier's store, "sqlite" (default: a fresh file in the run
+	// directory) or "postgres": a fresh database on a throwaway cluster the
+	// run makes with the machine's initdb (or on PostgresURL's server),
+	// shared by every process.
+	Store string
+	// PostgresURL names an existing PostgreSQL server (a URL whose user may
+	// CREATE DATABASE) for Store "postgres"; the run creates a fresh
+	// database on it and cannot restart that server. Default: the run's
+	// own cluster.
+	PostgresURL string
+	// Servers and Workers are how many server and worker processes share
+	// the store (default 1 each on SQLite, 2 each on PostgreSQL). Several
+	// servers sit behind one address of the run's, as behind a load
+	// balancer.
+	Servers, Workers int
+	// Cut is how a worker is cut off from PostgreSQL: "netns" (the server
+	// in a network namespace of its own, one veth link per worker, the
+	// worker's link taken down), "proxy" (a TCP proxy per worker that stops
+	// forwarding) or "" (netns where the machine allows, else proxy).
+	Cut string
 	// Duration is the length of the write phase (default 60 s).
 	Duration time.Duration
 	// SetupTimeout bounds start-up and the follow handshake (default 90 s).
@@ -71,6 +105,13 @@ type Config struct {
 	// 8 s).
 	BrokerOutageEvery time.Duration
 	BrokerOutageMax   time.Duration
+	// PGRestartEvery is the mean time between restarts of the run's own
+	// PostgreSQL (a fast or an immediate shutdown, then a start; default
+	// 20 s). DBCutEvery is the mean time between cuts of one worker from
+	// PostgreSQL (default 15 s); DBCutMax bounds one cut (default 8 s).
+	PGRestartEvery time.Duration
+	DBCutEvery     time.Duration
+	DBCutMax       time.Duration
 	// ParkMax is courier's --park-max for the run: how long deliveries to
 	// the unavailable (black-holed) host stay parked before they are
 	// dead-lettered (default 20 s).
@@ -105,6 +146,9 @@ const (
 	DefaultBrokerOutageEvery  = 15 * time.Second
 	DefaultBrokerOutageMax    = 8 * time.Second
 	DefaultParkMax            = 20 * time.Second
+	DefaultPGRestartEvery     = 20 * time.Second
+	DefaultDBCutEvery         = 15 * time.Second
+	DefaultDBCutMax           = 8 * time.Second
 )
 
 // DefaultChildEnv shortens courier's timers for a run of a minute or two:
@@ -135,6 +179,19 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Bus == "" {
 		c.Bus = "db"
 	}
+	if c.Store == "" {
+		c.Store = "sqlite"
+	}
+	procs := 1
+	if c.Store == "postgres" {
+		procs = 2
+	}
+	if c.Servers == 0 {
+		c.Servers = procs
+	}
+	if c.Workers == 0 {
+		c.Workers = procs
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -149,6 +206,9 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.BrokerOutageEvery, DefaultBrokerOutageEvery)
 	def(&c.BrokerOutageMax, DefaultBrokerOutageMax)
 	def(&c.ParkMax, DefaultParkMax)
+	def(&c.PGRestartEvery, DefaultPGRestartEvery)
+	def(&c.DBCutEvery, DefaultDBCutEvery)
+	def(&c.DBCutMax, DefaultDBCutMax)
 	if c.Seed == 0 {
 		c.Seed = uint64(time.Now().UnixNano())
 	}
@@ -174,6 +234,18 @@ func (c Config) validate() error {
 	switch {
 	case c.Bus != "db" && c.Bus != "nats":
 		return fmt.Errorf("chaos: bus %q: want db or nats", c.Bus)
+	case c.Store != "sqlite" && c.Store != "postgres":
+		return fmt.Errorf("chaos: store %q: want sqlite or postgres", c.Store)
+	case c.PostgresURL != "" && c.Store != "postgres":
+		return errors.New("chaos: a PostgreSQL URL needs store postgres")
+	case c.PostgresURL != "" && !isPostgresURL(c.PostgresURL):
+		return errors.New("chaos: the PostgreSQL URL must start with postgres:// or postgresql://")
+	case c.Cut != "" && c.Cut != "netns" && c.Cut != "proxy":
+		return fmt.Errorf("chaos: cut %q: want netns or proxy", c.Cut)
+	case c.Cut == "netns" && c.PostgresURL != "":
+		return errors.New("chaos: cut netns needs the run's own PostgreSQL, not a URL")
+	case c.Servers < 1 || c.Servers > 8 || c.Workers < 1 || c.Workers > 8:
+		return errors.New("chaos: want 1 to 8 servers and 1 to 8 workers")
 	case c.Duration < time.Second || c.Duration > 24*time.Hour:
 		return fmt.Errorf("chaos: duration %s: want 1s to 24h", c.Duration)
 	case c.Deadline < c.Duration:
@@ -188,10 +260,17 @@ func (c Config) validate() error {
 		return errors.New("chaos: chaos intervals must be at least 1s")
 	case c.BrokerOutageMax < time.Second:
 		return errors.New("chaos: a broker outage must be allowed at least 1s")
+	case c.PGRestartEvery < time.Second || c.DBCutEvery < time.Second || c.DBCutMax < time.Second:
+		return errors.New("chaos: PostgreSQL restart and cut intervals must be at least 1s")
 	case c.ParkMax <= 0:
 		return errors.New("chaos: park-max must be positive")
 	case c.MaxAttempts < 0:
 		return errors.New("chaos: max-attempts must not be negative")
 	}
 	return nil
+}
+
+func isPostgresURL(s string) bool {
+	l := strings.ToLower(s)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
 }

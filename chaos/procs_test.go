@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 // The test binary doubles as the child process of these tests.
@@ -18,7 +20,7 @@ func TestMain(m *testing.M) {
 	case "exit":
 		os.Exit(3)
 	}
-	os.Exit(m.Run())
+	os.Exit(storetest.Main(m))
 }
 
 func testChild(t *testing.T, mode string) *child {

@@ -3,7 +3,6 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,22 +44,24 @@ type run struct {
 	rng    *rand.Rand
 
 	dir    string
-	dbPath string
+	dbPath string // the SQLite file, or with PostgreSQL the run's DSN
 	base   string
 	listen string
-	ops    string // the server's operators' base URL
+	ops    []string // each server's operators' base URL
+	pg     *pgRun   // nil on SQLite
+	front  *front   // nil with one server
 
-	broker *broker
-	hosts  []*remoteHost
-	bh     *remoteHost
-	rec    *recorder
-	keys   *keyring
-	locals []*localActor
-	server *child
-	worker *child
-	writer *writer
-	sender *sender
-	world  *world
+	broker  *broker
+	hosts   []*remoteHost
+	bh      *remoteHost
+	rec     *recorder
+	keys    *keyring
+	locals  []*localActor
+	servers []*child
+	workers []*child
+	writer  *writer
+	sender  *sender
+	world   *world
 
 	brokerStops int
 }
@@ -111,6 +112,12 @@ func (r *run) prepareDir() error {
 	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return fmt.Errorf("chaos: run directory: %w", err)
 	}
+	if r.cfg.Store == "postgres" {
+		if _, err := os.Stat(filepath.Join(r.dir, "postgres")); err == nil {
+			return fmt.Errorf("chaos: %s exists: a run needs a fresh database", filepath.Join(r.dir, "postgres"))
+		}
+		return nil
+	}
 	r.dbPath = filepath.Join(r.dir, "courier.db")
 	if _, err := os.Stat(r.dbPath); err == nil {
 		return fmt.Errorf("chaos: %s exists: a run needs a fresh database", r.dbPath)
@@ -138,7 +145,7 @@ func (r *run) execute(ctx context.Context) (*Report, error) {
 
 	// The write phase, with chaos.
 	r.bh.blackHole()
-	r.logger.Info("write phase", "duration", r.cfg.Duration, "bus", r.cfg.Bus, "seed", r.cfg.Seed, "black_hole", r.bh.hostport)
+	r.logger.Info("write phase", "duration", r.cfg.Duration, "bus", r.cfg.Bus, "store", r.cfg.Store, "seed", r.cfg.Seed, "black_hole", r.bh.hostport)
 	phase, endPhase := context.WithTimeout(ctx, r.cfg.Duration)
 	var load sync.WaitGroup
 	load.Go(func() { r.writer.run(phase, r.cfg.WriteRate) })
@@ -173,6 +180,12 @@ func (r *run) setup(ctx context.Context) error {
 			return fmt.Errorf("%w: %w", ErrSetup, err)
 		}
 		natsURL = r.broker.url()
+	}
+	if r.cfg.Store == "postgres" {
+		if err := r.setupPostgres(sctx); err != nil {
+			return fmt.Errorf("%w: %w", ErrSetup, err)
+		}
+		r.dbPath = r.pg.runDSN
 	}
 	port, err := freePort()
 	if err != nil {
@@ -211,43 +224,11 @@ func (r *run) setup(ctx context.Context) error {
 		r.locals = append(r.locals, a)
 	}
 
-	common := []string{"--db", r.dbPath, "--base-url", r.base, "--bus", r.cfg.Bus,
-		"--park-max", r.cfg.ParkMax.String(), "--allow-private-addresses"}
-	if natsURL != "" {
-		common = append(common, "--nats-url", natsURL)
-	}
-	if r.cfg.MaxAttempts > 0 {
-		common = append(common, "--max-attempts", strconv.Itoa(r.cfg.MaxAttempts))
-	}
-	env := append(append([]string(nil), DefaultChildEnv...), r.cfg.ChildEnv...)
-	// The server and the worker serve their operators' endpoints on ports
-	// of their own, so that runs side by side never clash.
-	serverOps, err := freePort()
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSetup, err)
-	}
-	workerOps, err := freePort()
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSetup, err)
-	}
-	r.ops = "http://127.0.0.1:" + strconv.Itoa(serverOps)
-	serverArgs := append([]string{"serve", "--worker=false", "--listen", r.listen, "--ops-listen", "127.0.0.1:" + strconv.Itoa(serverOps)}, common...)
-	workerArgs := append([]string{"worker", "--ops-listen", "127.0.0.1:" + strconv.Itoa(workerOps)}, common...)
-	if r.server, err = newChild("server", r.cfg.Executable, serverArgs, env, filepath.Join(r.dir, "server.log"), r.logger); err != nil {
-		return fmt.Errorf("%w: %w", ErrSetup, err)
-	}
-	if r.worker, err = newChild("worker", r.cfg.Executable, workerArgs, env, filepath.Join(r.dir, "worker.log"), r.logger); err != nil {
-		return fmt.Errorf("%w: %w", ErrSetup, err)
-	}
-	now := time.Now()
-	if err := r.server.keep(now); err != nil {
-		return fmt.Errorf("%w: %w", ErrSetup, err)
-	}
-	if err := r.worker.keep(now); err != nil {
+	if err := r.startCourier(natsURL); err != nil {
 		return fmt.Errorf("%w: %w", ErrSetup, err)
 	}
 	if err := r.waitReady(sctx); err != nil {
-		return fmt.Errorf("%w: %w (see %s)", ErrSetup, err, filepath.Join(r.dir, "server.log"))
+		return fmt.Errorf("%w: %w (see the server logs in %s)", ErrSetup, err, r.dir)
 	}
 	// Remote inboxes learn courier's keys now, as a peer's cache would
 	// hold them, so that verifying a delivery never depends on the server
@@ -260,6 +241,88 @@ func (r *run) setup(ctx context.Context) error {
 	r.writer = newWriter(r.base, r.locals, r.cfg.Seed, r.logger)
 	r.sender = newSender(r.cfg.Seed, r.logger)
 	return nil
+}
+
+// startCourier starts the server and worker processes, and the front
+// before several servers.
+func (r *run) startCourier(natsURL string) error {
+	common := []string{"--base-url", r.base, "--bus", r.cfg.Bus,
+		"--park-max", r.cfg.ParkMax.String(), "--allow-private-addresses"}
+	if natsURL != "" {
+		common = append(common, "--nats-url", natsURL)
+	}
+	if r.cfg.MaxAttempts > 0 {
+		common = append(common, "--max-attempts", strconv.Itoa(r.cfg.MaxAttempts))
+	}
+	env := append(append([]string(nil), DefaultChildEnv...), r.cfg.ChildEnv...)
+	name := func(kind string, i, n int) string {
+		if n == 1 {
+			return kind
+		}
+		return kind + strconv.Itoa(i+1)
+	}
+	// Every process serves its operators' endpoints on a port of its own,
+	// so that runs side by side never clash.
+	var listens []string
+	for i := range r.cfg.Servers {
+		ops, err := freePort()
+		if err != nil {
+			return err
+		}
+		listen := r.listen
+		if r.cfg.Servers > 1 {
+			p, err := freePort()
+			if err != nil {
+				return err
+			}
+			listen = "127.0.0.1:" + strconv.Itoa(p)
+		}
+		listens = append(listens, listen)
+		r.ops = append(r.ops, "http://127.0.0.1:"+strconv.Itoa(ops))
+		n := name("server", i, r.cfg.Servers)
+		args := append([]string{"serve", "--worker=false", "--listen", listen, "--ops-listen", "127.0.0.1:" + strconv.Itoa(ops), "--db", r.dbPath}, common...)
+		c, err := newChild(n, r.cfg.Executable, args, env, filepath.Join(r.dir, n+".log"), r.logger)
+		if err != nil {
+			return err
+		}
+		r.servers = append(r.servers, c)
+	}
+	for i := range r.cfg.Workers {
+		ops, err := freePort()
+		if err != nil {
+			return err
+		}
+		db := r.dbPath
+		if r.pg != nil {
+			db = r.pg.workerDSNs[i]
+		}
+		n := name("worker", i, r.cfg.Workers)
+		args := append([]string{"worker", "--ops-listen", "127.0.0.1:" + strconv.Itoa(ops), "--db", db}, common...)
+		c, err := newChild(n, r.cfg.Executable, args, env, filepath.Join(r.dir, n+".log"), r.logger)
+		if err != nil {
+			return err
+		}
+		r.workers = append(r.workers, c)
+	}
+	if r.cfg.Servers > 1 {
+		f, err := newFront(r.listen, listens, r.logger)
+		if err != nil {
+			return err
+		}
+		r.front = f
+	}
+	now := time.Now()
+	for _, c := range r.children() {
+		if err := c.keep(now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// children are courier's processes, servers first.
+func (r *run) children() []*child {
+	return append(append([]*child(nil), r.servers...), r.workers...)
 }
 
 // handshake has every remote actor follow every local actor and waits for
@@ -363,6 +426,8 @@ func (r *run) chaos(ctx context.Context) {
 	nextWorker := next(r.cfg.WorkerKillEvery)
 	nextServer := next(r.cfg.ServerRestartEvery)
 	nextBroker := next(r.cfg.BrokerOutageEvery)
+	nextPG := next(r.cfg.PGRestartEvery)
+	nextCut := next(r.cfg.DBCutEvery)
 	var brokerBack time.Time
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -374,8 +439,9 @@ func (r *run) chaos(ctx context.Context) {
 		}
 		now := time.Now()
 		if now.After(nextWorker) {
-			r.worker.kill(syscall.SIGKILL, randBetween(r.rng, 200*time.Millisecond, 2*time.Second))
-			r.logger.Info("worker killed", "signal", signalName(syscall.SIGKILL))
+			w := r.workers[r.rng.IntN(len(r.workers))]
+			w.kill(syscall.SIGKILL, randBetween(r.rng, 200*time.Millisecond, 2*time.Second))
+			r.logger.Info("worker killed", "worker", w.name, "signal", signalName(syscall.SIGKILL))
 			nextWorker = next(r.cfg.WorkerKillEvery)
 		}
 		if now.After(nextServer) {
@@ -383,9 +449,13 @@ func (r *run) chaos(ctx context.Context) {
 			if r.rng.Float64() < 0.3 {
 				sig = syscall.SIGTERM
 			}
-			r.server.kill(sig, randBetween(r.rng, 200*time.Millisecond, 2*time.Second))
-			r.logger.Info("server restarted", "signal", signalName(sig))
+			s := r.servers[r.rng.IntN(len(r.servers))]
+			s.kill(sig, randBetween(r.rng, 200*time.Millisecond, 2*time.Second))
+			r.logger.Info("server restarted", "server", s.name, "signal", signalName(sig))
 			nextServer = next(r.cfg.ServerRestartEvery)
+		}
+		if r.pg != nil {
+			nextPG, nextCut = r.pgChaos(now, nextPG, nextCut, next)
 		}
 		if r.broker == nil {
 			continue
@@ -420,7 +490,7 @@ func (r *run) keep(ctx context.Context) {
 		case <-t.C:
 		}
 		now := time.Now()
-		for _, c := range []*child{r.server, r.worker} {
+		for _, c := range r.children() {
 			if err := c.keep(now); err != nil {
 				r.logger.Warn("restart", "err", err)
 			}
@@ -436,7 +506,12 @@ func (r *run) restore(ctx context.Context) error {
 			return fmt.Errorf("chaos: restore: %w", err)
 		}
 	}
-	for _, c := range []*child{r.server, r.worker} {
+	if r.pg != nil {
+		if err := r.pgRestore(); err != nil {
+			return fmt.Errorf("chaos: restore: %w", err)
+		}
+	}
+	for _, c := range r.children() {
 		c.release()
 		if err := c.keep(time.Now()); err != nil {
 			return fmt.Errorf("chaos: restore: %w", err)
@@ -511,7 +586,7 @@ func (r *run) settle(ctx context.Context) (*Report, error) {
 }
 
 // look reads the database and the records once and evaluates them.
-func (r *run) look(ctx context.Context, db *sql.DB) (outcome, error) {
+func (r *run) look(ctx context.Context, db *checkDB) (outcome, error) {
 	s, err := read(ctx, db, r.bh.hostport)
 	if err != nil {
 		return outcome{}, err
@@ -519,33 +594,48 @@ func (r *run) look(ctx context.Context, db *sql.DB) (outcome, error) {
 	items, dups := r.sender.snapshot()
 	o := evaluate(r.world, s, r.rec.snapshot(), r.writer.stats(), items, dups)
 	o.report.Seed = r.cfg.Seed
+	o.report.Store = r.cfg.Store
 	o.report.BadSignatures = r.rec.badSignatures.Load()
 	return o, nil
 }
 
 func (r *run) fillChaos(rep *Report) {
-	ws, ss := r.worker.stats(), r.server.stats()
-	rep.WorkerKills = ws.SIGKILLs
-	rep.ServerKills = ss.SIGKILLs
-	rep.ServerTerms = ss.SIGTERMs
+	for _, c := range r.workers {
+		s := c.stats()
+		rep.WorkerKills += s.SIGKILLs
+		rep.SelfExits += s.Unexpected
+	}
+	for _, c := range r.servers {
+		s := c.stats()
+		rep.ServerKills += s.SIGKILLs
+		rep.ServerTerms += s.SIGTERMs
+		rep.SelfExits += s.Unexpected
+	}
 	rep.BrokerStops = r.brokerStops
-	rep.SelfExits = ws.Unexpected + ss.Unexpected
+	rep.Servers, rep.Workers = len(r.servers), len(r.workers)
+	if r.pg != nil {
+		rep.PGRestarts, rep.DBCuts, rep.CutMethod = r.pg.restarts, r.pg.cuts, r.pg.method
+	}
 }
 
 // shutdown stops courier's processes, the broker and the remote hosts.
 func (r *run) shutdown() {
 	var wg sync.WaitGroup
-	for _, c := range []*child{r.server, r.worker} {
-		if c != nil {
-			wg.Go(func() {
-				c.stop(stopGrace)
-				c.closeLog()
-			})
-		}
+	for _, c := range r.children() {
+		wg.Go(func() {
+			c.stop(stopGrace)
+			c.closeLog()
+		})
 	}
 	wg.Wait()
+	if r.front != nil {
+		r.front.close()
+	}
 	if r.broker != nil {
 		r.broker.stop()
+	}
+	if r.pg != nil {
+		r.pg.close()
 	}
 	for _, h := range r.hosts {
 		h.close()
@@ -574,13 +664,23 @@ func (r *run) createActor(ctx context.Context, name string) (*localActor, error)
 	return &localActor{name: name, id: out.ID, token: out.Token, inbox: out.ID + "/inbox"}, nil
 }
 
-// waitReady polls the server's /readyz (on its operators' listener) until it answers 200 or ctx ends.
+// waitReady polls every server's /readyz (on its operators' listener)
+// until each has answered 200 or ctx ends.
 func (r *run) waitReady(ctx context.Context) error {
+	for _, ops := range r.ops {
+		if err := waitReady(ctx, ops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitReady(ctx context.Context, ops string) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.ops+"/readyz", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ops+"/readyz", nil)
 		if err != nil {
 			return fmt.Errorf("chaos: readiness: %w", err)
 		}
@@ -592,7 +692,7 @@ func (r *run) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("chaos: server not ready: %w", ctx.Err())
+			return fmt.Errorf("chaos: server at %s not ready: %w", ops, ctx.Err())
 		case <-t.C:
 		}
 	}

@@ -3,21 +3,24 @@ package outbox_test
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/courier-ap/courier/sqldb"
-	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
-// The tests run against real SQLite files in t.TempDir(), opened by
-// sqlite.Open (WAL, one BEGIN IMMEDIATE writer, a read pool) and migrated by
-// the real runner. synchronous=NORMAL keeps the suite fast; the benchmarks
-// and the crash test use the production FULL.
+// The tests run once per store (package storetest): against real SQLite
+// files in t.TempDir() (WAL, one BEGIN IMMEDIATE writer, a read pool), and
+// with COURIER_TEST_STORE=postgres against databases of a throwaway
+// PostgreSQL cluster, each migrated by the real runner. On SQLite
+// synchronous=NORMAL keeps the suite fast; the benchmarks and the crash test
+// use the production FULL.
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 // testClock is an injected clock that only moves when told.
 type testClock struct {
@@ -51,24 +54,17 @@ type testBundle struct {
 	reg   *outbox.Registry
 }
 
-func openDB(t testing.TB, path, sync string) *sqldb.DB {
+// openDB opens the store at loc (storetest.Location), migrated; sync is
+// SQLite's synchronous mode.
+func openDB(t testing.TB, loc, sync string) *sqldb.DB {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: sync})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return storetest.Open(t, loc, storetest.Options{Synchronous: sync})
 }
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
 	return &testBundle{
-		db:    openDB(t, filepath.Join(t.TempDir(), "courier.db"), "NORMAL"),
+		db:    openDB(t, storetest.Location(t), "NORMAL"),
 		clock: newClock(),
 		reg:   outbox.NewRegistry(),
 	}
@@ -92,7 +88,7 @@ func (b *testBundle) enqueue(t testing.TB, evs ...outbox.Event) []string {
 }
 
 func (b *testBundle) queue() *outbox.Queue {
-	return outbox.NewQueue(b.db.Write, outbox.QueueOptions{Read: b.db.Read, Now: b.clock.Now})
+	return outbox.NewQueue(b.db.Write, outbox.QueueOptions{Read: b.db.Read, Now: b.clock.Now, Dialect: b.db.Dialect})
 }
 
 func (b *testBundle) row(t testing.TB, eventID string) outbox.Row {
@@ -140,7 +136,7 @@ type runningWorker struct {
 func (b *testBundle) startWorker(t testing.TB, cfg outbox.WorkerConfig) *runningWorker {
 	t.Helper()
 	rw := &runningWorker{settled: make(chan settled, 10000), done: make(chan error, 1)}
-	cfg.DB, cfg.Read, cfg.Registry = b.db.Write, b.db.Read, b.reg
+	cfg.DB, cfg.Read, cfg.Dialect, cfg.Registry = b.db.Write, b.db.Read, b.db.Dialect, b.reg
 	if cfg.Now == nil {
 		cfg.Now = b.clock.Now
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 )
@@ -34,7 +33,7 @@ func (s *stmts) stmt(query string) (*sql.Stmt, error) {
 		st = s.tx.StmtContext(s.ctx, ps)
 	} else {
 		var err error
-		if st, err = s.tx.PrepareContext(s.ctx, s.cache.text(query)); err != nil {
+		if st, err = s.tx.PrepareContext(s.ctx, query); err != nil {
 			return nil, fmt.Errorf("prepare: %w", err)
 		}
 	}
@@ -48,40 +47,12 @@ func (s *stmts) stmt(query string) (*sql.Stmt, error) {
 // The nil *stmtCache is an empty cache.
 type stmtCache struct {
 	db *sql.DB
-	pg bool       // db is PostgreSQL: statements pass through text
 	mu sync.Mutex // guards m; never held across a call to the database
 	m  map[string]*sql.Stmt
 }
 
 func newStmtCache(db *sql.DB) *stmtCache {
-	return &stmtCache{db: db, pg: isPostgres(db), m: make(map[string]*sql.Stmt)}
-}
-
-// isPostgres reports whether db is package postgres's pool (pgx's driver).
-func isPostgres(db *sql.DB) bool {
-	return strings.Contains(fmt.Sprintf("%T", db.Driver()), "stdlib")
-}
-
-// sqliteOnly are the planner hints of SQLite's claim statements, which
-// PostgreSQL neither needs nor parses: INDEXED BY and the unary + that
-// keeps SQLite off an index.
-var sqliteOnly = strings.NewReplacer(" INDEXED BY event_queue_due", "", "+status", "status", "+claimed_at", "claimed_at")
-
-// claimSelects are the claim's reads of the ids to claim. On SQLite the
-// claim's transaction holds the write lock; on PostgreSQL they lock the
-// rows they return and skip those another claim holds, so claimers side
-// by side take disjoint rows.
-var claimSelects = map[string]bool{sqlSelectStaleIDs: true, sqlSelectDueIDs: true, sqlSelectDueBulkIDs: true}
-
-// text is query as c's store runs it.
-func (c *stmtCache) text(query string) string {
-	if c != nil && c.pg {
-		if claimSelects[query] {
-			return sqliteOnly.Replace(query) + ` FOR UPDATE SKIP LOCKED`
-		}
-		return sqliteOnly.Replace(query)
-	}
-	return query
+	return &stmtCache{db: db, m: make(map[string]*sql.Stmt)}
 }
 
 func (c *stmtCache) get(query string) *sql.Stmt {
@@ -105,7 +76,7 @@ func (c *stmtCache) prepare(ctx context.Context, queries ...string) bool {
 		if c.get(q) != nil {
 			continue
 		}
-		st, err := c.db.PrepareContext(ctx, c.text(q))
+		st, err := c.db.PrepareContext(ctx, q)
 		if err != nil {
 			all = false
 			continue

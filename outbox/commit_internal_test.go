@@ -20,7 +20,8 @@ func TestCommitterIsolatesAFailingWrite(t *testing.T) {
 	}
 	insert := func(id string) func(*stmts) error {
 		return func(s *stmts) error {
-			_, err := s.exec(sqlLedgerInsert, id, "h", 1)
+			_, err := s.exec(`INSERT INTO processed_events (event_id, handler, status, started_at)
+				VALUES (?, ?, 'in_progress', ?)`, id, "h", 1)
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 const (
@@ -22,25 +23,29 @@ const (
 	crashEnvLog = "OUTBOX_CRASH_LOG"
 	crashEvents = 3000
 	crashKills  = 10
+	// crashProcs worker processes run side by side in each round, as
+	// workers on several machines share one database.
+	crashProcs = 2
 )
 
 var crashHandlers = []string{"first", "second"}
 
-// TestCrashRecovery runs a worker in a subprocess (this test binary again)
-// over a few thousand events with slow handlers, kills it with SIGKILL at
-// random moments, restarts it on the same database each time, and finally
-// lets it finish. Every handler appends a start line before its work and an
-// end line after it to one O_APPEND file, and the test appends a kill line
-// once a killed process is gone. Reading that file in order proves that no
-// (event, handler) ever ran twice at the same time, and the database that
-// every event is done.
+// TestCrashRecovery runs two workers in subprocesses (this test binary
+// again) side by side over a few thousand events with slow handlers, kills
+// each with SIGKILL at a random moment, restarts them on the same database
+// each time, and finally lets two finish. The store is the run's
+// (storetest): a SQLite file, or a PostgreSQL database that every process
+// opens by its URL. Every handler appends a start line before its work and
+// an end line after it to one O_APPEND file, and the test appends a kill
+// line once a killed process is gone. Reading that file in order proves
+// that no (event, handler) ever ran twice at the same time, in one process
+// or across the two, and the database that every event is done.
 func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test skipped in -short mode")
 	}
 	t.Parallel()
-	dir := t.TempDir()
-	dbPath, logPath := filepath.Join(dir, "courier.db"), filepath.Join(dir, "handlers.log")
+	dbPath, logPath := storetest.Location(t), filepath.Join(t.TempDir(), "handlers.log")
 	ctx := context.Background()
 
 	db := openDB(t, dbPath, "FULL")
@@ -73,27 +78,41 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	killedMidWork := 0
 	for i := range crashKills {
-		cmd := start(ctx)
-		time.Sleep(time.Duration(150+rand.IntN(350)) * time.Millisecond) // the random moment of the crash
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatalf("kill %d: %v", i, err)
+		cmds := make([]*exec.Cmd, crashProcs)
+		for p := range cmds {
+			cmds[p] = start(ctx)
 		}
-		err := cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
-			t.Logf("run %d ended before the kill: %v", i, err)
-		} else {
-			killedMidWork++
-		}
-		if _, err := fmt.Fprintf(logf, "K %d\n", cmd.Process.Pid); err != nil {
-			t.Fatal(err)
+		for p, cmd := range cmds {
+			time.Sleep(time.Duration(150+rand.IntN(350)/crashProcs) * time.Millisecond) // the random moment of the crash
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatalf("kill %d.%d: %v", i, p, err)
+			}
+			err := cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
+				t.Logf("run %d.%d ended before the kill: %v", i, p, err)
+			} else {
+				killedMidWork++
+			}
+			if _, err := fmt.Fprintf(logf, "K %d\n", cmd.Process.Pid); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	if killedMidWork < crashKills {
-		t.Errorf("only %d of %d runs were killed mid-work; the work is too short", killedMidWork, crashKills)
+	if killedMidWork < crashKills*crashProcs {
+		t.Errorf("only %d of %d runs were killed mid-work; the work is too short", killedMidWork, crashKills*crashProcs)
 	}
-	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	fctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	finalErr := start(fctx).Wait()
+	finals := make([]*exec.Cmd, crashProcs)
+	for p := range finals {
+		finals[p] = start(fctx)
+	}
+	var finalErr error
+	for _, cmd := range finals {
+		if err := cmd.Wait(); err != nil && finalErr == nil {
+			finalErr = err
+		}
+	}
 	completed := checkHandlerLog(t, logPath) // overlaps first: they explain a failed run
 	if finalErr != nil {
 		t.Fatalf("final run: %v", finalErr)
@@ -222,15 +241,17 @@ func TestCrashHelper(t *testing.T) {
 			if _, err := fmt.Fprintf(logf, "S %s %s %d\n", ev.ID, name, pid); err != nil {
 				return err
 			}
-			time.Sleep(time.Duration(1000+rand.IntN(7000)) * time.Microsecond)
+			time.Sleep(time.Duration(2000+rand.IntN(16000)) * time.Microsecond) // long enough that two processes do not finish before the kills
 			_, err := fmt.Fprintf(logf, "E %s %s %d\n", ev.ID, name, pid)
 			return err
 		})
 	}
 	w, err := outbox.NewWorker(outbox.WorkerConfig{
-		DB: db.Write, Read: db.Read, Registry: reg,
+		DB: db.Write, Read: db.Read, Dialect: db.Dialect, Registry: reg,
 		Concurrency: 6, BatchSize: 32,
-		Lease: time.Second, LedgerLease: time.Second, // short leases: recovery after a kill is quick
+		// Short leases, so recovery after a kill is quick, yet long enough
+		// that a live worker's claims never expire under it.
+		Lease: 2 * time.Second, LedgerLease: 2 * time.Second,
 		PollInterval: 50 * time.Millisecond, ShutdownGrace: time.Second,
 	})
 	if err != nil {
@@ -239,7 +260,7 @@ func TestCrashHelper(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	deadline := time.After(60 * time.Second)
+	deadline := time.After(80 * time.Second)
 	for {
 		var left int
 		if err := db.Read.QueryRow(`SELECT COUNT(*) FROM event_queue WHERE status != 'done'`).Scan(&left); err != nil {
@@ -250,7 +271,7 @@ func TestCrashHelper(t *testing.T) {
 		}
 		select {
 		case <-deadline:
-			t.Fatalf("%d rows left after 60s", left)
+			t.Fatalf("%d rows left after 80s", left)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -87,17 +87,26 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 		return nil
 	}
 	observe, _ := ctx.Value(enqueueKey{}).(func(string, int))
-	stmt, err := tx.PrepareContext(ctx, insertEvent)
-	if err != nil {
-		return fmt.Errorf("outbox: prepare enqueue: %w", err)
+	// Several events share one statement prepared in the transaction. One
+	// event runs it directly: on PostgreSQL a prepare and its close are a
+	// round trip each, and the driver keeps the statement prepared on the
+	// connection anyway; on SQLite both ways parse it once.
+	insert := func(args ...any) *sql.Row { return tx.QueryRowContext(ctx, insertEvent, args...) }
+	if len(events) > 1 {
+		stmt, err := tx.PrepareContext(ctx, insertEvent)
+		if err != nil {
+			return fmt.Errorf("outbox: prepare enqueue: %w", err)
+		}
+		defer stmt.Close()
+		insert = func(args ...any) *sql.Row { return stmt.QueryRowContext(ctx, args...) }
 	}
-	defer stmt.Close()
-	var payloads *sql.Stmt // prepared at the first large payload
+	var payloads *sql.Stmt // prepared at the second large payload
 	defer func() {
 		if payloads != nil {
 			payloads.Close()
 		}
 	}()
+	large := 0
 	t := now()
 	for i := range events {
 		ev := &events[i]
@@ -132,7 +141,7 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 			inline = string(payload)
 		}
 		var id int64
-		err := stmt.QueryRowContext(ctx, ev.ID, ev.Type, target, inline,
+		err := insert(ev.ID, ev.Type, target, inline,
 			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // already in the outbox
@@ -141,7 +150,8 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 			return fmt.Errorf("outbox: enqueue %s %s: %w", ev.Type, ev.ID, err)
 		}
 		if inline == "" {
-			if err := insertLarge(ctx, tx, &payloads, id, payload); err != nil {
+			large++
+			if err := insertLarge(ctx, tx, &payloads, large, id, payload); err != nil {
 				return fmt.Errorf("outbox: enqueue %s %s: payload: %w", ev.Type, ev.ID, err)
 			}
 		}
@@ -152,9 +162,14 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 	return nil
 }
 
-// insertLarge stores the payload of the row id in event_payloads, preparing
-// *stmt on first use.
-func insertLarge(ctx context.Context, tx *sql.Tx, stmt **sql.Stmt, id int64, payload []byte) error {
+// insertLarge stores the payload of the row id, the n-th large one of its
+// enqueue, in event_payloads: the first directly, as a lone event's row, the
+// others through *stmt, prepared at the second.
+func insertLarge(ctx context.Context, tx *sql.Tx, stmt **sql.Stmt, n int, id int64, payload []byte) error {
+	if n == 1 {
+		_, err := tx.ExecContext(ctx, insertPayload, id, string(payload))
+		return err
+	}
 	var err error
 	if *stmt == nil {
 		if *stmt, err = tx.PrepareContext(ctx, insertPayload); err != nil {

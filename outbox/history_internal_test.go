@@ -5,29 +5,18 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/courier-ap/courier/sqldb"
-	"github.com/courier-ap/courier/migrations"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 func openMigrated(t *testing.T) *sqldb.DB {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "h.db"), sqlite.Options{Synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
 }
 
 func queryPlan(t *testing.T, db *sql.DB, query string, args ...any) string {
@@ -53,6 +42,9 @@ func queryPlan(t *testing.T, db *sql.DB, query string, args ...any) string {
 // open rows' partial indexes, which done rows never enter, so their cost
 // does not grow with history.
 func TestOpenRowQueriesUseOpenIndexes(t *testing.T) {
+	if storetest.Dialect() != sqldb.SQLite {
+		t.Skip("reads SQLite's query plans: SQLite only")
+	}
 	t.Parallel()
 	db := openMigrated(t)
 	for _, f := range []Filter{
@@ -92,7 +84,7 @@ func TestCountsKeptOnWriteMatchTheTable(t *testing.T) {
 	ctx := context.Background()
 	db := openMigrated(t)
 	now := time.Now().Add(time.Hour)
-	q := NewQueue(db.Write, QueueOptions{Read: db.Read, Now: func() time.Time { return now }})
+	q := NewQueue(db.Write, QueueOptions{Read: db.Read, Now: func() time.Time { return now }, Dialect: db.Dialect})
 	check := func(step string) {
 		t.Helper()
 		got, err := q.Stats(ctx)

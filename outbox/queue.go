@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // Sentinel errors of the queue's row operations.
@@ -56,6 +58,9 @@ type QueueOptions struct {
 	Read *sql.DB
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Dialect is the store behind the pools (sqldb.DB.Dialect; default
+	// SQLite): it picks the claim's and the sweep's statements.
+	Dialect sqldb.Dialect
 }
 
 // Queue is the row-level API of the outbox table event_queue: claiming due
@@ -65,6 +70,7 @@ type Queue struct {
 	write *sql.DB
 	read  *sql.DB
 	now   func() time.Time
+	sql   *dialectSQL // the statements of the store's dialect
 	tok   *tokenClock
 	cache *stmtCache // the claim and settle statements, prepared once
 	// rcache holds Load's statement, prepared on the read pool.
@@ -73,10 +79,18 @@ type Queue struct {
 	prepared atomic.Bool
 }
 
-// NewQueue returns a Queue over the writer db (its transactions must begin
-// with a write lock, as sqldb.DB.Write's do).
+// NewQueue returns a Queue over the writer db, sqldb.DB.Write (on SQLite its
+// transactions must begin with a write lock, as sqldb.DB.Write's do). Its
+// statements are those of opts.Dialect or, when that is left at SQLite, of
+// the store the pool belongs to (sqldb.DialectOf), so a caller cannot run
+// SQLite's claim on PostgreSQL by leaving the option out.
 func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
-	q := &Queue{write: db, read: opts.Read, now: opts.Now, tok: &tokenClock{}, cache: newStmtCache(db)}
+	d := opts.Dialect
+	if d == sqldb.SQLite {
+		d = sqldb.DialectOf(db)
+	}
+	q := &Queue{write: db, read: opts.Read, now: opts.Now, sql: sqlOf(d), tok: &tokenClock{},
+		cache: newStmtCache(db)}
 	if q.read == nil {
 		q.read = db
 	}
@@ -140,10 +154,12 @@ const (
 	sqlDonePrefix = `UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
 		WHERE status = 'processing' AND claimed_at = ? AND `
 	sqlRangeClaim = sqlClaimPrefix + `id BETWEEN ? AND ?`
-	// The unary + keeps the planner on the range: the index of claimed
-	// rows would look each row up.
+	// The unary + keeps SQLite's planner on the range: the index of
+	// claimed rows would look each row up. PostgreSQL has no unary + on
+	// text; its planner weighs the range by its statistics.
 	sqlRangeDone = `UPDATE event_queue SET status = 'done', claimed_at = NULL, updated_at = ?
 		WHERE +status = 'processing' AND +claimed_at = ? AND id BETWEEN ? AND ?`
+	sqlRangeDonePostgres = sqlDonePrefix + `id BETWEEN ? AND ?`
 )
 
 // idStatements returns prefix completed by a list of w placeholders, for
@@ -218,22 +234,53 @@ func execIDs(s *stmts, byWidth map[int]string, rangeQuery string, args []any, id
 	return n, nil
 }
 
-// hotQueries are the statements of claiming and settling, which the queue
-// keeps prepared.
-var hotQueries = func() []string {
-	qs := []string{sqlSelectStaleIDs, sqlSelectDueIDs, sqlSelectDueBulkIDs, sqlLoadRange, sqlLoadClaimed, sqlRowDefer, sqlRowDead,
-		sqlRangeClaim, sqlRangeDone}
+// dialectSQL holds the statements of the queue whose dialects differ; each
+// is declared beside its twin (sqlSelectDueIDs and sqlSelectDueIDsPostgres,
+// and so on).
+type dialectSQL struct {
+	selectStale, selectDue, selectDueBulk string
+	rangeDone, loadRange                  string
+	sweepLedger                           string
+	// foldCounts folds the outbox counts of ended PostgreSQL backends
+	// (migration 0016); empty on SQLite, whose counts have one shard.
+	foldCounts string
+	// hot are the statements of claiming and settling, which the queue
+	// keeps prepared.
+	hot []string
+}
+
+var (
+	sqliteSQL   = newDialectSQL(sqlSelectStaleIDs, sqlSelectDueIDs, sqlSelectDueBulkIDs, sqlRangeDone, sqlLoadRange, sqlSweepLedger, "")
+	postgresSQL = newDialectSQL(sqlSelectStaleIDsPostgres, sqlSelectDueIDsPostgres, sqlSelectDueBulkIDsPostgres,
+		sqlRangeDonePostgres, sqlLoadRangePostgres, sqlSweepLedgerPostgres, sqlFoldCountsPostgres)
+)
+
+func newDialectSQL(stale, due, bulk, rangeDone, loadRange, sweepLedger, fold string) *dialectSQL {
+	d := &dialectSQL{selectStale: stale, selectDue: due, selectDueBulk: bulk, rangeDone: rangeDone,
+		loadRange: loadRange, sweepLedger: sweepLedger, foldCounts: fold}
+	d.hot = []string{stale, due, bulk, loadRange, sqlLoadClaimed, sqlRowDefer, sqlRowDead, sqlRangeClaim, rangeDone}
 	for w := 1; w <= maxIDs; w *= 2 {
-		qs = append(qs, sqlRowsClaim[w], sqlRowsDone[w])
+		d.hot = append(d.hot, sqlRowsClaim[w], sqlRowsDone[w], sqlLedgerDoneMany[w])
 	}
-	return qs
-}()
+	for w := 1; w <= ledgerBatch; w *= 2 {
+		d.hot = append(d.hot, sqlLedgerReadMany[w], sqlLedgerInsertMany[w])
+	}
+	return d
+}
+
+// sqlOf returns the statements of dialect d.
+func sqlOf(d sqldb.Dialect) *dialectSQL {
+	if d == sqldb.Postgres {
+		return postgresSQL
+	}
+	return sqliteSQL
+}
 
 // prepare readies the hot statements; it must run outside a transaction.
 // Once they are all prepared it costs a lookup.
 func (q *Queue) prepare(ctx context.Context) {
 	if !q.prepared.Load() {
-		q.prepared.Store(q.cache.prepare(ctx, hotQueries...))
+		q.prepared.Store(q.cache.prepare(ctx, q.sql.hot...))
 	}
 }
 
@@ -247,7 +294,7 @@ func (q *Queue) Claim(ctx context.Context, limit int, lease time.Duration) ([]Ro
 	err := inCachedTx(ctx, q.write, q.cache, func(s *stmts) error {
 		now := q.now()
 		var err error
-		rows, err = claimRows(s, q.tok.next(now), now, limit, lease)
+		rows, err = claimRows(s, q.sql, q.tok.next(now), now, limit, lease)
 		return err
 	})
 	if err != nil {
@@ -258,12 +305,12 @@ func (q *Queue) Claim(ctx context.Context, limit int, lease time.Duration) ([]Ro
 
 // claimRows claims up to limit rows with owner token token, as claimIDs
 // does, and reads them in the claim's transaction.
-func claimRows(s *stmts, token int64, now time.Time, limit int, lease time.Duration) ([]Row, error) {
-	c, err := claimIDs(s, token, now, limit, lease)
+func claimRows(s *stmts, d *dialectSQL, token int64, now time.Time, limit int, lease time.Duration) ([]Row, error) {
+	c, err := claimIDs(s, d, token, now, limit, lease)
 	if err != nil || len(c.IDs) == 0 {
 		return nil, err
 	}
-	rows, err := loadClaimed(c, s.query)
+	rows, err := loadClaimed(c, d, s.query)
 	if err != nil {
 		return nil, err
 	}
@@ -317,18 +364,28 @@ type Claimed struct {
 // ids, marks them, then reads the rows it needs, in one write transaction
 // (or, for the relay, the rows on the read pool afterwards): the write lock
 // keeps the rows as they were read. That costs less than UPDATE ...
-// RETURNING, which buffers every returned row before handing out the first,
-// and it is the shape a claim takes on PostgreSQL too (SELECT ... FOR
-// UPDATE SKIP LOCKED, then UPDATE).
+// RETURNING, which buffers every returned row before handing out the first.
+//
+// On PostgreSQL claimers run side by side (READ COMMITTED), in any number of
+// processes: each id selection locks the rows it returns FOR UPDATE and
+// skips rows another claim has locked (SKIP LOCKED), so concurrent claims
+// read disjoint rows, and the UPDATE that marks them changes exactly the
+// rows read. A row settled or released meanwhile by its claimer is re-read
+// by the selection at its newest version, so it is not claimed twice.
 const (
 	sqlSelectStaleIDs = `SELECT id, next_attempt_at FROM event_queue
 		WHERE status = 'processing' AND claimed_at <= ? ORDER BY claimed_at LIMIT ?`
+	sqlSelectStaleIDsPostgres = sqlSelectStaleIDs + ` FOR UPDATE SKIP LOCKED`
 	// Due rows, per lane (see lane.go): lane 0 through its own index, the
-	// others through event_queue_due.
+	// others through event_queue_due (named for SQLite's planner).
 	sqlSelectDueIDs = `SELECT id, next_attempt_at FROM event_queue
 		WHERE status = 'pending' AND lane = 0 AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`
-	sqlSelectDueBulkIDs = `SELECT id, next_attempt_at FROM event_queue INDEXED BY event_queue_due
+	sqlSelectDueIDsPostgres = sqlSelectDueIDs + ` FOR UPDATE SKIP LOCKED`
+	sqlSelectDueBulkIDs     = `SELECT id, next_attempt_at FROM event_queue INDEXED BY event_queue_due
 		WHERE status = 'pending' AND next_attempt_at <= ? AND lane <> 0 ORDER BY next_attempt_at, id LIMIT ?`
+	sqlSelectDueBulkIDsPostgres = `SELECT id, next_attempt_at FROM event_queue
+		WHERE status = 'pending' AND next_attempt_at <= ? AND lane <> 0 ORDER BY next_attempt_at, id LIMIT ?
+		FOR UPDATE SKIP LOCKED`
 	// sqlLoadClaimed reads the rows of one owner token through the index
 	// of claimed rows; Load keeps those of its claim. It reads what a
 	// claimer uses (the claim itself set the status, claimed_at and
@@ -337,8 +394,9 @@ const (
 	// sqlLoadRange reads the rows of one owner token among consecutive ids
 	// by scanning the table's range (the unary + keeps the planner off the
 	// index of claimed rows, which would look each row up).
-	sqlLoadRange   = sqlLoadColumns + `WHERE id BETWEEN ? AND ? AND +status = 'processing' AND +claimed_at = ?`
-	sqlLoadColumns = `SELECT id, COALESCE(event_id, ''), type, COALESCE(target, ''), ` + payloadColumn + `,
+	sqlLoadRange         = sqlLoadColumns + `WHERE id BETWEEN ? AND ? AND +status = 'processing' AND +claimed_at = ?`
+	sqlLoadRangePostgres = sqlLoadColumns + `WHERE id BETWEEN ? AND ? AND status = 'processing' AND claimed_at = ?`
+	sqlLoadColumns       = `SELECT id, COALESCE(event_id, ''), type, COALESCE(target, ''), ` + payloadColumn + `,
 		attempts, next_attempt_at, occurred_at, republished, lane FROM event_queue `
 )
 
@@ -357,11 +415,11 @@ func (q *Queue) SettleAndClaimIDs(ctx context.Context, limit int, lease time.Dur
 	err := inCachedTx(ctx, q.write, q.cache, func(s *stmts) error {
 		now := q.now()
 		var err error
-		if n, err = settleRows(s, now, settlements); err != nil {
+		if n, err = settleRows(s, q.sql, now, settlements); err != nil {
 			return err
 		}
 		if limit > 0 {
-			c, err = claimIDs(s, q.tok.next(now), now, limit, lease)
+			c, err = claimIDs(s, q.sql, q.tok.next(now), now, limit, lease)
 		}
 		return err
 	})
@@ -375,7 +433,7 @@ func (q *Queue) SettleAndClaimIDs(ctx context.Context, limit int, lease time.Dur
 // whose claim is older than lease, then due pending rows, oldest first
 // within their lane, interactive rows ahead of bulk ones (lane.go). It reads
 // only their ids and due times.
-func claimIDs(s *stmts, token int64, now time.Time, limit int, lease time.Duration) (Claimed, error) {
+func claimIDs(s *stmts, d *dialectSQL, token int64, now time.Time, limit int, lease time.Duration) (Claimed, error) {
 	if limit <= 0 {
 		return Claimed{}, nil
 	}
@@ -390,7 +448,7 @@ func claimIDs(s *stmts, token int64, now time.Time, limit int, lease time.Durati
 			}
 		}
 	}
-	stale, err := selectIDs(s, sqlSelectStaleIDs, nowMs-lease.Milliseconds(), limit)
+	stale, err := selectIDs(s, d.selectStale, nowMs-lease.Milliseconds(), limit)
 	if err != nil {
 		return Claimed{}, err
 	}
@@ -398,17 +456,17 @@ func claimIDs(s *stmts, token int64, now time.Time, limit int, lease time.Durati
 	if rest := limit - len(ids); rest > 0 {
 		// Interactive rows first; bulk rows get what is left, and at least
 		// one in BulkShare of the claim when they are due.
-		inter, err := selectIDs(s, sqlSelectDueIDs, nowMs, rest)
+		inter, err := selectIDs(s, d.selectDue, nowMs, rest)
 		if err != nil {
 			return Claimed{}, err
 		}
 		var bulk []idDue
 		if len(inter) == rest {
-			if bulk, err = selectIDs(s, sqlSelectDueBulkIDs, nowMs, max(rest/BulkShare, 1)); err != nil {
+			if bulk, err = selectIDs(s, d.selectDueBulk, nowMs, max(rest/BulkShare, 1)); err != nil {
 				return Claimed{}, err
 			}
 			inter = inter[:rest-len(bulk)]
-		} else if bulk, err = selectIDs(s, sqlSelectDueBulkIDs, nowMs, rest-len(inter)); err != nil {
+		} else if bulk, err = selectIDs(s, d.selectDueBulk, nowMs, rest-len(inter)); err != nil {
 			return Claimed{}, err
 		}
 		add(inter)
@@ -455,13 +513,13 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 	if len(c.IDs) == 0 {
 		return nil, nil
 	}
-	rows, err := loadClaimed(c, func(query string, args ...any) (*sql.Rows, error) {
+	rows, err := loadClaimed(c, q.sql, func(query string, args ...any) (*sql.Rows, error) {
 		st := q.rcache.get(query)
 		if st == nil {
 			q.rcache.prepare(ctx, query)
 			if st = q.rcache.get(query); st == nil {
 				// Not kept prepared: a one-off query.
-				return q.read.QueryContext(ctx, q.rcache.text(query), args...)
+				return q.read.QueryContext(ctx, query, args...)
 			}
 		}
 		return st.QueryContext(ctx, args...)
@@ -475,13 +533,13 @@ func (q *Queue) Load(ctx context.Context, c Claimed) ([]Row, error) {
 // loadClaimed reads the rows of claim c with run (the read pool's
 // statements for Load, the claim's transaction for Claim), in the order of
 // c.IDs, leaving out those the claim no longer holds.
-func loadClaimed(c Claimed, run func(query string, args ...any) (*sql.Rows, error)) ([]Row, error) {
+func loadClaimed(c Claimed, d *dialectSQL, run func(query string, args ...any) (*sql.Rows, error)) ([]Row, error) {
 	// index finds a row's place in c.IDs: by its offset in a range of
 	// consecutive ids, else through a map.
 	var index func(id int64) (int, bool)
 	query, args := sqlLoadClaimed, []any{c.Token.UnixMilli()}
 	if lo, hi, ok := consecutive(c.IDs); ok {
-		query, args = sqlLoadRange, []any{lo, hi, c.Token.UnixMilli()}
+		query, args = d.loadRange, []any{lo, hi, c.Token.UnixMilli()}
 		at := make([]int, len(c.IDs))
 		for i, id := range c.IDs {
 			at[id-lo] = i
@@ -566,7 +624,7 @@ func (q *Queue) Settle(ctx context.Context, settlements ...Settlement) (int, err
 	var n int
 	err := inCachedTx(ctx, q.write, q.cache, func(s *stmts) error {
 		var err error
-		n, err = settleRows(s, q.now(), settlements)
+		n, err = settleRows(s, q.sql, q.now(), settlements)
 		return err
 	})
 	if err != nil {
@@ -578,7 +636,7 @@ func (q *Queue) Settle(ctx context.Context, settlements ...Settlement) (int, err
 // settleRows applies settlements in order and returns how many rows changed.
 // Consecutive successes of one claim are completed by one statement (per
 // maxIDs rows); every other outcome is applied row by row.
-func settleRows(s *stmts, now time.Time, settlements []Settlement) (int, error) {
+func settleRows(s *stmts, d *dialectSQL, now time.Time, settlements []Settlement) (int, error) {
 	var (
 		n     int
 		token int64
@@ -588,7 +646,7 @@ func settleRows(s *stmts, now time.Time, settlements []Settlement) (int, error) 
 		if len(ids) == 0 {
 			return nil
 		}
-		k, err := execIDs(s, sqlRowsDone, sqlRangeDone, []any{now.UnixMilli(), token}, ids)
+		k, err := execIDs(s, sqlRowsDone, d.rangeDone, []any{now.UnixMilli(), token}, ids)
 		if err != nil {
 			return fmt.Errorf("complete %d rows: %w", len(ids), err)
 		}
@@ -875,15 +933,20 @@ func (q *Queue) ReleaseEvent(ctx context.Context, eventID string) (bool, error) 
 	return n == 1, nil
 }
 
+// sqlStats sums the counts of event_queue_counts over their shards (one on
+// SQLite; on PostgreSQL one per database backend that wrote, so that
+// concurrent writers never wait for one counter row: migration 0016).
+const sqlStats = `SELECT status, type, SUM(n) FROM event_queue_counts GROUP BY status, type HAVING SUM(n) <> 0`
+
 // Stats counts the outbox rows by status and type.
 type Stats map[string]map[string]int64
 
 // Stats returns the number of rows per status and event type (a gauge of
 // the backlog for metrics and the admin API).
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	// Counts kept on write by triggers (migration 0014): reading them costs
-	// the same at any history.
-	rs, err := q.read.QueryContext(ctx, `SELECT status, type, n FROM event_queue_counts WHERE n <> 0`)
+	// Counts kept on write by triggers (migrations 0014 and 0016): reading
+	// them costs the same at any history.
+	rs, err := q.read.QueryContext(ctx, sqlStats)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: stats: %w", err)
 	}
@@ -976,13 +1039,34 @@ const (
 	sweepChunks = 1000
 )
 
+// The sweep's chunk of the ledger: by rowid on SQLite, by primary key on
+// PostgreSQL (which has no rowid).
+const (
+	sqlSweepLedger = `DELETE FROM processed_events WHERE rowid IN
+		(SELECT rowid FROM processed_events WHERE started_at < ? LIMIT ?)`
+	sqlSweepLedgerPostgres = `DELETE FROM processed_events WHERE (event_id, handler) IN
+		(SELECT event_id, handler FROM processed_events WHERE started_at < ? LIMIT ?)`
+)
+
+// sqlFoldCountsPostgres folds the outbox counts of PostgreSQL backends that
+// have ended into shard 0 (migration 0016): each backend counts in a shard
+// of its own, and a pool's connections come and go. Only rows no live
+// backend writes are moved, in one statement, so the sums never change.
+const sqlFoldCountsPostgres = `WITH gone AS (
+		DELETE FROM event_queue_counts
+		WHERE shard <> 0 AND shard NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
+		RETURNING status, type, n)
+	INSERT INTO event_queue_counts (status, type, shard, n)
+	SELECT status, type, 0, SUM(n) FROM gone GROUP BY status, type
+	ON CONFLICT (status, type, shard) DO UPDATE SET n = event_queue_counts.n + EXCLUDED.n`
+
 // Sweep deletes ledger rows started before ledgerBefore and done outbox rows
-// last updated before doneBefore, in bounded chunks.
+// last updated before doneBefore, in bounded chunks. On PostgreSQL it also
+// folds the outbox counts of ended database backends (migration 0016).
 func (q *Queue) Sweep(ctx context.Context, ledgerBefore, doneBefore time.Time) (SweepResult, error) {
 	var res SweepResult
 	for range sweepChunks {
-		r, err := q.write.ExecContext(ctx, `DELETE FROM processed_events WHERE rowid IN
-			(SELECT rowid FROM processed_events WHERE started_at < ? LIMIT ?)`, ledgerBefore.UnixMilli(), sweepChunk)
+		r, err := q.write.ExecContext(ctx, q.sql.sweepLedger, ledgerBefore.UnixMilli(), sweepChunk)
 		if err != nil {
 			return res, fmt.Errorf("outbox: sweep: %w", err)
 		}
@@ -999,6 +1083,11 @@ func (q *Queue) Sweep(ctx context.Context, ledgerBefore, doneBefore time.Time) (
 	res.Done = n
 	if err != nil {
 		return res, fmt.Errorf("outbox: sweep: %w", err)
+	}
+	if q.sql.foldCounts != "" {
+		if _, err := q.write.ExecContext(ctx, q.sql.foldCounts); err != nil {
+			return res, fmt.Errorf("outbox: sweep: fold counts: %w", err)
+		}
 	}
 	return res, nil
 }

@@ -144,8 +144,10 @@ func (o *Observer) claimed(n int) {
 
 // RunnerConfig configures a Runner.
 type RunnerConfig struct {
-	// DB is the writer: a *sql.DB whose transactions begin with a write lock
-	// (BEGIN IMMEDIATE), as sqldb.DB.Write. Required.
+	// DB is the writer, sqldb.DB.Write: on SQLite a *sql.DB whose
+	// transactions begin with a write lock (BEGIN IMMEDIATE), on PostgreSQL
+	// the pool (the ledger's writes are conditional, so claims that run side
+	// by side never both win). Required.
 	DB *sql.DB
 	// Registry holds the handlers. Required.
 	Registry *Registry

@@ -1,23 +1,32 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // WorkerConfig configures the db bus worker (EVENT_BUS_BACKEND=db).
 type WorkerConfig struct {
-	// DB is the writer: a *sql.DB whose transactions begin with a write lock
-	// (BEGIN IMMEDIATE), as sqldb.DB.Write. Required.
+	// DB is the writer, sqldb.DB.Write: on SQLite a *sql.DB whose
+	// transactions begin with a write lock (BEGIN IMMEDIATE), on PostgreSQL
+	// the pool. Required.
 	DB *sql.DB
 	// Read is a read pool for the queue's queries (default DB).
 	Read *sql.DB
+	// Dialect is the store behind DB (sqldb.DB.Dialect; default SQLite).
+	// On PostgreSQL any number of workers, in any number of processes,
+	// claim disjoint rows (FOR UPDATE SKIP LOCKED).
+	Dialect sqldb.Dialect
 	// Registry holds the handlers. Required.
 	Registry *Registry
 	// Concurrency is how many events are handled at once (default 16).
@@ -43,7 +52,10 @@ type WorkerConfig struct {
 	// handlers.
 	DoneRetention time.Duration
 	// PollInterval is how often an idle worker looks for due rows (default
-	// 1 s); Notify wakes it at once.
+	// 1 s); Notify wakes it at once. Polling is the fallback whenever no
+	// wake-up comes: an enqueue in another process on SQLite, or on
+	// PostgreSQL behind a transaction-mode pooler, which carries no
+	// notifications.
 	PollInterval time.Duration
 	// SweepInterval is how often retention is applied (default 10 min).
 	SweepInterval time.Duration
@@ -155,7 +167,9 @@ type Worker struct {
 	running atomic.Bool
 }
 
-// NewWorker returns a worker. It does not touch the database.
+// NewWorker returns a worker. It does not touch the database. Wire Notify to
+// sqldb.DB.OnWrite: on PostgreSQL a DB opened with Listen runs its hooks for
+// enqueues of other processes too.
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -168,7 +182,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: worker: %w", err)
 	}
-	q := NewQueue(cfg.DB, QueueOptions{Read: cfg.Read, Now: cfg.Now})
+	q := NewQueue(cfg.DB, QueueOptions{Read: cfg.Read, Now: cfg.Now, Dialect: cfg.Dialect})
 	q.tok = &r.tokens
 	return &Worker{cfg: cfg, runner: r, queue: q, log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
 }
@@ -326,22 +340,35 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*job, error) {
 	err := inCachedTx(ctx, w.cfg.DB, w.queue.cache, func(s *stmts) error {
 		now := w.cfg.Now()
 		token := w.runner.tokens.next(now)
-		rows, err := claimRows(s, token, now, n, w.cfg.Lease)
+		rows, err := claimRows(s, w.queue.sql, token, now, n, w.cfg.Lease)
 		if err != nil {
 			return err
 		}
+		// The ledger of the whole batch is claimed in a few statements.
+		var (
+			wants []ledgerWant
+			of    []*job // the job of each want
+		)
 		for _, row := range rows {
 			j := &job{row: row, d: delivery{ev: row.Event, attempt: row.Attempt()}}
 			hs := w.cfg.Registry.Handlers(row.Event.Type)
 			if row.Event.ID == "" || len(hs) == 0 {
 				j.d.claims = noLedger(hs)
 			} else {
-				j.d.claims, j.d.claimErr, err = w.runner.claimLedger(s, row.Event.ID, hs, token)
-				if err != nil {
-					return err
-				}
+				wants = append(wants, ledgerWant{eventID: row.Event.ID, hs: hs})
+				of = append(of, j)
 			}
 			jobs = append(jobs, j)
+		}
+		if len(wants) == 0 {
+			return nil
+		}
+		claims, readErrs, err := w.runner.claimLedgers(s, wants, token)
+		if err != nil {
+			return err
+		}
+		for i, j := range of {
+			j.d.claims, j.d.claimErr = claims[i], readErrs[i]
 		}
 		return nil
 	})
@@ -403,31 +430,37 @@ func (w *Worker) settle(ctx context.Context, group []*job) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	w.queue.prepare(sctx)
-	one := func(s *stmts, j *job) error {
-		if err := w.runner.settleLedger(s, j.ops); err != nil {
+	// The ledger marks of a group are written a statement per claim and
+	// handler, and its rows' completions a statement per claim (settleRows),
+	// in the order of their claims and ids so that consecutive rows are
+	// completed as a range.
+	slices.SortFunc(group, func(a, b *job) int {
+		return cmp.Or(a.row.ClaimedAt.Compare(b.row.ClaimedAt), cmp.Compare(a.row.ID, b.row.ID))
+	})
+	all := func(s *stmts, group []*job) error {
+		var ops []ledgerOp
+		sts := make([]Settlement, len(group))
+		for i, j := range group {
+			ops = append(ops, j.ops...)
+			sts[i] = Settlement{Row: j.row, Result: j.res}
+		}
+		if err := w.runner.settleLedgers(s, ops); err != nil {
 			return err
 		}
-		ok, err := settleRow(s, w.cfg.Now(), Settlement{Row: j.row, Result: j.res})
+		n, err := settleRows(s, w.queue.sql, w.cfg.Now(), sts)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			w.log.Info("outbox: row was reclaimed before it was settled", "event_id", j.row.Event.ID,
-				"row", j.row.ID)
+		if n < len(group) {
+			w.log.Info("outbox: rows were reclaimed before they were settled", "rows", len(group)-n,
+				"first_event_id", group[0].row.Event.ID)
 		}
 		return nil
 	}
-	err := inCachedTx(sctx, w.cfg.DB, w.queue.cache, func(s *stmts) error {
-		for _, j := range group {
-			if err := one(s, j); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := inCachedTx(sctx, w.cfg.DB, w.queue.cache, func(s *stmts) error { return all(s, group) })
 	if err != nil && len(group) > 1 {
-		for _, j := range group {
-			if err := inCachedTx(sctx, w.cfg.DB, w.queue.cache, func(s *stmts) error { return one(s, j) }); err != nil {
+		for i, j := range group {
+			if err := inCachedTx(sctx, w.cfg.DB, w.queue.cache, func(s *stmts) error { return all(s, group[i:i+1]) }); err != nil {
 				w.log.Error("outbox: settle failed; the row returns after its lease", "event_id", j.row.Event.ID,
 					"row", j.row.ID, "err", err)
 			} else {

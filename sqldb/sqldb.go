@@ -56,7 +56,21 @@ type DB struct {
 // New wraps opened pools; package sqlite and package postgres call it.
 // closeFn closes everything New's caller opened.
 func New(write, read *sql.DB, d Dialect, name string, closeFn func() error) *DB {
+	dialects.Store(write, d)
+	dialects.Store(read, d)
 	return &DB{Write: write, Read: read, Dialect: d, Name: name, closeFn: closeFn}
+}
+
+// dialects maps every pool New wrapped to its store's dialect.
+var dialects sync.Map // *sql.DB -> Dialect
+
+// DialectOf returns the dialect of a pool a DB holds (Write or Read), for
+// code handed a bare *sql.DB; SQLite for a pool opened elsewhere.
+func DialectOf(pool *sql.DB) Dialect {
+	if d, ok := dialects.Load(pool); ok {
+		return d.(Dialect)
+	}
+	return SQLite
 }
 
 // Postgres reports whether the store is PostgreSQL.
@@ -64,6 +78,8 @@ func (db *DB) Postgres() bool { return db.Dialect == Postgres }
 
 // Close closes the pools.
 func (db *DB) Close() error {
+	dialects.Delete(db.Write)
+	dialects.Delete(db.Read)
 	if db.closeFn == nil {
 		return errors.Join(db.Read.Close(), db.Write.Close())
 	}

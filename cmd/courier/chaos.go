@@ -10,16 +10,23 @@ import (
 	"strconv"
 
 	"github.com/courier-ap/courier/chaos"
+	"github.com/courier-ap/courier/postgres"
 )
 
-const chaosUsage = `usage: courier chaos [--bus db|nats] [--duration 60s] [flags]
+const chaosUsage = `usage: courier chaos [--bus db|nats] [--store sqlite|postgres] [--duration 60s] [flags]
 
 Runs courier (server and worker as separate processes of this binary) on a
 fresh database on loopback, with simulated remote servers, a steady stream of
 local writes and inbound activities, and kills and restarts along the way;
 then prints one line of figures and exits 0 only when nothing was lost,
 nothing arrived under two ids, nothing was imported twice and every dead
-letter belongs to the black-holed host.`
+letter belongs to the black-holed host.
+
+With --store postgres the run makes a throwaway PostgreSQL cluster with the
+machine's initdb (or a fresh database on --postgres-url's server), runs two
+servers behind one address and two workers on it, and adds two faults:
+restarts of PostgreSQL and cuts of one worker from it (in a network
+namespace of the server's where the run is root, else through a TCP proxy).`
 
 // chaosCommand runs `courier chaos`: see chaosUsage and chaos.Run.
 func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -35,6 +42,14 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.Bus, "bus", cfg.Bus, "event bus: db or nats (env EVENT_BUS_BACKEND)")
+	fs.StringVar(&cfg.Store, "store", "sqlite", "courier's store: sqlite or postgres")
+	fs.StringVar(&cfg.PostgresURL, "postgres-url", "", "with --store postgres: an existing server (a postgres:// URL whose user may CREATE DATABASE) instead of the run's own cluster")
+	fs.IntVar(&cfg.Servers, "servers", 0, "server processes (default 1 on sqlite, 2 on postgres)")
+	fs.IntVar(&cfg.Workers, "workers", 0, "worker processes (default 1 on sqlite, 2 on postgres)")
+	fs.StringVar(&cfg.Cut, "cut", "", "how a worker is cut off from PostgreSQL: netns or proxy (default netns where the machine allows)")
+	fs.DurationVar(&cfg.PGRestartEvery, "pg-restart-every", chaos.DefaultPGRestartEvery, "mean time between restarts of the run's PostgreSQL")
+	fs.DurationVar(&cfg.DBCutEvery, "db-cut-every", chaos.DefaultDBCutEvery, "mean time between cuts of a worker from PostgreSQL")
+	fs.DurationVar(&cfg.DBCutMax, "db-cut-max", chaos.DefaultDBCutMax, "longest cut of a worker from PostgreSQL")
 	fs.DurationVar(&cfg.Duration, "duration", chaos.DefaultDuration, "length of the write phase")
 	fs.DurationVar(&cfg.SetupTimeout, "setup-timeout", chaos.DefaultSetupTimeout, "bound of start-up and the follow handshake")
 	fs.DurationVar(&cfg.SettleTimeout, "settle-timeout", chaos.DefaultSettleTimeout, "bound of the wait for courier to settle after the write phase")
@@ -64,6 +79,18 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 	if cfg.Bus != "db" && cfg.Bus != "nats" {
 		return usageError("chaos: invalid --bus %q: want db or nats", cfg.Bus)
+	}
+	if cfg.Store != "sqlite" && cfg.Store != "postgres" {
+		return usageError("chaos: invalid --store %q: want sqlite or postgres", cfg.Store)
+	}
+	if cfg.PostgresURL != "" && (cfg.Store != "postgres" || !postgres.IsURL(cfg.PostgresURL)) {
+		return usageError("chaos: --postgres-url needs --store postgres and a postgres:// URL")
+	}
+	if cfg.Cut != "" && cfg.Cut != "netns" && cfg.Cut != "proxy" {
+		return usageError("chaos: invalid --cut %q: want netns or proxy", cfg.Cut)
+	}
+	if cfg.Servers < 0 || cfg.Servers > 8 || cfg.Workers < 0 || cfg.Workers > 8 {
+		return usageError("chaos: --servers and --workers: want 1 to 8")
 	}
 	if *seed != "" {
 		n, err := strconv.ParseUint(*seed, 10, 64)

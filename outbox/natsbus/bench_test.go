@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqlite"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 // benchEvents is how many events one benchmark iteration relays.
@@ -140,7 +139,7 @@ func BenchmarkRelay(b *testing.B) {
 			}
 			enqueue(b, cdb, batch...)
 		}
-		q := outbox.NewQueue(cdb.Write, outbox.QueueOptions{Read: cdb.Read})
+		q := outbox.NewQueue(cdb.Write, outbox.QueueOptions{Read: cdb.Read, Dialect: cdb.Dialect})
 		b.StartTimer()
 		start = time.Now()
 		// The relay's writes: each completes the previous batch and claims
@@ -203,5 +202,5 @@ func processCPU(b *testing.B) time.Duration {
 // benchDB is a fresh database with the production settings.
 func benchDB(b *testing.B) *sqldb.DB {
 	b.Helper()
-	return openDBWith(b, filepath.Join(b.TempDir(), "courier.db"), sqlite.Options{})
+	return storetest.Open(b, storetest.Location(b), storetest.Options{})
 }

@@ -3,7 +3,6 @@ package natsbus
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,8 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 // A handler that always fails is delivered exactly max_deliver times on the
@@ -272,8 +272,8 @@ func TestTwoWorkersNeverOverlap(t *testing.T) {
 
 func testTwoWorkersNeverOverlap(t *testing.T, newBroker brokerFunc) {
 	br := newBroker(t)
-	path := filepath.Join(t.TempDir(), "courier.db")
-	dbA, dbB := openDB(t, path), openDB(t, path)
+	loc := storetest.Location(t)
+	dbA, dbB := openDB(t, loc), openDB(t, loc)
 
 	var mu sync.Mutex
 	running := map[string]int{}
@@ -425,7 +425,7 @@ func TestDeferralsHandBackWithoutSpendingDeliveries(t *testing.T) {
 	waitReady(t, bus)
 	ev := outbox.Event{ID: "2f0c6f0e-9a43-4c8e-8b1e-5d7c3a9e6b21", Type: "delivery.post", Target: "parked.example"}
 	enqueue(t, db, ev)
-	q := outbox.NewQueue(db.Write, outbox.QueueOptions{})
+	q := outbox.NewQueue(db.Write, outbox.QueueOptions{Dialect: db.Dialect})
 	defer func() {
 		if t.Failed() {
 			mu.Lock()

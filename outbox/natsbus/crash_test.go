@@ -4,11 +4,11 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 // Environment of the worker subprocess of TestKilledWorkerLosesNothing.
@@ -62,8 +62,8 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 
 func testKilledWorkerLosesNothing(t *testing.T, newBroker brokerFunc) {
 	br := newBroker(t)
-	path := filepath.Join(t.TempDir(), "courier.db")
-	db := openDB(t, path)
+	loc := storetest.Location(t)
+	db := openDB(t, loc)
 	if _, err := db.Write.Exec(`CREATE TABLE test_effects (event_id TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func testKilledWorkerLosesNothing(t *testing.T, newBroker brokerFunc) {
 
 	start := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envWorker+"=1", envWorkerDB+"="+path, envWorkerJS+"="+br.url())
+		cmd.Env = append(os.Environ(), envWorker+"=1", envWorkerDB+"="+loc, envWorkerJS+"="+br.url())
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

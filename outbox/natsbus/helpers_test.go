@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,14 +22,19 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/sqlite"
 )
 
-// The tests use real parts: a SQLite file in t.TempDir() migrated by the
-// real runner (WAL, one writer connection, as production), and a JetStream
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+
+// The tests use real parts: a store of package storetest, migrated by the
+// real runner (a SQLite file in t.TempDir(), WAL, one writer connection, as
+// production; with COURIER_TEST_STORE=postgres a database of a throwaway
+// PostgreSQL cluster, so every test runs once per store), and a JetStream
 // server embedded in the test process with its file store in t.TempDir(),
 // stopped and restarted on the same store and port to simulate outages.
 
@@ -172,14 +177,16 @@ func (b *broker) js(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-// openDB opens (creating and migrating) the SQLite file at path.
-func openDB(t testing.TB, path string) *sqldb.DB {
+// openDB opens (creating and migrating) the store at loc
+// (storetest.Location).
+func openDB(t testing.TB, loc string) *sqldb.DB {
 	t.Helper()
-	return openDBWith(t, path, sqlite.Options{Synchronous: "NORMAL"})
+	return storetest.Open(t, loc, storetest.Options{Synchronous: "NORMAL"})
 }
 
-// openDBWith is openDB with the given options.
-func openDBWith(t testing.TB, path string, opts sqlite.Options) *sqldb.DB {
+// openSQLite opens (creating and migrating) the SQLite file at path with
+// opts, for the tests about SQLite's write lock.
+func openSQLite(t testing.TB, path string, opts sqlite.Options) *sqldb.DB {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, path, opts)
@@ -194,7 +201,7 @@ func openDBWith(t testing.TB, path string, opts sqlite.Options) *sqldb.DB {
 }
 
 func newDB(t testing.TB) *sqldb.DB {
-	return openDB(t, filepath.Join(t.TempDir(), "courier.db"))
+	return openDB(t, storetest.Location(t))
 }
 
 // logBuffer collects JSON log lines for assertions.
@@ -311,6 +318,7 @@ func fastConfig(url string, db *sqldb.DB, runner Runner, logs *logBuffer) Config
 		URL:            url,
 		DB:             db.Write,
 		Read:           db.Read,
+		Dialect:        db.Dialect,
 		Runner:         runner,
 		PollInterval:   20 * time.Millisecond,
 		PauseMin:       50 * time.Millisecond,

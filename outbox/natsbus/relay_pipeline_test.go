@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/sqlite"
 )
 
@@ -22,7 +24,7 @@ func TestRelayWithAQueueThatCannotSettleAndClaim(t *testing.T) {
 	db := newDB(t)
 	_, js := br.js(t)
 	cfg := fastConfig(br.url(), db, nil, nil)
-	cfg.Queue = queueOnly{outbox.NewQueue(db.Write, outbox.QueueOptions{})}
+	cfg.Queue = queueOnly{outbox.NewQueue(db.Write, outbox.QueueOptions{Dialect: db.Dialect})}
 	cfg.BatchSize = 16
 	if _, ok := cfg.Queue.(idClaimer); ok {
 		t.Fatal("the wrapped queue still settles and claims at once; the test proves nothing")
@@ -107,14 +109,17 @@ func TestRelayStoppedMidBacklogLeavesNothingClaimed(t *testing.T) {
 // batches the broker acknowledged and writes them once the lock is free,
 // instead of leaving the rows claimed until their lease expires.
 func TestRelayKeepsOutcomesWhileTheDatabaseIsLocked(t *testing.T) {
+	if storetest.Dialect() != sqldb.SQLite {
+		t.Skip("holds SQLite's one write lock: SQLite only (PostgreSQL's writers lock rows, not the database)")
+	}
 	t.Parallel()
 	br := newBroker(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "courier.db")
 	// A short busy timeout, so the relay's writes fail quickly while the
 	// lock is held.
-	db := openDBWith(t, path, sqlite.Options{Synchronous: "NORMAL", BusyTimeout: 50 * time.Millisecond})
-	other := openDB(t, path)
+	db := openSQLite(t, path, sqlite.Options{Synchronous: "NORMAL", BusyTimeout: 50 * time.Millisecond})
+	other := openSQLite(t, path, sqlite.Options{Synchronous: "NORMAL"})
 
 	const n = 64
 	enqueue(t, db, testEvents(n, "delivery.post")...)

@@ -1,0 +1,302 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
+)
+
+// Sizes of BenchmarkPostgresBesideRiver: commits per chunk, alternating
+// chunks per kind, concurrent producers (the pool's default size), and the
+// backlog the no-op runs drain.
+const (
+	pgBenchChunk     = 300
+	pgBenchRounds    = 10
+	pgBenchProducers = 16
+	pgBenchBacklog   = 20000
+)
+
+const pgBenchBody = `{"type":"Note","content":"hello fediverse"}`
+
+// riverNoop is the job of River's side: the same body as courier's event.
+type riverNoop struct {
+	Body string `json:"body"`
+}
+
+func (riverNoop) Kind() string { return "noop" }
+
+type riverNoopWorker struct {
+	river.WorkerDefaults[riverNoop]
+}
+
+func (riverNoopWorker) Work(context.Context, *river.Job[riverNoop]) error { return nil }
+
+// BenchmarkPostgresBesideRiver measures courier's outbox on one throwaway
+// PostgreSQL (synchronous commit on, as installed) beside River
+// (github.com/riverqueue/river with its pgx driver) doing the same work on
+// the same server in the same run, and reports ratios against the server's
+// own limit measured in the same run:
+//
+//   - raw_tx/s: one-row commits (an INSERT of a data row per transaction,
+//     through courier's database/sql pool; raw_pgx_tx/s through a pgx pool,
+//     River's);
+//   - enqueue/raw: courier's transactional enqueue (the data row and its
+//     event per transaction) over raw_tx/s; river_enqueue/raw_pgx the same
+//     with River's InsertTx;
+//   - noop_events/s: a backlog of events drained by one db worker at its
+//     production defaults with a no-op handler (ledger claim and mark
+//     included); river_noop_jobs/s the same backlog drained by River's
+//     client (MaxWorkers 2000, other settings its defaults); noop/river
+//     their ratio;
+//   - two_workers/one: the backlog drained by two workers on two pools of
+//     their own (as two processes would be) over one.
+//
+// Commits are measured in alternating chunks so that every kind sees the
+// same machine. The work is fixed in size; run it once:
+//
+//	COURIER_TEST_STORE=postgres go test ./outbox/ -run '^$' -bench BenchmarkPostgresBesideRiver -benchtime 1x
+func BenchmarkPostgresBesideRiver(b *testing.B) {
+	if storetest.Dialect() != sqldb.Postgres {
+		b.Skip("PostgreSQL beside River: run with COURIER_TEST_STORE=postgres")
+	}
+	ctx := context.Background()
+	loc := storetest.Location(b)
+	db := storetest.Open(b, loc, storetest.Options{})
+	if _, err := db.Write.Exec(benchDataTable(db)); err != nil {
+		b.Fatal(err)
+	}
+	pcfg, err := pgxpool.ParseConfig(loc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pcfg.MaxConns = pgBenchProducers
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	driver := riverpgxv5.New(pool)
+	migrator, err := rivermigrate.New(driver, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		b.Fatal(err)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, riverNoopWorker{})
+	rc, err := river.NewClient(driver, &river.Config{
+		// River fetches at most MaxWorkers jobs per FetchCooldown (100 ms):
+		// 100 workers would cap it at 1,000 jobs/s. 2,000 leave it uncapped
+		// here.
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2000}},
+		Workers: workers,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	kinds := []struct {
+		name string
+		tx   func() error
+	}{
+		{"raw", func() error {
+			return db.Tx(ctx, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO bench_data (body) VALUES (?)`, pgBenchBody)
+				return err
+			})
+		}},
+		{"enqueue", func() error {
+			return db.Tx(ctx, func(tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO bench_data (body) VALUES (?)`, pgBenchBody); err != nil {
+					return err
+				}
+				return outbox.Enqueue(ctx, tx, outbox.Event{Type: "bench.noop", Payload: []byte(pgBenchBody)})
+			})
+		}},
+		{"raw_pgx", func() error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `INSERT INTO bench_data (body) VALUES ($1)`, pgBenchBody)
+				return err
+			})
+		}},
+		{"river_enqueue", func() error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `INSERT INTO bench_data (body) VALUES ($1)`, pgBenchBody); err != nil {
+					return err
+				}
+				_, err := rc.InsertTx(ctx, tx, riverNoop{Body: pgBenchBody}, nil)
+				return err
+			})
+		}},
+	}
+	elapsed := make([]time.Duration, len(kinds))
+	for range pgBenchRounds {
+		for i, k := range kinds {
+			d, err := pgBenchCommits(pgBenchChunk, k.tx)
+			if err != nil {
+				b.Fatalf("%s: %v", k.name, err)
+			}
+			elapsed[i] += d
+		}
+	}
+	rate := func(i int) float64 { return float64(pgBenchRounds*pgBenchChunk) / elapsed[i].Seconds() }
+	raw, enq, rawPgx, riverEnq := rate(0), rate(1), rate(2), rate(3)
+
+	// No-op backlogs: courier's on databases of their own, River's on its
+	// tables emptied of the enqueue runs' jobs.
+	one := pgBenchDrain(b, 1)
+	two := pgBenchDrain(b, 2)
+	if _, err := pool.Exec(ctx, `DELETE FROM river_job`); err != nil {
+		b.Fatal(err)
+	}
+	riverNoopRate := pgBenchRiverDrain(b, rc)
+
+	b.ReportMetric(raw, "raw_tx/s")
+	b.ReportMetric(enq, "enqueue_tx/s")
+	b.ReportMetric(enq/raw, "enqueue/raw")
+	b.ReportMetric(rawPgx, "raw_pgx_tx/s")
+	b.ReportMetric(riverEnq, "river_enqueue_tx/s")
+	b.ReportMetric(riverEnq/rawPgx, "river_enqueue/raw_pgx")
+	b.ReportMetric(one, "noop_events/s")
+	b.ReportMetric(riverNoopRate, "river_noop_jobs/s")
+	b.ReportMetric(one/riverNoopRate, "noop/river")
+	b.ReportMetric(two/one, "two_workers/one")
+	b.Logf("GOMAXPROCS %d; the server, the producers and the workers share the machine's cores", runtime.GOMAXPROCS(0))
+}
+
+// pgBenchCommits runs n transactions of tx on pgBenchProducers goroutines
+// and returns the time they took.
+func pgBenchCommits(n int, tx func() error) (time.Duration, error) {
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		fail error
+	)
+	start := time.Now()
+	for range pgBenchProducers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := tx(); err != nil {
+					mu.Lock()
+					fail = err
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), fail
+}
+
+// pgBenchDrain fills a new database with pgBenchBacklog events and returns
+// the events per second that workers db workers (at the production
+// defaults, each on a pool of its own) drain them at with a no-op handler.
+func pgBenchDrain(b *testing.B, workers int) float64 {
+	ctx := context.Background()
+	loc := storetest.Location(b)
+	db := storetest.Open(b, loc, storetest.Options{})
+	for i := 0; i < pgBenchBacklog; i += 500 {
+		evs := make([]outbox.Event, 500)
+		for j := range evs {
+			evs[j] = outbox.Event{Type: "bench.noop", Payload: []byte(pgBenchBody)}
+		}
+		if err := db.Tx(ctx, func(tx *sql.Tx) error { return outbox.Enqueue(ctx, tx, evs...) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var settled atomic.Int64
+	all := make(chan struct{})
+	reg := outbox.NewRegistry()
+	reg.Handle("bench.noop", "noop", func(context.Context, outbox.Event) error { return nil })
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	pools := make([]*sqldb.DB, workers)
+	for i := range pools {
+		pools[i] = storetest.Open(b, loc, storetest.Options{})
+	}
+	start := time.Now()
+	for _, p := range pools {
+		w, err := outbox.NewWorker(outbox.WorkerConfig{
+			DB: p.Write, Read: p.Read, Dialect: p.Dialect, Registry: reg,
+			Observer: &outbox.Observer{Settled: func(string, outbox.Outcome) {
+				if settled.Add(1) == pgBenchBacklog {
+					close(all)
+				}
+			}},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() { _ = w.Run(wctx) })
+	}
+	select {
+	case <-all:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("%d of %d events settled in 5 min", settled.Load(), pgBenchBacklog)
+	}
+	d := time.Since(start)
+	cancel()
+	wg.Wait()
+	var done int
+	if err := db.Read.QueryRow(`SELECT COUNT(*) FROM event_queue WHERE status = 'done'`).Scan(&done); err != nil || done != pgBenchBacklog {
+		b.Fatalf("%d rows done (%v), want %d", done, err, pgBenchBacklog)
+	}
+	return float64(pgBenchBacklog) / d.Seconds()
+}
+
+// pgBenchRiverDrain inserts pgBenchBacklog jobs and returns the jobs per
+// second River's client completes them at.
+func pgBenchRiverDrain(b *testing.B, rc *river.Client[pgx.Tx]) float64 {
+	ctx := context.Background()
+	for i := 0; i < pgBenchBacklog; i += 1000 {
+		params := make([]river.InsertManyParams, 1000)
+		for j := range params {
+			params[j] = river.InsertManyParams{Args: riverNoop{Body: pgBenchBody}}
+		}
+		if _, err := rc.InsertManyFast(ctx, params); err != nil {
+			b.Fatal(err)
+		}
+	}
+	events, unsubscribe := rc.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: pgBenchBacklog + 1000, Kinds: []river.EventKind{river.EventKindJobCompleted},
+	})
+	defer unsubscribe()
+	start := time.Now()
+	if err := rc.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	timeout := time.After(5 * time.Minute)
+	for n := 0; n < pgBenchBacklog; {
+		select {
+		case <-events:
+			n++
+		case <-timeout:
+			b.Fatalf("River completed %d of %d jobs in 5 min", n, pgBenchBacklog)
+		}
+	}
+	d := time.Since(start)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := rc.Stop(sctx); err != nil {
+		b.Fatal(fmt.Errorf("stop River: %w", err))
+	}
+	return float64(pgBenchBacklog) / d.Seconds()
+}
