@@ -77,9 +77,17 @@ func newRecorder(db *sqldb.DB, log *slog.Logger) *recorder {
 	return &recorder{db: db, log: log, ch: make(chan recOp, recBuffer)}
 }
 
-// add queues op; when the buffer is full (or Run is not running and it
-// filled up) op is written at once, so nothing is dropped.
+// add queues op; when Run is not running, or the buffer is full, op is
+// written at once, so nothing is dropped.
 func (r *recorder) add(op recOp) {
+	if !r.running.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), recWait)
+		defer cancel()
+		if err := r.write(ctx, []recOp{op}); err != nil {
+			r.log.Warn("delivery: record write failed", "err", err)
+		}
+		return
+	}
 	select {
 	case r.ch <- op:
 	default:
@@ -122,11 +130,15 @@ func (r *recorder) run(ctx context.Context) {
 	batch := make([]recOp, 0, recBatch)
 	t := time.NewTicker(recInterval)
 	defer t.Stop()
+	// A write runs to its end even when ctx ends meanwhile (bounded by
+	// recWait): the records it carries exist nowhere else.
 	flush := func(ctx context.Context) {
 		if len(batch) == 0 {
 			return
 		}
-		err := r.write(ctx, batch)
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recWait)
+		defer cancel()
+		err := r.write(wctx, batch)
 		if err != nil {
 			r.log.Warn("delivery: record write failed", "err", err, "records", len(batch))
 		}
