@@ -108,8 +108,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*sqldb.DB, error) {
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	var db *sqldb.DB
-	db = sqldb.New(pool, pool, sqldb.Postgres, Redact(dsn), func() error {
+	db := sqldb.New(pool, pool, sqldb.Postgres, Redact(dsn), func() error {
 		stop()
 		<-done
 		return pool.Close()
