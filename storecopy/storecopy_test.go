@@ -424,10 +424,12 @@ func TestCopyWholeInstance(t *testing.T) {
 	if err := dst.Read.QueryRow(`SELECT MAX(id) FROM event_queue`).Scan(&newEvent); err != nil || newEvent <= maxEvent {
 		t.Fatalf("newest event id %d (%v), copied up to %d", newEvent, err, maxEvent)
 	}
-	// The counts the triggers keep agree with the rows.
+	// The counts the triggers keep agree with the rows (summed over the
+	// shards of migration 0016: the new note's is another backend's).
 	var wrong int
 	err = dst.Read.QueryRow(`SELECT COUNT(*) FROM (SELECT status, type, COUNT(*) AS n FROM event_queue GROUP BY status, type) q
-		LEFT JOIN event_queue_counts c USING (status, type) WHERE c.n IS DISTINCT FROM q.n`).Scan(&wrong)
+		LEFT JOIN (SELECT status, type, SUM(n) AS n FROM event_queue_counts GROUP BY status, type) c USING (status, type)
+		WHERE c.n IS DISTINCT FROM q.n`).Scan(&wrong)
 	if err != nil || wrong != 0 {
 		t.Fatalf("%d (status, type) counts differ from the rows on the target (%v)", wrong, err)
 	}
