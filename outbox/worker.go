@@ -304,11 +304,16 @@ func (w *Worker) claimLoop(ctx context.Context, jobs chan<- *job, slots chan str
 		if o := w.cfg.Observer; o != nil && o.Alive != nil {
 			o.Alive()
 		}
-		n := min(cap(slots)-len(slots), w.cfg.BatchSize)
-		if n <= 0 {
+		// While the pool holds more claimed rows than its handlers run,
+		// the claimer waits until half a batch is free: claiming the few
+		// rows each settle frees would spend a commit per handful of rows,
+		// which a store with millisecond commits (PostgreSQL) cannot afford.
+		free := cap(slots) - len(slots)
+		if free <= 0 || free < w.cfg.BatchSize/2 && len(slots) > w.cfg.Concurrency {
 			wait(w.cfg.PollInterval, freed)
 			continue
 		}
+		n := min(free, w.cfg.BatchSize)
 		got, err := w.claim(ctx, n)
 		if err != nil {
 			if ctx.Err() != nil {
