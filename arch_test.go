@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 	"postgres":        {"sqldb"},
 	"postgres/pgtest": {},
 	"outbox":          {"metrics", "sqldb"},
-	"outbox/natsbus":  {"outbox", "metrics", "sqldb"},
+	"outbox/natsbus":  {"outbox", "metrics"},
 	"store":           {"outbox", "activitypub", "sqldb", "metrics"},
 	"delivery":        {"outbox", "activitypub", "store", "sqldb", "metrics"},
 	"inbox":           {"outbox", "activitypub", "store", "sqldb", "metrics", "limit"},

@@ -87,7 +87,7 @@ func BenchmarkWorkerThroughput(b *testing.B) {
 			var settledN atomic.Int64
 			all := make(chan struct{})
 			w, err := outbox.NewWorker(outbox.WorkerConfig{
-				DB: db.Write, Read: db.Read, Dialect: db.Dialect, Registry: reg, BatchSize: bs,
+				DB: db.Write, Read: db.Read, Registry: reg, BatchSize: bs,
 				Observer: &outbox.Observer{Settled: func(string, outbox.Outcome) {
 					if settledN.Add(1) == int64(b.N) {
 						close(all)

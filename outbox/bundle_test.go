@@ -88,7 +88,7 @@ func (b *testBundle) enqueue(t testing.TB, evs ...outbox.Event) []string {
 }
 
 func (b *testBundle) queue() *outbox.Queue {
-	return outbox.NewQueue(b.db.Write, outbox.QueueOptions{Read: b.db.Read, Now: b.clock.Now, Dialect: b.db.Dialect})
+	return outbox.NewQueue(b.db.Write, outbox.QueueOptions{Read: b.db.Read, Now: b.clock.Now})
 }
 
 func (b *testBundle) row(t testing.TB, eventID string) outbox.Row {
@@ -136,7 +136,7 @@ type runningWorker struct {
 func (b *testBundle) startWorker(t testing.TB, cfg outbox.WorkerConfig) *runningWorker {
 	t.Helper()
 	rw := &runningWorker{settled: make(chan settled, 10000), done: make(chan error, 1)}
-	cfg.DB, cfg.Read, cfg.Dialect, cfg.Registry = b.db.Write, b.db.Read, b.db.Dialect, b.reg
+	cfg.DB, cfg.Read, cfg.Registry = b.db.Write, b.db.Read, b.reg
 	if cfg.Now == nil {
 		cfg.Now = b.clock.Now
 	}

@@ -247,7 +247,7 @@ func TestCrashHelper(t *testing.T) {
 		})
 	}
 	w, err := outbox.NewWorker(outbox.WorkerConfig{
-		DB: db.Write, Read: db.Read, Dialect: db.Dialect, Registry: reg,
+		DB: db.Write, Read: db.Read, Registry: reg,
 		Concurrency: 6, BatchSize: 32,
 		// Short leases, so recovery after a kill is quick, yet long enough
 		// that a live worker's claims never expire under it.

@@ -84,7 +84,7 @@ func TestCountsKeptOnWriteMatchTheTable(t *testing.T) {
 	ctx := context.Background()
 	db := openMigrated(t)
 	now := time.Now().Add(time.Hour)
-	q := NewQueue(db.Write, QueueOptions{Read: db.Read, Now: func() time.Time { return now }, Dialect: db.Dialect})
+	q := NewQueue(db.Write, QueueOptions{Read: db.Read, Now: func() time.Time { return now }})
 	check := func(step string) {
 		t.Helper()
 		got, err := q.Stats(ctx)

@@ -23,7 +23,7 @@ import (
 // that stops it and waits for it.
 func runWorker(t *testing.T, db *sqldb.DB, cfg outbox.WorkerConfig) (*outbox.Worker, func()) {
 	t.Helper()
-	cfg.DB, cfg.Read, cfg.Dialect = db.Write, db.Read, db.Dialect
+	cfg.DB, cfg.Read = db.Write, db.Read
 	w, err := outbox.NewWorker(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestCountShardsLetWritersOfOneTypeCommitSideBySide(t *testing.T) {
 	if err := outbox.Enqueue(ctx, held, outbox.Event{Type: "shard"}); err != nil {
 		t.Fatal(err)
 	}
-	q := outbox.NewQueue(dbB.Write, outbox.QueueOptions{Read: dbB.Read, Dialect: dbB.Dialect})
+	q := outbox.NewQueue(dbB.Write, outbox.QueueOptions{Read: dbB.Read})
 	bctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	// Enqueue and claim (pending -> processing) beside the open transaction.
@@ -291,7 +291,7 @@ func TestSweepFoldsCountShardsOfEndedBackends(t *testing.T) {
 	if err := gone.Write.QueryRow(`SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	gq := outbox.NewQueue(gone.Write, outbox.QueueOptions{Read: gone.Read, Dialect: gone.Dialect})
+	gq := outbox.NewQueue(gone.Write, outbox.QueueOptions{Read: gone.Read})
 	for range 3 {
 		enqueueOn(t, gone, outbox.Event{Type: "fold"}, outbox.Event{Type: "other"})
 	}
@@ -307,7 +307,7 @@ func TestSweepFoldsCountShardsOfEndedBackends(t *testing.T) {
 	waitUntil(t, 30*time.Second, "the closed handle's backend to end", func() bool {
 		return countRows(t, db, `SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ?`, pid) == 0
 	})
-	q := outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read, Dialect: db.Dialect})
+	q := outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read})
 	before, err := q.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)

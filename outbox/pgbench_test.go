@@ -235,7 +235,7 @@ func pgBenchDrain(b *testing.B, workers int) float64 {
 	start := time.Now()
 	for _, p := range pools {
 		w, err := outbox.NewWorker(outbox.WorkerConfig{
-			DB: p.Write, Read: p.Read, Dialect: p.Dialect, Registry: reg,
+			DB: p.Write, Read: p.Read, Registry: reg,
 			Observer: &outbox.Observer{Settled: func(string, outbox.Outcome) {
 				if settled.Add(1) == pgBenchBacklog {
 					close(all)

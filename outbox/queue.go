@@ -58,9 +58,6 @@ type QueueOptions struct {
 	Read *sql.DB
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Dialect is the store behind the pools (sqldb.DB.Dialect; default
-	// SQLite): it picks the claim's and the sweep's statements.
-	Dialect sqldb.Dialect
 }
 
 // Queue is the row-level API of the outbox table event_queue: claiming due
@@ -81,15 +78,11 @@ type Queue struct {
 
 // NewQueue returns a Queue over the writer db, sqldb.DB.Write (on SQLite its
 // transactions must begin with a write lock, as sqldb.DB.Write's do). Its
-// statements are those of opts.Dialect or, when that is left at SQLite, of
-// the store the pool belongs to (sqldb.DialectOf), so a caller cannot run
-// SQLite's claim on PostgreSQL by leaving the option out.
+// statements (the claim's, the sweep's) are those of the store the pool
+// belongs to (sqldb.DialectOf): on PostgreSQL any number of queues, in any
+// number of processes, claim disjoint rows (FOR UPDATE SKIP LOCKED).
 func NewQueue(db *sql.DB, opts QueueOptions) *Queue {
-	d := opts.Dialect
-	if d == sqldb.SQLite {
-		d = sqldb.DialectOf(db)
-	}
-	q := &Queue{write: db, read: opts.Read, now: opts.Now, sql: sqlOf(d), tok: &tokenClock{},
+	q := &Queue{write: db, read: opts.Read, now: opts.Now, sql: sqlOf(sqldb.DialectOf(db)), tok: &tokenClock{},
 		cache: newStmtCache(db)}
 	if q.read == nil {
 		q.read = db

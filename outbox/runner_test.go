@@ -34,7 +34,7 @@ func TestRunnerConfigValidation(t *testing.T) {
 			t.Errorf("%s: NewRunner accepted %+v", name, cfg)
 		}
 	}
-	if _, err := outbox.NewWorker(outbox.WorkerConfig{DB: b.db.Write, Dialect: b.db.Dialect, Registry: b.reg, BatchSize: 5000}); err == nil {
+	if _, err := outbox.NewWorker(outbox.WorkerConfig{DB: b.db.Write, Registry: b.reg, BatchSize: 5000}); err == nil {
 		t.Error("NewWorker accepted BatchSize 5000")
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/courier-ap/courier/sqldb"
 )
 
 // WorkerConfig configures the db bus worker (EVENT_BUS_BACKEND=db).
@@ -23,10 +21,6 @@ type WorkerConfig struct {
 	DB *sql.DB
 	// Read is a read pool for the queue's queries (default DB).
 	Read *sql.DB
-	// Dialect is the store behind DB (sqldb.DB.Dialect; default SQLite).
-	// On PostgreSQL any number of workers, in any number of processes,
-	// claim disjoint rows (FOR UPDATE SKIP LOCKED).
-	Dialect sqldb.Dialect
 	// Registry holds the handlers. Required.
 	Registry *Registry
 	// Concurrency is how many events are handled at once (default 16).
@@ -182,7 +176,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: worker: %w", err)
 	}
-	q := NewQueue(cfg.DB, QueueOptions{Read: cfg.Read, Now: cfg.Now, Dialect: cfg.Dialect})
+	q := NewQueue(cfg.DB, QueueOptions{Read: cfg.Read, Now: cfg.Now})
 	q.tok = &r.tokens
 	return &Worker{cfg: cfg, runner: r, queue: q, log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
 }

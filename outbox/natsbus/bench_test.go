@@ -139,7 +139,7 @@ func BenchmarkRelay(b *testing.B) {
 			}
 			enqueue(b, cdb, batch...)
 		}
-		q := outbox.NewQueue(cdb.Write, outbox.QueueOptions{Read: cdb.Read, Dialect: cdb.Dialect})
+		q := outbox.NewQueue(cdb.Write, outbox.QueueOptions{Read: cdb.Read})
 		b.StartTimer()
 		start = time.Now()
 		// The relay's writes: each completes the previous batch and claims

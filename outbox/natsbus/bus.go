@@ -72,7 +72,7 @@ func New(cfg Config) (*Bus, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	rows := outbox.NewQueue(cfg.DB, outbox.QueueOptions{Read: cfg.Read, Now: cfg.Now, Dialect: cfg.Dialect})
+	rows := outbox.NewQueue(cfg.DB, outbox.QueueOptions{Read: cfg.Read, Now: cfg.Now})
 	q := cfg.Queue
 	if q == nil {
 		q = rows

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/sqldb"
 )
 
 // Mode selects how events travel through NATS.
@@ -180,10 +179,6 @@ type Config struct {
 	// default Queue reads the rows the relay claimed from it, off the
 	// writer. Default DB.
 	Read *sql.DB
-	// Dialect is the store behind DB and Read (sqldb.DB.Dialect; default
-	// SQLite). On PostgreSQL the relays of any number of processes claim
-	// disjoint rows (FOR UPDATE SKIP LOCKED).
-	Dialect sqldb.Dialect
 	// Queue claims and settles outbox rows for the relay.
 	// Default: outbox.NewQueue(DB) with Read and Now.
 	Queue Queue

@@ -425,7 +425,7 @@ func TestDeferralsHandBackWithoutSpendingDeliveries(t *testing.T) {
 	waitReady(t, bus)
 	ev := outbox.Event{ID: "2f0c6f0e-9a43-4c8e-8b1e-5d7c3a9e6b21", Type: "delivery.post", Target: "parked.example"}
 	enqueue(t, db, ev)
-	q := outbox.NewQueue(db.Write, outbox.QueueOptions{Dialect: db.Dialect})
+	q := outbox.NewQueue(db.Write, outbox.QueueOptions{})
 	defer func() {
 		if t.Failed() {
 			mu.Lock()

@@ -318,7 +318,6 @@ func fastConfig(url string, db *sqldb.DB, runner Runner, logs *logBuffer) Config
 		URL:            url,
 		DB:             db.Write,
 		Read:           db.Read,
-		Dialect:        db.Dialect,
 		Runner:         runner,
 		PollInterval:   20 * time.Millisecond,
 		PauseMin:       50 * time.Millisecond,

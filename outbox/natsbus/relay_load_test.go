@@ -38,7 +38,7 @@ func TestRelayPutsBackRowsItCouldNotRead(t *testing.T) {
 	_, js := br.js(t)
 	logs := &logBuffer{}
 	cfg := fastConfig(br.url(), db, nil, logs)
-	q := &failingLoads{Queue: outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read, Dialect: db.Dialect})}
+	q := &failingLoads{Queue: outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read})}
 	q.fail.Store(3)
 	cfg.Queue = q
 	cfg.BatchSize = 4

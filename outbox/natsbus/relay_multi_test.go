@@ -53,7 +53,7 @@ func TestTwoRelaysClaimDisjointRows(t *testing.T) {
 		db := openDB(t, loc)
 		cfg := fastConfig(br.url(), db, nil, nil)
 		cfg.BatchSize = 16
-		cfg.Queue = claimLog{Queue: outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read, Dialect: db.Dialect}),
+		cfg.Queue = claimLog{Queue: outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read}),
 			mu: &mu, ids: ids, own: &owns[i]}
 		bus := mustNew(t, cfg)
 		runBus(t, bus, (*Bus).RunRelay)

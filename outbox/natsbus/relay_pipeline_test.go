@@ -24,7 +24,7 @@ func TestRelayWithAQueueThatCannotSettleAndClaim(t *testing.T) {
 	db := newDB(t)
 	_, js := br.js(t)
 	cfg := fastConfig(br.url(), db, nil, nil)
-	cfg.Queue = queueOnly{outbox.NewQueue(db.Write, outbox.QueueOptions{Dialect: db.Dialect})}
+	cfg.Queue = queueOnly{outbox.NewQueue(db.Write, outbox.QueueOptions{})}
 	cfg.BatchSize = 16
 	if _, ok := cfg.Queue.(idClaimer); ok {
 		t.Fatal("the wrapped queue still settles and claims at once; the test proves nothing")
