@@ -13,6 +13,8 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL's driver, registered as "pgx"
 	_ "modernc.org/sqlite"             // the driver courier itself uses, registered as "sqlite"
+
+	"github.com/courier-ap/courier/postgres"
 )
 
 // follow is a Follow a remote actor sent that courier acknowledged.
@@ -220,7 +222,7 @@ type checkDB struct {
 // which WAL lets read while courier writes. A postgres:// URL: sessions
 // whose transactions are read-only.
 func openReadOnly(loc string) (*checkDB, error) {
-	if isPostgresURL(loc) {
+	if postgres.IsURL(loc) {
 		u, err := url.Parse(loc)
 		if err != nil {
 			return nil, fmt.Errorf("chaos: open database: %w", err)
@@ -244,22 +246,6 @@ func openReadOnly(loc string) (*checkDB, error) {
 	}
 	db.SetMaxOpenConns(2)
 	return &checkDB{DB: db}, nil
-}
-
-// numbered rewrites the ? placeholders of q as $1..$n, PostgreSQL's. The
-// checks' statements have no ? inside literals.
-func numbered(q string) string {
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // snapshot is what the database says at one moment.
@@ -397,7 +383,7 @@ func read(ctx context.Context, db *checkDB, blackHole string) (*snapshot, error)
 	for _, q := range queries {
 		text := q.sql
 		if db.postgres {
-			text = numbered(text)
+			text = postgres.Rebind(text)
 		}
 		rows, err := db.QueryContext(ctx, text, q.args...)
 		if isNoTable(err) {

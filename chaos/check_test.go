@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/courier-ap/courier/postgres"
 	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
@@ -241,8 +242,8 @@ func TestNumbered(t *testing.T) {
 		{"WHERE a = ?", "WHERE a = $1"},
 		{"WHERE a = ? AND b = ? OR c = ?", "WHERE a = $1 AND b = $2 OR c = $3"},
 	} {
-		if got := numbered(c.in); got != c.want {
-			t.Errorf("numbered(%q) = %q, want %q", c.in, got, c.want)
+		if got := postgres.Rebind(c.in); got != c.want {
+			t.Errorf("Rebind(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

@@ -41,8 +41,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
+
+	"github.com/courier-ap/courier/postgres"
 )
 
 // Config configures a run. Zero values take the documented defaults.
@@ -238,7 +239,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("chaos: store %q: want sqlite or postgres", c.Store)
 	case c.PostgresURL != "" && c.Store != "postgres":
 		return errors.New("chaos: a PostgreSQL URL needs store postgres")
-	case c.PostgresURL != "" && !isPostgresURL(c.PostgresURL):
+	case c.PostgresURL != "" && !postgres.IsURL(c.PostgresURL):
 		return errors.New("chaos: the PostgreSQL URL must start with postgres:// or postgresql://")
 	case c.Cut != "" && c.Cut != "netns" && c.Cut != "proxy":
 		return fmt.Errorf("chaos: cut %q: want netns or proxy", c.Cut)
@@ -268,9 +269,4 @@ func (c Config) validate() error {
 		return errors.New("chaos: max-attempts must not be negative")
 	}
 	return nil
-}
-
-func isPostgresURL(s string) bool {
-	l := strings.ToLower(s)
-	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
 }

@@ -4,19 +4,18 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/courier-ap/courier/postgres"
 )
 
 // pgCluster is a throwaway PostgreSQL server the run makes with the
@@ -40,49 +39,14 @@ type pgCluster struct {
 	exited chan struct{}
 }
 
-// pgBin finds the directory of PostgreSQL's server binaries: PATH first,
-// then Debian's /usr/lib/postgresql/<version>/bin, newest version first.
-func pgBin() (string, error) {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		return filepath.Dir(p), nil
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	ver := func(d string) int { v, _ := strconv.Atoi(filepath.Base(filepath.Dir(d))); return v }
-	sort.Slice(dirs, func(i, j int) bool { return ver(dirs[i]) > ver(dirs[j]) })
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
-			return d, nil
-		}
-	}
-	return "", errors.New("chaos: postgres: initdb not found on PATH or under /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql)")
-}
-
-// pgCredential is the user the server runs as: nil (the run's own) unless
-// the run is root.
-func pgCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	for _, name := range []string{"postgres", "nobody"} {
-		u, err := user.Lookup(name)
-		if err != nil {
-			continue
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-	}
-	return nil, errors.New("chaos: postgres: running as root and neither a postgres nor a nobody user exists")
-}
-
 // newPGCluster runs initdb in dir (created; it must not exist) for a
 // server on port, in ns when ns is not nil.
 func newPGCluster(dir string, port int, ns *netns, logger *slog.Logger) (*pgCluster, error) {
-	bin, err := pgBin()
+	bin, err := postgres.ServerBin()
 	if err != nil {
 		return nil, err
 	}
-	cred, err := pgCredential()
+	cred, err := postgres.ServerCredential()
 	if err != nil {
 		return nil, err
 	}

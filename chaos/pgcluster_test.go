@@ -13,13 +13,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/courier-ap/courier/postgres"
 )
 
 // needPostgres skips t when the machine has no PostgreSQL, or fails it when
 // CI requires one.
 func needPostgres(t *testing.T) {
 	t.Helper()
-	if _, err := pgBin(); err != nil {
+	if _, err := postgres.ServerBin(); err != nil {
 		if os.Getenv("COURIER_TEST_POSTGRES_REQUIRED") == "1" {
 			t.Fatal(err)
 		}

@@ -22,9 +22,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +32,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+
+	"github.com/courier-ap/courier/postgres"
 )
 
 // Environment variables.
@@ -127,36 +127,14 @@ func createDatabase(base, name string) (string, error) {
 	return u.String(), nil
 }
 
-// Bin finds the directory of PostgreSQL's server binaries (initdb,
-// postgres): PATH first, then Debian's /usr/lib/postgresql/<version>/bin,
-// newest version first.
-func Bin() (string, error) {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		return filepath.Dir(p), nil
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
-			return d, nil
-		}
-	}
-	return "", errors.New("initdb not found on PATH or under /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql)")
-}
-
-func version(binDir string) int {
-	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return v
-}
-
 // Start makes a new cluster in dir (which must be empty or absent) and
 // starts it on a free port of 127.0.0.1. The server dies with this process.
 func Start(dir string) (*Cluster, error) {
-	bin, err := Bin()
+	bin, err := postgres.ServerBin()
 	if err != nil {
 		return nil, err
 	}
-	cred, err := credential()
+	cred, err := postgres.ServerCredential()
 	if err != nil {
 		return nil, err
 	}
@@ -256,24 +234,6 @@ func ping(dsn string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return db.PingContext(ctx)
-}
-
-// credential is the user the server runs as: nil (this process's) unless
-// this process is root, which PostgreSQL refuses.
-func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	for _, name := range []string{"postgres", "nobody"} {
-		u, err := user.Lookup(name)
-		if err != nil {
-			continue
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-	}
-	return nil, errors.New("pgtest: running as root and neither a postgres nor a nobody user exists")
 }
 
 func freePort() (int, error) {
