@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/courier-ap/courier/sqldb"
 )
 
 //go:embed *.sql postgres/*.sql
@@ -137,7 +139,8 @@ type Options struct {
 	Retries int
 	// MinDelay and MaxDelay bound the retry backoff (defaults 100 ms and 1 s).
 	MinDelay, MaxDelay time.Duration
-	// Dialect is the store's dialect (default SQLite).
+	// Dialect is the store's dialect (default: the dialect of the pool
+	// Apply is given, sqldb.DialectOf; SQLite for a pool opened elsewhere).
 	Dialect Dialect
 }
 
@@ -170,6 +173,9 @@ func (o Options) withDefaults() Options {
 // doubling to 1 s, 5 tries); only an error that persists is returned.
 // ErrTooNew is returned at once.
 func Apply(ctx context.Context, db *sql.DB, opts Options) (applied []int, err error) {
+	if opts.Dialect == "" && sqldb.DialectOf(db) == sqldb.Postgres {
+		opts.Dialect = Postgres
+	}
 	opts = opts.withDefaults()
 	ms, err := embedded(opts.Dialect)
 	if err != nil {

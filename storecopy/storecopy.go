@@ -164,7 +164,7 @@ func Copy(ctx context.Context, src, dst *sqldb.DB, opts Options) ([]TableResult,
 	if err := checkVersion(ctx, tx, src.Name); err != nil {
 		return nil, err
 	}
-	if _, err := migrations.Apply(ctx, dst.Write, migrations.Options{Dialect: migrations.Postgres, Logger: opts.Logger}); err != nil {
+	if _, err := migrations.Apply(ctx, dst.Write, migrations.Options{Logger: opts.Logger}); err != nil {
 		return nil, fmt.Errorf("storecopy: migrate the target: %w", err)
 	}
 	plans, err := planAll(ctx, tx, dst.Read)

@@ -31,12 +31,10 @@ func openDB(ctx context.Context, cfg Config, logger *slog.Logger, listen bool) (
 // openMigrated is openDB that also returns the migrations it applied now.
 func openMigrated(ctx context.Context, cfg Config, logger *slog.Logger, listen bool) (*sqldb.DB, []int, error) {
 	var (
-		db      *sqldb.DB
-		err     error
-		dialect = migrations.SQLite
+		db  *sqldb.DB
+		err error
 	)
 	if postgres.IsURL(cfg.DB) {
-		dialect = migrations.Postgres
 		db, err = postgres.Open(ctx, cfg.DB, postgres.Options{MaxConns: cfg.PostgresConns, Listen: listen, Logger: logger})
 	} else {
 		db, err = sqlite.Open(ctx, cfg.DB, sqlite.Options{Synchronous: cfg.Synchronous, Logger: logger})
@@ -44,7 +42,7 @@ func openMigrated(ctx context.Context, cfg Config, logger *slog.Logger, listen b
 	if err != nil {
 		return nil, nil, err
 	}
-	applied, err := migrations.Apply(ctx, db.Write, migrations.Options{Logger: logger, Dialect: dialect})
+	applied, err := migrations.Apply(ctx, db.Write, migrations.Options{Logger: logger})
 	if err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("%s %s: %w", db.Dialect, db.Name, err)

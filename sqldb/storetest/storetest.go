@@ -73,12 +73,10 @@ func Open(t testing.TB, loc string, opts Options) *sqldb.DB {
 // the caller closes the store.
 func OpenAt(ctx context.Context, loc string, opts Options) (*sqldb.DB, error) {
 	var (
-		db      *sqldb.DB
-		err     error
-		dialect = migrations.SQLite
+		db  *sqldb.DB
+		err error
 	)
 	if postgres.IsURL(loc) {
-		dialect = migrations.Postgres
 		db, err = postgres.Open(ctx, loc, postgres.Options{MaxConns: opts.MaxConns, Listen: opts.Listen})
 	} else {
 		db, err = sqlite.Open(ctx, loc, sqlite.Options{Synchronous: opts.Synchronous, ReadConns: opts.ReadConns})
@@ -86,7 +84,7 @@ func OpenAt(ctx context.Context, loc string, opts Options) (*sqldb.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{Dialect: dialect}); err != nil {
+	if _, err := migrations.Apply(ctx, db.Write, migrations.Options{}); err != nil {
 		db.Close()
 		return nil, err
 	}
