@@ -50,6 +50,9 @@ type hostState struct {
 	// (ProbeEventID) keeps its designation without reporting back.
 	probeDeadline time.Time
 	persisted     time.Time // clock time of the last write of a success
+	// readAt is when the row was last read or written, on the monotonic
+	// clock (see healthFresh).
+	readAt time.Time
 }
 
 // down reports whether the host is failing or unavailable.
@@ -59,10 +62,13 @@ func (e *hostState) down() bool { return e.State != HostHealthy || e.Consecutive
 // delivery_hosts, shared by every process on the database; it also offers
 // the operator's per-host actions. It is safe for concurrent use.
 //
-// The row is the truth, read again by every delivery before it is sent
-// (one primary-key read on the read pool), so a host one process found
-// dead is failing for every process's next delivery, and a pause or an
-// operator's reset holds at once everywhere. Every change of health (a
+// The row is the truth, read again before a delivery is sent (one
+// primary-key read on the read pool) unless this process read or wrote it
+// less than healthFresh (1 s) ago and found the host healthy, so a host one
+// process found dead is failing for every process's deliveries admitted
+// from healthFresh later, and a pause or an operator's reset holds as soon
+// (at once in the process that made it). A burst of deliveries to one
+// host shares one read. Every change of health (a
 // failure, a recovery, the designation of the probe of an unavailable
 // host) is a transaction that locks the row (FOR UPDATE on PostgreSQL;
 // SQLite's one writer is alone) and writes it back, so changes made by two
@@ -84,14 +90,26 @@ type Health struct {
 
 	prepare sync.Once
 	stmt    *sql.Stmt // sqlReadHost on the read pool
+
+	mono func() time.Time // the monotonic clock of readAt: time.Now
 }
+
+// healthFresh is how long a healthy host's row, as this process last read
+// or wrote it, stands for the row itself: a delivery admitted within it
+// does not read the row again (the deliveries of one fan-out are
+// interleaved by host, so one host's come a moment apart). It bounds how
+// late another process's news of a failure or an operator's pause reaches
+// this process's deliveries: a second, far below the time a failing host
+// takes to answer at all, so it costs at most the few POSTs admitted in
+// it, each of which then fails on its own and is retried as any failure.
+const healthFresh = time.Second
 
 // maxHosts bounds the in-memory host map; when full it is cleared, which
 // only costs re-reading the table.
 const maxHosts = 100_000
 
 func newHealth(s *Service) *Health {
-	return &Health{s: s, hosts: map[string]*hostState{}, rerelease: map[string]time.Time{}}
+	return &Health{s: s, hosts: map[string]*hostState{}, rerelease: map[string]time.Time{}, mono: time.Now}
 }
 
 // probeGrace is how long after its probe time a designated probe delivery
@@ -99,9 +117,13 @@ func newHealth(s *Service) *Health {
 // delivery of the host may take it (the first may have been discarded).
 func (h *Health) probeGrace() time.Duration { return h.s.cfg.Timeout + time.Minute }
 
-// load reads host's row (a healthy host that never failed when there is
-// none) and remembers it.
+// load returns host's row (a healthy host that never failed when there
+// is none): the memory copy of a healthy, unpaused host read or written
+// less than healthFresh ago, or else the row read now, remembered.
 func (h *Health) load(ctx context.Context, host string) (hostState, error) {
+	if e, ok := h.fresh(host); ok {
+		return e, nil
+	}
 	row, found, err := h.read(ctx, host)
 	if err != nil {
 		return hostState{}, err
@@ -124,8 +146,23 @@ func (h *Health) remember(st hostState) hostState {
 		cur = &hostState{}
 		h.hosts[st.Host] = cur
 	}
-	cur.HostStatus, cur.probeDeadline = st.HostStatus, st.probeDeadline
+	cur.HostStatus, cur.probeDeadline, cur.readAt = st.HostStatus, st.probeDeadline, h.mono()
 	return *cur
+}
+
+// fresh returns the memory copy of host when it stands for the row: the
+// host healthy and not paused, read or written less than healthFresh ago.
+func (h *Health) fresh(host string) (hostState, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.hosts[host]
+	if e == nil || e.down() || e.Paused {
+		return hostState{}, false
+	}
+	if age := h.mono().Sub(e.readAt); age < 0 || age >= healthFresh {
+		return hostState{}, false
+	}
+	return *e, true
 }
 
 // cached returns the memory copy of host, if any.

@@ -86,6 +86,9 @@ type Schemes struct {
 
 	mu sync.Mutex
 	m  map[string]schemeEntry
+
+	prepare sync.Once
+	stmt    *sql.Stmt // sqlReadScheme on the read pool
 }
 
 type schemeEntry struct {
@@ -158,7 +161,7 @@ func (s *Schemes) status(ctx context.Context, host string) (SchemeStatus, bool, 
 	e, ok := s.m[host]
 	s.mu.Unlock()
 	if !ok || now.Sub(e.readAt) >= s.ttl || now.Before(e.readAt) {
-		st, found, err := s.read(ctx, s.db.Read, host)
+		st, found, err := s.readStatus(ctx, host)
 		if err != nil {
 			return SchemeStatus{}, false, err
 		}
@@ -198,8 +201,30 @@ const (
 		ON CONFLICT (host) DO NOTHING`
 )
 
-func (s *Schemes) read(ctx context.Context, q queryRower, host string) (SchemeStatus, bool, error) {
-	return s.readWith(ctx, q, sqlReadScheme, host)
+// readStatus reads host's row on the read pool, with the statement
+// prepared once there (every fan-out reads the row of each of its hosts
+// once the memory copy is older than the TTL).
+func (s *Schemes) readStatus(ctx context.Context, host string) (SchemeStatus, bool, error) {
+	s.prepare.Do(func() {
+		st, err := s.db.Read.PrepareContext(ctx, sqlReadScheme)
+		if err != nil {
+			s.log.WarnContext(ctx, "delivery: prepare signature scheme read", "err", err)
+			return
+		}
+		s.stmt = st
+	})
+	if s.stmt == nil {
+		return s.readWith(ctx, s.db.Read, sqlReadScheme, host)
+	}
+	return s.readWith(ctx, stmtRower{s.stmt}, "", host)
+}
+
+// stmtRower runs a prepared statement as a queryRower (the query text is
+// the statement's own).
+type stmtRower struct{ st *sql.Stmt }
+
+func (r stmtRower) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
+	return r.st.QueryRowContext(ctx, args...)
 }
 
 func (s *Schemes) readWith(ctx context.Context, q queryRower, query, host string) (SchemeStatus, bool, error) {

@@ -196,7 +196,8 @@ type Config struct {
 	Retention time.Duration
 	// HostCacheTTL is how long the signature scheme a host takes is
 	// trusted in memory before it is read again (default 10 s). Host
-	// health is not cached: every delivery reads its host's row.
+	// health is read again by a delivery unless this process saw the host
+	// healthy less than a second before (see Health).
 	HostCacheTTL time.Duration
 	// KeyCacheTTL is how long a parsed actor key is reused before the
 	// actor row is read again (default 30 s), so a rotated key is picked up.
