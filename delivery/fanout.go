@@ -105,17 +105,14 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 		if len(events) == 0 {
 			return nil
 		}
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO delivery_targets
-			(event_id, parent_event_id, activity_id, inbox, host, created_at)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
+		rows := make([][]any, len(targets))
 		for i, t := range targets {
-			if _, err := stmt.ExecContext(ctx, events[i].ID, ev.ID, act.ID, t.inbox, t.host, now); err != nil {
-				return err
-			}
+			rows[i] = []any{events[i].ID, ev.ID, act.ID, t.inbox, t.host, now}
+		}
+		if err := insertRows(ctx, tx, `INSERT INTO delivery_targets
+			(event_id, parent_event_id, activity_id, inbox, host, created_at) VALUES `,
+			` ON CONFLICT (event_id) DO NOTHING`, rows); err != nil {
+			return err
 		}
 		return outbox.Enqueue(ctx, tx, events...)
 	})

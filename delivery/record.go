@@ -229,19 +229,27 @@ func (r *recorder) writeOnce(ctx context.Context, ops []recOp) error {
 			_, err := st.ExecContext(ctx, args...)
 			return err
 		}
+		// Attempts only add rows to their own table: they go in first, many
+		// to a statement; the other writes follow in order.
+		var attempts [][]any
 		for _, op := range ops {
-			var err error
-			switch {
-			case op.attempt != nil:
-				a := op.attempt
+			if a := op.attempt; a != nil {
 				msg := a.err
 				if len(msg) > maxErrLen {
 					msg = msg[:maxErrLen]
 				}
-				err = exec(`INSERT INTO delivery_attempts (event_id, activity_id, inbox, host, attempted_at,
-					status_code, outcome, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-					a.eventID, a.activityID, a.inbox, a.host, a.at.UnixMilli(), a.status, a.outcome, msg,
-					a.took.Milliseconds())
+				attempts = append(attempts, []any{a.eventID, a.activityID, a.inbox, a.host, a.at.UnixMilli(),
+					a.status, a.outcome, msg, a.took.Milliseconds()})
+			}
+		}
+		if err := insertRows(ctx, tx, `INSERT INTO delivery_attempts (event_id, activity_id, inbox, host, attempted_at,
+			status_code, outcome, error, duration_ms) VALUES `, "", attempts); err != nil {
+			return err
+		}
+		for _, op := range ops {
+			var err error
+			switch {
+			case op.attempt != nil:
 			case op.hostSuccess != nil:
 				successes = append(successes, op.hostSuccess)
 			case op.park != nil && !op.park.at.IsZero():
@@ -312,4 +320,53 @@ func (s *Service) sweep(ctx context.Context) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// insertChunk is how many rows one statement of insertRows carries.
+const insertChunk = 64
+
+// insertRows runs the insert head + VALUES rows + tail in tx, insertChunk
+// rows to a statement (each prepared once in tx), the rest one by one: a
+// statement's fixed cost (the driver's, and a round trip on PostgreSQL) is
+// then paid per chunk, not per row. Every row has as many values as the
+// first.
+func insertRows(ctx context.Context, tx *sql.Tx, head, tail string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(rows[0])), ", ") + ")"
+	run := func(n int, rows [][]any) error {
+		st, err := tx.PrepareContext(ctx, head+strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")+tail)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		args := make([]any, 0, n*len(rows[0]))
+		for len(rows) >= n {
+			args = args[:0]
+			for _, r := range rows[:n] {
+				args = append(args, r...)
+			}
+			if _, err := st.ExecContext(ctx, args...); err != nil {
+				return err
+			}
+			rows = rows[n:]
+		}
+		return nil
+	}
+	full := len(rows) / insertChunk * insertChunk
+	if full > 0 {
+		if err := run(insertChunk, rows[:full]); err != nil {
+			return err
+		}
+	}
+	switch rest := rows[full:]; len(rest) {
+	case 0:
+		return nil
+	case 1: // no prepare: on PostgreSQL it and its close are a round trip each
+		_, err := tx.ExecContext(ctx, head+one+tail, rest[0]...)
+		return err
+	default:
+		return run(1, rest)
+	}
 }

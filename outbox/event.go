@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -87,77 +88,216 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 		return nil
 	}
 	observe, _ := ctx.Value(enqueueKey{}).(func(string, int))
-	// Several events share one statement prepared in the transaction. One
-	// event runs it directly: on PostgreSQL a prepare and its close are a
-	// round trip each, and the driver keeps the statement prepared on the
-	// connection anyway; on SQLite both ways parse it once.
-	insert := func(args ...any) *sql.Row { return tx.QueryRowContext(ctx, insertEvent, args...) }
+	t := now()
+	rows := make([]enqueued, 0, len(events))
+	var seen map[string]bool // ids of this call, when it has several events
 	if len(events) > 1 {
-		stmt, err := tx.PrepareContext(ctx, insertEvent)
+		seen = make(map[string]bool, len(events))
+	}
+	for i := range events {
+		ev := &events[i]
+		r, err := enqueueArgs(ev, t)
+		if err != nil {
+			return err
+		}
+		if seen != nil {
+			if seen[ev.ID] {
+				continue // the second of one id: ignored as a conflict would
+			}
+			seen[ev.ID] = true
+		}
+		rows = append(rows, r)
+	}
+	e := enqueuer{ctx: ctx, tx: tx, observe: observe}
+	defer e.close()
+	// Full chunks go in one statement each: a statement's fixed cost (the
+	// driver's and, on PostgreSQL, a round trip) is paid once per
+	// enqueueChunk rows instead of once per row. The rest go one by one.
+	for len(rows) >= enqueueChunk {
+		if err := e.insertChunk(rows[:enqueueChunk]); err != nil {
+			return err
+		}
+		rows = rows[enqueueChunk:]
+	}
+	for i := range rows {
+		if err := e.insertOne(&rows[i], len(rows) > 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enqueueChunk is how many rows one multi-row insert of Enqueue carries
+// (11 arguments each, well inside both stores' bounds).
+const enqueueChunk = 64
+
+// insertEvents inserts enqueueChunk rows at once; it returns the id and
+// event id of each row inserted (not of those a conflict ignored), in no
+// particular order.
+var insertEvents = `INSERT INTO event_queue
+	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane)
+	VALUES ` + strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?), `, enqueueChunk), ", ") + `
+	ON CONFLICT (event_id) DO NOTHING
+	RETURNING id, event_id`
+
+// enqueued is one event of Enqueue with its row's arguments.
+type enqueued struct {
+	ev      *Event
+	args    []any // insertEvent's
+	payload []byte
+	large   bool // the payload goes to event_payloads
+}
+
+// enqueueArgs checks ev, gives it an id and a time when it has none, and
+// returns its row's arguments.
+func enqueueArgs(ev *Event, t time.Time) (enqueued, error) {
+	if ev.Type == "" {
+		return enqueued{}, errors.New("outbox: enqueue: event without a type")
+	}
+	if ev.ID == "" {
+		ev.ID = uuid.NewString()
+	} else if _, err := uuid.Parse(ev.ID); err != nil {
+		return enqueued{}, fmt.Errorf("outbox: enqueue %s: event id %q is not a UUID", ev.Type, ev.ID)
+	}
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = t
+	}
+	payload := ev.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage("{}")
+	}
+	if !json.Valid(payload) {
+		return enqueued{}, fmt.Errorf("outbox: enqueue %s: payload is not valid JSON", ev.Type)
+	}
+	due := t
+	if ev.NotBefore.After(due) {
+		due = ev.NotBefore
+	}
+	var target any
+	if ev.Target != "" {
+		target = ev.Target
+	}
+	inline := ""
+	if len(payload) <= InlinePayload {
+		inline = string(payload)
+	}
+	return enqueued{ev: ev, payload: payload, large: inline == "",
+		args: []any{ev.ID, ev.Type, target, inline, due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane}}, nil
+}
+
+// enqueuer runs the inserts of one Enqueue, with the statements it
+// prepared in the transaction.
+type enqueuer struct {
+	ctx     context.Context
+	tx      *sql.Tx
+	observe func(string, int)
+
+	one, chunk, payloads *sql.Stmt
+	large                int // large payloads stored so far
+}
+
+func (e *enqueuer) close() {
+	for _, st := range []*sql.Stmt{e.one, e.chunk, e.payloads} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+}
+
+// insertOne inserts r alone. When the call has several such rows they
+// share one statement prepared in the transaction; a lone event runs it
+// directly: on PostgreSQL a prepare and its close are a round trip each,
+// and the driver keeps the statement prepared on the connection anyway; on
+// SQLite both ways parse it once.
+func (e *enqueuer) insertOne(r *enqueued, several bool) error {
+	var row *sql.Row
+	switch {
+	case !several:
+		row = e.tx.QueryRowContext(e.ctx, insertEvent, r.args...)
+	default:
+		if e.one == nil {
+			st, err := e.tx.PrepareContext(e.ctx, insertEvent)
+			if err != nil {
+				return fmt.Errorf("outbox: prepare enqueue: %w", err)
+			}
+			e.one = st
+		}
+		row = e.one.QueryRowContext(e.ctx, r.args...)
+	}
+	var id int64
+	err := row.Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // already in the outbox
+	}
+	if err != nil {
+		return fmt.Errorf("outbox: enqueue %s %s: %w", r.ev.Type, r.ev.ID, err)
+	}
+	return e.inserted(r, id)
+}
+
+// insertChunk inserts enqueueChunk rows in one statement.
+func (e *enqueuer) insertChunk(rs []enqueued) error {
+	if e.chunk == nil {
+		st, err := e.tx.PrepareContext(e.ctx, insertEvents)
 		if err != nil {
 			return fmt.Errorf("outbox: prepare enqueue: %w", err)
 		}
-		defer stmt.Close()
-		insert = func(args ...any) *sql.Row { return stmt.QueryRowContext(ctx, args...) }
+		e.chunk = st
 	}
-	var payloads *sql.Stmt // prepared at the second large payload
-	defer func() {
-		if payloads != nil {
-			payloads.Close()
+	args := make([]any, 0, len(rs)*len(rs[0].args))
+	byID := make(map[string]*enqueued, len(rs))
+	for i := range rs {
+		args = append(args, rs[i].args...)
+		byID[rs[i].ev.ID] = &rs[i]
+	}
+	res, err := e.chunk.QueryContext(e.ctx, args...)
+	if err != nil {
+		return fmt.Errorf("outbox: enqueue %d events: %w", len(rs), err)
+	}
+	type done struct {
+		r  *enqueued
+		id int64
+	}
+	ins := make([]done, 0, len(rs))
+	for res.Next() {
+		var (
+			id      int64
+			eventID string
+		)
+		if err := res.Scan(&id, &eventID); err != nil {
+			res.Close()
+			return fmt.Errorf("outbox: enqueue %d events: %w", len(rs), err)
 		}
-	}()
-	large := 0
-	t := now()
-	for i := range events {
-		ev := &events[i]
-		if ev.Type == "" {
-			return errors.New("outbox: enqueue: event without a type")
+		if r := byID[eventID]; r != nil {
+			ins = append(ins, done{r, id})
 		}
-		if ev.ID == "" {
-			ev.ID = uuid.NewString()
-		} else if _, err := uuid.Parse(ev.ID); err != nil {
-			return fmt.Errorf("outbox: enqueue %s: event id %q is not a UUID", ev.Type, ev.ID)
+	}
+	if err := res.Err(); err != nil {
+		res.Close()
+		return fmt.Errorf("outbox: enqueue %d events: %w", len(rs), err)
+	}
+	if err := res.Close(); err != nil {
+		return fmt.Errorf("outbox: enqueue %d events: %w", len(rs), err)
+	}
+	for _, d := range ins {
+		if err := e.inserted(d.r, d.id); err != nil {
+			return err
 		}
-		if ev.OccurredAt.IsZero() {
-			ev.OccurredAt = t
+	}
+	return nil
+}
+
+// inserted stores the large payload of r, inserted as row id, and reports
+// the event to the observer.
+func (e *enqueuer) inserted(r *enqueued, id int64) error {
+	if r.large {
+		e.large++
+		if err := insertLarge(e.ctx, e.tx, &e.payloads, e.large, id, r.payload); err != nil {
+			return fmt.Errorf("outbox: enqueue %s %s: payload: %w", r.ev.Type, r.ev.ID, err)
 		}
-		payload := ev.Payload
-		if len(payload) == 0 {
-			payload = json.RawMessage("{}")
-		}
-		if !json.Valid(payload) {
-			return fmt.Errorf("outbox: enqueue %s: payload is not valid JSON", ev.Type)
-		}
-		due := t
-		if ev.NotBefore.After(due) {
-			due = ev.NotBefore
-		}
-		var target any
-		if ev.Target != "" {
-			target = ev.Target
-		}
-		inline := ""
-		if len(payload) <= InlinePayload {
-			inline = string(payload)
-		}
-		var id int64
-		err := insert(ev.ID, ev.Type, target, inline,
-			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue // already in the outbox
-		}
-		if err != nil {
-			return fmt.Errorf("outbox: enqueue %s %s: %w", ev.Type, ev.ID, err)
-		}
-		if inline == "" {
-			large++
-			if err := insertLarge(ctx, tx, &payloads, large, id, payload); err != nil {
-				return fmt.Errorf("outbox: enqueue %s %s: payload: %w", ev.Type, ev.ID, err)
-			}
-		}
-		if observe != nil {
-			observe(ev.Type, 1)
-		}
+	}
+	if e.observe != nil {
+		e.observe(r.ev.Type, 1)
 	}
 	return nil
 }

@@ -1,0 +1,98 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/courier-ap/courier/outbox"
+)
+
+// TestEnqueueManyEvents enqueues, in one call, more events than one
+// multi-row insert carries: new ones (some with payloads too large for the
+// row, one without an id), ones already in the outbox, and repeats of one
+// id within the call. Each new event is one row, in the order given (the
+// claim's order, which a fan-out's interleaving by host relies on), with
+// its payload where readers find it; the rest are ignored as conflicts and
+// not reported to the observer.
+func TestEnqueueManyEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	parent := "2f0c6a52-3b1e-4d7e-9a0c-5e8f1d2c3b4a"
+	child := func(i int) string { return outbox.ChildID(parent, fmt.Sprintf("https://h%d.example/inbox", i)) }
+	payload := func(i int) string {
+		if i%7 == 0 { // larger than InlinePayload: stored in event_payloads
+			return fmt.Sprintf(`{"n":%d,"pad":%q}`, i, strings.Repeat("x", outbox.InlinePayload))
+		}
+		return fmt.Sprintf(`{"n":%d}`, i)
+	}
+	var before []outbox.Event
+	for i := range 10 {
+		before = append(before, outbox.Event{ID: child(i * 20), Type: "child", Payload: []byte(payload(i * 20))})
+	}
+	if err := b.db.Tx(context.Background(), func(tx *sql.Tx) error {
+		return outbox.Enqueue(context.Background(), tx, before...)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	observed := 0
+	ctx := outbox.WithEnqueueObserver(context.Background(), func(_ string, n int) { observed += n })
+	var evs, want []outbox.Event
+	for i := range 300 {
+		ev := outbox.Event{ID: child(i), Type: "child", Payload: []byte(payload(i))}
+		evs = append(evs, ev)
+		if i%20 != 0 || i >= 20*len(before) {
+			want = append(want, ev)
+		}
+		if i%50 == 3 {
+			evs = append(evs, outbox.Event{ID: child(i), Type: "child", Payload: []byte(`{"repeat":true}`)})
+		}
+	}
+	evs = append(evs, outbox.Event{Type: "child", Payload: []byte(`{"n":"no id"}`)})
+	if err := b.db.Tx(ctx, func(tx *sql.Tx) error { return outbox.Enqueue(ctx, tx, evs...) }); err != nil {
+		t.Fatal(err)
+	}
+	last := evs[len(evs)-1]
+	if last.ID == "" {
+		t.Fatal("the event without an id got none written back")
+	}
+	want = append(want, last)
+	if observed != len(want) {
+		t.Fatalf("observer saw %d events, want %d", observed, len(want))
+	}
+	rows, err := b.db.Read.Query(`SELECT q.event_id, COALESCE(p.payload, q.payload) FROM event_queue q
+		LEFT JOIN event_payloads p ON p.id = q.id WHERE q.created_at >= 0 ORDER BY q.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]string{}
+	var order []string
+	for rows.Next() {
+		var id, p string
+		if err := rows.Scan(&id, &p); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = p
+		order = append(order, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(before)+len(want) {
+		t.Fatalf("%d rows, want %d", len(got), len(before)+len(want))
+	}
+	var wantOrder []string
+	for _, ev := range append(slices.Clone(before), want...) {
+		wantOrder = append(wantOrder, ev.ID)
+		if got[ev.ID] != string(ev.Payload) {
+			t.Fatalf("event %s: payload %.60q, want %.60q", ev.ID, got[ev.ID], ev.Payload)
+		}
+	}
+	if !slices.Equal(order, wantOrder) {
+		t.Fatal("the rows are not in the order the events were given")
+	}
+}
