@@ -112,6 +112,9 @@ type Config struct {
 	// Inbound is the inbox's per-remote-host view. Nil: /admin/inbound
 	// answers 409 saying it is not available.
 	Inbound Inbound
+	// Processes lists the processes that deliver, shown in /admin/stats.
+	// Nil: the stats carry none.
+	Processes Processes
 	// AllowPrivateAddresses is shown in /admin/stats: the server reaches
 	// loopback and private addresses (COURIER_ALLOW_PRIVATE_ADDRESSES).
 	AllowPrivateAddresses bool

@@ -211,3 +211,11 @@ func justBefore(s string) string {
 	}
 	return prefix + string(r) + strings.Repeat("\U0010FFFF", 4)
 }
+
+// Processes lists the processes that deliver from the database (package
+// delivery's Service.Processes).
+type Processes interface {
+	Processes(ctx context.Context) ([]delivery.Process, error)
+}
+
+var _ Processes = (*delivery.Service)(nil)

@@ -456,6 +456,16 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Stuck = int64(len(rows))
 	}
+	if a.cfg.Processes != nil {
+		ps, err := a.cfg.Processes.Processes(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			out.Processes = append(out.Processes, Process{ID: p.ID, Hostname: p.Hostname, PID: p.PID,
+				StartedAt: p.StartedAt.UTC(), SeenAt: p.SeenAt.UTC()})
+		}
+	}
 	return writeJSON(w, http.StatusOK, out)
 }
 

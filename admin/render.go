@@ -102,6 +102,13 @@ func renderStats(w io.Writer, s Stats) {
 	fmt.Fprintf(w, "\ntotals: pending %d, processing %d (stuck %d, lease %s), dead_lettered %d, done %d\n",
 		s.Totals["pending"], s.Totals["processing"], s.Stuck, age(time.Duration(s.LeaseSeconds)*time.Second),
 		s.Totals["dead_lettered"], s.Totals["done"])
+	if len(s.Processes) > 0 {
+		fmt.Fprintf(w, "delivering processes: %d (each host's per-host concurrency is shared among them)\n", len(s.Processes))
+		for _, p := range s.Processes {
+			fmt.Fprintf(w, "  %s pid %d, up since %s, seen %s\n", p.Hostname, p.PID,
+				p.StartedAt.UTC().Format(time.RFC3339), p.SeenAt.UTC().Format(time.RFC3339))
+		}
+	}
 	if s.AllowPrivateAddresses {
 		fmt.Fprintln(w, "warning: COURIER_ALLOW_PRIVATE_ADDRESSES=true: this server fetches from and delivers to loopback and private addresses")
 	}

@@ -79,6 +79,19 @@ type Stats struct {
 	// OldestDueSeconds is how long the pending row that has been due the
 	// longest has waited since it became due (0 when none is due).
 	OldestDueSeconds int64 `json:"oldest_due_seconds"`
+	// Processes are the processes that deliver from this database (seen in
+	// the last 30 s), which share each host's per-host concurrency; absent
+	// when the server does not know them.
+	Processes []Process `json:"delivering_processes,omitempty"`
+}
+
+// Process is one process that delivers.
+type Process struct {
+	ID        string    `json:"id"`
+	Hostname  string    `json:"hostname"`
+	PID       int       `json:"pid"`
+	StartedAt time.Time `json:"started_at"`
+	SeenAt    time.Time `json:"seen_at"`
 }
 
 // RetryResult answers a retry of a filtered set of events.

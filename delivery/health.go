@@ -476,8 +476,8 @@ func (h *Health) endTry(ctx context.Context, host, eventID string, now time.Time
 
 // slotPolicy returns how many concurrent POSTs host may have, how long a
 // delivery may wait for a free slot, and the least delay of a delivery that
-// found none. A healthy host that answered before gets PerHostConcurrency
-// and SlotWait. A failing host gets one slot, no waiting and its backoff;
+// found none. A healthy host that answered before gets this process's
+// share of PerHostConcurrency (see Announce) and SlotWait. A failing host gets one slot, no waiting and its backoff;
 // a host that never answered yet gets one slot and no waiting (a slow
 // start: a host that accepts connections and never answers then holds one
 // worker, not PerHostConcurrency).
@@ -491,7 +491,7 @@ func (h *Health) slotPolicy(host string) (limit int, wait, backoff time.Duration
 	case e.LastSuccessAt.IsZero():
 		return 1, 0, 0
 	}
-	return h.s.cfg.PerHostConcurrency, h.s.cfg.SlotWait, 0
+	return h.s.hostLimit(), h.s.cfg.SlotWait, 0
 }
 
 // observe updates host's health after a POST classified as d: a failure

@@ -157,8 +157,9 @@ type Config struct {
 	// its host again (default 30 min); a recovering host releases it at
 	// once regardless.
 	ParkRecheck time.Duration
-	// PerHostConcurrency bounds concurrent POSTs to one host in this
-	// process (default 4); a host that is failing gets one. Within it, a
+	// PerHostConcurrency bounds concurrent POSTs to one host (default 4),
+	// shared among the processes that deliver from one database (see
+	// Announce); a host that is failing gets one. Within it, a
 	// delivery that finds the host's POSTs in flight on every connection
 	// the host has waits for one of them (reusing its connection) and
 	// starts one beside them only once the newest has gone unanswered for
@@ -340,6 +341,9 @@ type Service struct {
 	schemes *Schemes
 	// flights are the POSTs in the air.
 	flights *flights
+	// peers: the processes that deliver, sharing per-host concurrency
+	// (processes.go).
+	peers *peers
 
 	docsMu sync.Mutex
 	docs   map[string][]byte // activity id -> stored bytes
@@ -380,6 +384,7 @@ func New(cfg Config) (*Service, error) {
 		slots:   newSlotSet(cfg.SlotWait / rampDivisor),
 		flights: newFlights(cfg.MaxInFlight, runtime.GOMAXPROCS(0)),
 		docs:    map[string][]byte{},
+		peers:   newPeers(),
 	}
 	s.rec = newRecorder(cfg.DB, cfg.Logger)
 	s.health = newHealth(s)

@@ -230,6 +230,8 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 	execSQL(t, w, `INSERT INTO delivery_signature_schemes (host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at, no_fallback_until)
 		VALUES ('h1.example', 'accepted', ?, 'refused', ?, 'inbound', ?, NULL), ('h2.example', NULL, NULL, NULL, NULL, '', ?, ?)`,
 		now+86_400_000, now+86_400_000, now, now, now+1000)
+	execSQL(t, w, `INSERT INTO delivery_processes (id, hostname, pid, started_at, seen_at)
+		VALUES ('2b8c1a4e-5d6f-4a7b-8c9d-0e1f2a3b4c5d', 'worker-1', 4242, ?, ?)`, now-3_600_000, now)
 	execSQL(t, w, `INSERT INTO inbox_activities (activity_id, type, actor, object_id, inbox, key_id, event_id, document, received_at, imported_at, outcome)
 		VALUES ('https://h1.example/a/1', 'Create', 'https://h1.example/users/f', 'https://h1.example/n/1', '/inbox', 'https://h1.example/users/f#main-key', 'e-in-1', '', ?, ?, 'imported'),
 		       ('https://h2.example/a/2', 'Follow', 'https://h2.example/users/f', ?, '/users/alice/inbox', 'https://h2.example/users/f#main-key', 'e-in-2', '{"type":"Follow"}', ?, NULL, NULL)`,

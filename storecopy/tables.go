@@ -40,6 +40,7 @@ var tables = []table{
 	{name: "delivery_attempts"},
 	{name: "delivery_hosts"},
 	{name: "delivery_signature_schemes"},
+	{name: "delivery_processes"},
 	// package inbox and outbox/natsbus.
 	{name: "inbox_activities"},
 	{name: "jetstream_exhausted"},

@@ -24,6 +24,7 @@ func (a *app) registerOps(r *mux.Router) error {
 		Deliveries: ds,
 		Relays:     a.store,
 		Signatures: a.delivery.Schemes(),
+		Processes:  a.delivery,
 		Rates:      admin.NewDeliveryRates(a.db.Read),
 		Lease:      a.cfg.Lease,
 		Logger:     a.logger,

@@ -382,6 +382,9 @@ func (a *app) Run(ctx context.Context) error {
 		a.logger.Info("worker started", "bus", a.cfg.Bus, "concurrency", a.cfg.Concurrency)
 		g.Go(func() error { return a.bus.Run(workerCtx) })
 		g.Go(func() error { return a.importer.Run(workerCtx) })
+		// This process delivers: it takes its share of each host's
+		// per-host concurrency among the processes that do.
+		g.Go(func() error { return a.delivery.Announce(workerCtx) })
 		if a.nats != nil { // the db worker runs its own Sweeper
 			g.Go(func() error { return outbox.Sweeper{Queue: a.queue, Logger: a.logger}.Run(workerCtx) })
 		}

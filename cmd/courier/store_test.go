@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/postgres"
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/sqldb/storetest"
@@ -419,9 +421,36 @@ func TestServersAndWorkerShareOneDatabase(t *testing.T) {
 			t.Errorf("admin stats at %s: totals %v, want %d done and none pending", ops, st.Totals, done)
 		}
 	}
+	// Each of the three delivers and is listed as such, by its pid, by
+	// either server: they share each host's per-host concurrency.
+	var pids []int
+	for _, p := range procs {
+		pids = append(pids, p.cmd.Process.Pid)
+	}
+	slices.Sort(pids)
+	waitFor(t, "the three delivering processes in admin stats", func() bool {
+		code, out, _ := runCommand("admin", "--server", "http://"+opsB, "--admin-token", adminToken, "stats", "--json")
+		var st admin.Stats
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+			return false
+		}
+		var got []int
+		for _, p := range st.Processes {
+			got = append(got, p.PID)
+		}
+		slices.Sort(got)
+		return slices.Equal(got, pids)
+	})
+	if code, out, errb := runCommand("admin", "--server", "http://"+opsA, "--admin-token", adminToken, "stats"); code != 0 ||
+		!strings.Contains(out, "delivering processes: 3") {
+		t.Errorf("admin stats: exit %d, stdout %q, stderr %q; want the three delivering processes", code, out, errb)
+	}
 	// Nothing is in flight once every process has stopped.
 	for _, p := range procs {
 		p.stop(t)
+	}
+	if n := count(`SELECT COUNT(*) FROM delivery_processes`); n != 0 {
+		t.Errorf("%d delivering processes listed after all stopped, want none", n)
 	}
 
 	if a, c := remote.got("Accept"), remote.got("Create"); a != 1 || c != 1 {
