@@ -6,12 +6,14 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -449,6 +451,22 @@ func TestConsoleWrongCookieSignsOut(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login?expired=1" || strings.Contains(body, "Overview") {
 		t.Fatalf("wrong cookie: %d %q\n%s", resp.StatusCode, resp.Header.Get("Location"), body)
 	}
+}
+
+// The overview lists the processes that deliver from the database: the
+// server with its db-bus worker, by its pid.
+func TestConsoleOverviewListsDeliveringProcesses(t *testing.T) {
+	t.Parallel()
+	rig := newConsoleRig(t)
+	cc := newConsoleClient(t, rig.ops)
+	if resp, _ := cc.do(http.MethodPost, "/console/login", url.Values{"token": {consoleToken}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", resp.StatusCode)
+	}
+	pid := fmt.Sprintf(`<td class="num">%d</td>`, os.Getpid())
+	waitFor(t, "the server among the delivering processes", func() bool {
+		resp, body := cc.do(http.MethodGet, "/console/", nil, nil)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, "Delivering processes") && strings.Contains(body, pid)
+	})
 }
 
 // Without an admin token the console is off, as the admin API is.
