@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/courier-ap/courier/metrics"
@@ -58,10 +58,15 @@ type recOp struct {
 // batches: one transaction per batch instead of one per delivery, which
 // the delivery rate needs. Order is kept.
 type recorder struct {
-	db      *sqldb.DB
-	log     *slog.Logger
-	ch      chan recOp
-	running atomic.Bool
+	db  *sqldb.DB
+	log *slog.Logger
+	ch  chan recOp
+	// mu guards running against the writer's stop: an op goes into ch
+	// only under the read lock while running, and the writer clears
+	// running under the write lock before it takes what is left, so no op
+	// is left in ch after the writer has gone.
+	mu      sync.RWMutex
+	running bool
 }
 
 // Recorder bounds.
@@ -80,36 +85,39 @@ func newRecorder(db *sqldb.DB, log *slog.Logger) *recorder {
 // add queues op; when Run is not running, or the buffer is full, op is
 // written at once, so nothing is dropped.
 func (r *recorder) add(op recOp) {
-	if !r.running.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), recWait)
-		defer cancel()
-		if err := r.write(ctx, []recOp{op}); err != nil {
-			r.log.Warn("delivery: record write failed", "err", err)
-		}
+	if r.queue(op) {
 		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), recWait)
+	defer cancel()
+	if err := r.write(ctx, []recOp{op}); err != nil {
+		r.log.Warn("delivery: record write failed", "err", err)
+	}
+}
+
+// queue puts op in the writer's channel and reports true, or reports
+// false when the writer is not running or its buffer is full.
+func (r *recorder) queue(op recOp) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if !r.running {
+		return false
 	}
 	select {
 	case r.ch <- op:
+		return true
 	default:
-		ctx, cancel := context.WithTimeout(context.Background(), recWait)
-		defer cancel()
-		if err := r.write(ctx, []recOp{op}); err != nil {
-			r.log.Warn("delivery: record write failed", "err", err)
-		}
+		return false
 	}
 }
 
 // addWait queues op and waits until it is written (or writes it at once
-// when Run is not running).
+// when Run is not running or its buffer is full).
 func (r *recorder) addWait(ctx context.Context, op recOp) error {
-	if !r.running.Load() {
-		return r.write(ctx, []recOp{op})
-	}
 	op.done = make(chan error, 1)
-	select {
-	case r.ch <- op:
-	case <-ctx.Done():
-		return ctx.Err()
+	if !r.queue(op) {
+		op.done = nil
+		return r.write(ctx, []recOp{op})
 	}
 	t := time.NewTimer(recWait)
 	defer t.Stop()
@@ -123,10 +131,18 @@ func (r *recorder) addWait(ctx context.Context, op recOp) error {
 	}
 }
 
+// setRunning marks the writer running or stopped; once stopped, no op
+// enters its channel.
+func (r *recorder) setRunning(on bool) {
+	r.mu.Lock()
+	r.running = on
+	r.mu.Unlock()
+}
+
 // run writes queued ops until ctx ends, then writes what is left.
 func (r *recorder) run(ctx context.Context) {
-	r.running.Store(true)
-	defer r.running.Store(false)
+	r.setRunning(true)
+	defer r.setRunning(false)
 	batch := make([]recOp, 0, recBatch)
 	t := time.NewTicker(recInterval)
 	defer t.Stop()
@@ -159,7 +175,7 @@ func (r *recorder) run(ctx context.Context) {
 		case <-t.C:
 			flush(ctx)
 		case <-ctx.Done():
-			r.running.Store(false)
+			r.setRunning(false)
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recWait)
 			defer cancel()
 			for {

@@ -62,3 +62,44 @@ func TestRecorderBatchesOfTwoProcesses(t *testing.T) {
 		t.Fatalf("%d hosts with a success, %d attempts; want %d and %d", n, attempts, len(hosts), 2*20*len(hosts))
 	}
 }
+
+// TestRecorderKeepsRecordsAddedAsItStops adds attempt records from several
+// goroutines while the writer is told to stop: every record is written,
+// by the writer before it returns or directly by add once it has stopped;
+// none is left in the writer's channel.
+func TestRecorderKeepsRecordsAddedAsItStops(t *testing.T) {
+	t.Parallel()
+	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
+	const rounds, adders, each = 10, 8, 100
+	for round := range rounds {
+		rec := newRecorder(db, slog.New(slog.DiscardHandler))
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		ran := make(chan struct{})
+		go func() { rec.run(ctx); close(ran) }()
+		for !func() bool { rec.mu.RLock(); defer rec.mu.RUnlock(); return rec.running }() {
+			time.Sleep(time.Millisecond)
+		}
+		var wg sync.WaitGroup
+		for a := range adders {
+			wg.Go(func() {
+				for i := range each {
+					if a == 0 && i == each/2 {
+						cancel()
+					}
+					rec.add(recOp{attempt: &attemptRow{eventID: fmt.Sprintf("r%d-a%d-%d", round, a, i), activityID: "a",
+						inbox: "https://h.example/inbox", host: "h.example", at: time.Now(), status: 202, outcome: OutcomeDelivered}})
+				}
+			})
+		}
+		wg.Wait()
+		<-ran
+		var n int
+		if err := db.Read.QueryRow(`SELECT COUNT(*) FROM delivery_attempts WHERE event_id LIKE ?`, fmt.Sprintf("r%d-%%", round)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != adders*each {
+			t.Fatalf("round %d: %d of %d records written", round, n, adders*each)
+		}
+	}
+}
