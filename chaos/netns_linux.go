@@ -42,8 +42,9 @@ func newNetns(n int) (*netns, error) {
 	if n < 1 || n > 60 {
 		return nil, fmt.Errorf("chaos: network namespace: %d links: want 1 to 60", n)
 	}
+	reapNetns()
 	pid := os.Getpid()
-	ns := &netns{name: "courier-chaos-" + strconv.Itoa(pid)}
+	ns := &netns{name: netnsPrefix + strconv.Itoa(pid)}
 	if _, err := ipCmd("netns", "add", ns.name); err != nil {
 		return nil, err
 	}
@@ -82,6 +83,32 @@ func newNetns(n int) (*netns, error) {
 	}
 	ok = true
 	return ns, nil
+}
+
+// netnsPrefix starts the name of every run's namespace; the rest is the
+// run's pid.
+const netnsPrefix = "courier-chaos-"
+
+// reapNetns removes the namespaces of runs that died without removing
+// theirs (a run killed with SIGKILL cannot): those whose pid names no
+// live process. Their veth pairs go with them. Best effort: a namespace
+// that cannot be listed or removed is left as it was.
+func reapNetns() {
+	out, err := ipCmd("netns", "list")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || !strings.HasPrefix(fields[0], netnsPrefix) {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimPrefix(fields[0], netnsPrefix))
+		if err != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
+			continue // not a run's name, or its run may live
+		}
+		_, _ = ipCmd("netns", "del", fields[0])
+	}
 }
 
 // freeSubnet picks a 10.213.X prefix no interface of the machine uses.

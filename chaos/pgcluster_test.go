@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -109,6 +111,49 @@ func TestClusterRestartKeepsCommittedRows(t *testing.T) {
 		if n := countRows(t, db); n != i+1 {
 			t.Fatalf("after %s: %d rows, want %d", sig, n, i+1)
 		}
+	}
+}
+
+// TestNetnsOfDeadRunsAreRemoved: a namespace named for a run whose
+// process is gone (as a run killed with SIGKILL leaves it) is removed by
+// the next run's newNetns; one named for a live process is kept. Root only.
+func TestNetnsOfDeadRunsAreRemoved(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root")
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	live := exec.Command("sleep", "60")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = live.Process.Kill(); _ = live.Wait() })
+	dead, alive := netnsPrefix+strconv.Itoa(gone.Process.Pid), netnsPrefix+strconv.Itoa(live.Process.Pid)
+	for _, name := range []string{dead, alive} {
+		if _, err := ipCmd("netns", "add", name); err != nil {
+			t.Skipf("no network namespace on this machine: %v", err)
+		}
+		t.Cleanup(func() { _, _ = ipCmd("netns", "del", name) })
+	}
+	ns, err := newNetns(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.close)
+	out, err := ipCmd("netns", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			names[f[0]] = true
+		}
+	}
+	if names[dead] || !names[alive] || !names[ns.name] {
+		t.Fatalf("namespaces %v: want %s removed, %s and %s kept", names, dead, alive, ns.name)
 	}
 }
 
