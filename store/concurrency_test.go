@@ -483,6 +483,47 @@ func TestClashAnnounceAndRemoteDelete(t *testing.T) {
 	t.Logf("%d of %d Announces landed before the Delete", landed, clashRounds)
 }
 
+// TestClashLikeOfUnknownObjectAndItsDelete: a local Like of a remote
+// object courier has not stored, beside that object's Delete imported from
+// its author: either the Like is refused as gone, or it was recorded first
+// and the Delete removed it and withdrew the Like from the outbox; never a
+// reaction to a tombstone.
+func TestClashLikeOfUnknownObjectAndItsDelete(t *testing.T) {
+	t.Parallel()
+	b1, b2 := setupPair(t)
+	a := b1.actor(t, "alice")
+	const author = "https://remote.test/users/carol"
+	refused := 0
+	for i := range clashRounds {
+		uri := fmt.Sprintf("https://remote.test/notes/unknown-%d", i)
+		e1, e2 := clash(func() error {
+			_, err := b1.store.Like(b1.ctx, a, uri)
+			return err
+		}, func() error {
+			return b2.store.Tx(b2.ctx, func(tx *sql.Tx) error {
+				_, err := b2.store.TombstoneTx(b2.ctx, tx, uri, author)
+				return err
+			})
+		})
+		if e2 != nil {
+			t.Fatalf("round %d: delete: %v", i, e2)
+		}
+		switch {
+		case errors.Is(e1, &Error{Code: EGONE}):
+			refused++
+		case e1 != nil:
+			t.Fatalf("round %d: like: %v", i, e1)
+		}
+		if n := b1.count(t, `SELECT COUNT(*) FROM reactions WHERE object_uri = ?`, uri); n != 0 {
+			t.Fatalf("round %d: %d reactions to a deleted object", i, n)
+		}
+		if n := b1.count(t, `SELECT COUNT(*) FROM activities WHERE object_uri = ? AND type = 'Like' AND withdrawn_at IS NULL`, uri); n != 0 {
+			t.Fatalf("round %d: a Like of a deleted object is still to be delivered", i)
+		}
+	}
+	t.Logf("%d of %d Likes refused as gone, the rest removed by the Delete", refused, clashRounds)
+}
+
 // TestClashInboundLikeAndDeleteNote: a remote Like of a local note,
 // imported as the inbox does (the note read in the transaction, the
 // reaction added when it is not deleted), beside the note's deletion

@@ -283,6 +283,10 @@ func (s *Store) TombstoneTx(ctx context.Context, tx *sql.Tx, uri, actorURI strin
 		return false, Errorf(EFORBIDDEN, "object %q is local", uri)
 	}
 	t := s.clock()
+	// A reaction to the object while it is unknown waits on this (react).
+	if err := s.lockObjectURITx(ctx, tx, uri); err != nil {
+		return false, err
+	}
 	// As in UpsertRemoteObjectTx: the stored object is read locked; an
 	// unknown one gets a tombstone unless another insert got there first,
 	// and then that row is read, locked, and tombstoned.

@@ -111,6 +111,24 @@ func (s *Store) lockActorTx(ctx context.Context, tx *sql.Tx, actorID int64) erro
 	return wrap("lock actor", notFound(err, ENOTFOUND, "no actor %d", actorID))
 }
 
+// lockObjectURITx serializes, on PostgreSQL, the transactions about a
+// remote object that may have no row to lock yet: a local reaction to an
+// object courier has not stored (react) and the object's Delete
+// (TombstoneTx), which makes its tombstone row. Each takes a
+// transaction-scoped advisory lock on the URI (class 15 of the two-key
+// space, apart from the migrations' one-key lock), so the Delete either
+// finds the reaction committed and removes it, or commits first and the
+// reaction, reading the object again after the lock, finds the tombstone.
+// Two URIs may share a lock (a hash), which only makes one wait. On SQLite
+// it does nothing: transactions are serialized already.
+func (s *Store) lockObjectURITx(ctx context.Context, tx *sql.Tx, uri string) error {
+	if !s.db.Postgres() {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(15, hashtext(?))`, uri)
+	return wrap("lock object", err)
+}
+
 // clock returns now truncated to the millisecond, the precision of every
 // stored time, so that a value read back equals the value written.
 func (s *Store) clock() time.Time {

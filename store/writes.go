@@ -350,6 +350,15 @@ func (s *Store) react(ctx context.Context, actor *Actor, typ, uri string) (*Acti
 		// imported beside this reaction waits for it (and then removes
 		// it), or is seen by it; reactions beside this one do not wait.
 		o, err := s.ObjectByURITx(ctx, tx, uri)
+		if errors.Is(err, ErrNotFound) && !s.uris.IsLocal(uri) {
+			// No row to lock: the object's Delete, which makes one,
+			// is kept apart by the URI's lock, and the object read
+			// again after it.
+			if err := s.lockObjectURITx(ctx, tx, uri); err != nil {
+				return err
+			}
+			o, err = s.ObjectByURITx(ctx, tx, uri)
+		}
 		switch {
 		case err == nil:
 			if o.Deleted() {
