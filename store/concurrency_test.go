@@ -524,6 +524,66 @@ func TestClashLikeOfUnknownObjectAndItsDelete(t *testing.T) {
 	t.Logf("%d of %d Likes refused as gone, the rest removed by the Delete", refused, clashRounds)
 }
 
+// TestClashInboundFollowAndDeleteActor: a remote Follow of a local actor,
+// imported as the inbox does (the actor read, the block checked, the
+// follower added, the Accept enqueued), beside the actor's deletion: the
+// Follow is refused as of an unknown actor, or it committed before the
+// deletion, so that the Delete (enqueued after the Accept) reaches the new
+// follower too. Never an Accept from an actor already deleted.
+func TestClashInboundFollowAndDeleteActor(t *testing.T) {
+	t.Parallel()
+	b1, b2 := setupPair(t)
+	refused := 0
+	for i := range clashRounds {
+		name := fmt.Sprintf("dora%d", i)
+		a := b1.actor(t, name)
+		follower := fmt.Sprintf("https://remote.test/users/f%d", i)
+		followID := fmt.Sprintf("https://remote.test/follows/%d", i)
+		e1, e2 := clash(func() error {
+			return b1.store.Tx(b1.ctx, func(tx *sql.Tx) error {
+				local, err := b1.store.ActorByURITx(b1.ctx, tx, a.URI)
+				if err != nil {
+					return err
+				}
+				if _, err := b1.store.BlocksTx(b1.ctx, tx, local.ID, follower); err != nil {
+					return err
+				}
+				if _, err := b1.store.AddFollowerTx(b1.ctx, tx, Follower{ActorID: local.ID, URI: follower,
+					Inbox: follower + "/inbox", FollowActivityID: followID, State: StateAccepted}); err != nil {
+					return err
+				}
+				_, _, err = b1.store.EnqueueEventActivityTx(b1.ctx, tx, b1.store.newEvent().ID, b1.clock.Now(), local, "Accept",
+					FollowObject(followID, follower, local.URI), []string{follower}, nil)
+				return err
+			})
+		}, func() error {
+			_, err := b2.store.DeleteActor(b2.ctx, name)
+			return err
+		})
+		if e2 != nil {
+			t.Fatalf("round %d: delete: %v", i, e2)
+		}
+		if e1 != nil {
+			if !errors.Is(e1, &Error{Code: ENOTFOUND}) {
+				t.Fatalf("round %d: follow: %v", i, e1)
+			}
+			refused++
+			continue
+		}
+		var accept, del int64
+		for typ, id := range map[string]*int64{"Accept": &accept, "Delete": &del} {
+			if err := b1.db.Read.QueryRow(`SELECT q.id FROM activities a JOIN event_queue q ON q.event_id = a.event_id
+				WHERE a.actor_id = ? AND a.type = ?`, a.ID, typ).Scan(id); err != nil {
+				t.Fatalf("round %d: the %s's outbox row: %v", i, typ, err)
+			}
+		}
+		if accept > del {
+			t.Fatalf("round %d: the Accept was enqueued after the actor's Delete (rows %d, %d)", i, accept, del)
+		}
+	}
+	t.Logf("%d of %d Follows refused, the rest accepted before the deletion", refused, clashRounds)
+}
+
 // TestClashInboundLikeAndDeleteNote: a remote Like of a local note,
 // imported as the inbox does (the note read in the transaction, the
 // reaction added when it is not deleted), beside the note's deletion

@@ -100,14 +100,17 @@ func (s *Store) forShare() string {
 // lockActorTx serializes, on PostgreSQL, the transactions that add a
 // follow or a block of the local actor actorID (BlocksTx, addBlockTx):
 // each locks the actor's row first, so that the check of one (is the
-// target blocked?) sees what the other committed. On SQLite it does nothing: transactions
-// are serialized already.
+// target blocked?) sees what the other committed. The actor's deletion
+// (DeleteActor) updates the row, so a follow waiting on it finds the
+// actor deleted (ENOTFOUND) rather than accepting a follower the Delete's
+// fan-out has already passed. On SQLite it does nothing: transactions are
+// serialized already.
 func (s *Store) lockActorTx(ctx context.Context, tx *sql.Tx, actorID int64) error {
 	if !s.db.Postgres() {
 		return nil
 	}
 	var id int64
-	err := tx.QueryRowContext(ctx, `SELECT id FROM actors WHERE id = ?`+s.forUpdate(), actorID).Scan(&id)
+	err := tx.QueryRowContext(ctx, `SELECT id FROM actors WHERE id = ? AND deleted_at IS NULL`+s.forUpdate(), actorID).Scan(&id)
 	return wrap("lock actor", notFound(err, ENOTFOUND, "no actor %d", actorID))
 }
 
