@@ -219,6 +219,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 			return refusal(err, OutcomeIgnored)
 		}
 		if blocked, err := st.BlocksTx(ctx, tx, local.ID, act.Actor); err != nil || blocked {
+			if store.ErrorCode(err) == store.ENOTFOUND {
+				return OutcomeIgnored, nil // deleted meanwhile
+			}
 			return refusal(err, "refused: blocked")
 		}
 		if pre.follower == nil {
