@@ -1,0 +1,18 @@
+-- PostgreSQL twin of ../0017_due_indexes.sql: each lane's due rows get an
+-- index of their own, ordered as the claim reads them (next_attempt_at,
+-- then id).
+--
+-- The bulk lane's claim went through event_queue_due, the index of every
+-- pending row, filtering lane <> 0: with a backlog of interactive rows and
+-- no bulk row due, each claim walked the whole backlog to return nothing.
+-- The interactive claim's index lacked the id its ORDER BY ends with, so
+-- each claim sorted every row of the first due time. An enqueue of an
+-- interactive row now writes one due index instead of two.
+DROP INDEX event_queue_due;
+DROP INDEX event_queue_due_interactive;
+
+CREATE INDEX event_queue_due_interactive ON event_queue (next_attempt_at, id)
+WHERE status = 'pending' AND lane = 0;
+
+CREATE INDEX event_queue_due_bulk ON event_queue (next_attempt_at, id)
+WHERE status = 'pending' AND lane <> 0;
