@@ -68,6 +68,15 @@ const insertEvent = `INSERT INTO event_queue
 	ON CONFLICT (event_id) DO NOTHING
 	RETURNING id`
 
+// insertNewEvent is insertEvent for an event whose id Enqueue drew at
+// random (a version 4 UUID): no row can have it, so it goes without the
+// conflict check. Were one ever to, the unique index fails the insert and
+// the caller's transaction with it; nothing is lost.
+const insertNewEvent = `INSERT INTO event_queue
+	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane)
+	VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)
+	RETURNING id`
+
 const insertPayload = `INSERT INTO event_payloads (id, payload) VALUES (?, ?)`
 
 // InlinePayload is the largest payload, in bytes, that Enqueue stores in its
@@ -91,14 +100,42 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 	// event runs it directly: on PostgreSQL a prepare and its close are a
 	// round trip each, and the driver keeps the statement prepared on the
 	// connection anyway; on SQLite both ways parse it once.
-	insert := func(args ...any) *sql.Row { return tx.QueryRowContext(ctx, insertEvent, args...) }
-	if len(events) > 1 {
-		stmt, err := tx.PrepareContext(ctx, insertEvent)
-		if err != nil {
-			return fmt.Errorf("outbox: prepare enqueue: %w", err)
+	//
+	// An event given an id is inserted unless one with that id is in
+	// the outbox (insertEvent); an id Enqueue drew at random is new, and
+	// its insert skips the conflict check (insertNewEvent): on PostgreSQL
+	// an insert that may conflict reads the unique index first and writes
+	// its row twice (a speculative insertion, then its confirmation).
+	var prepared [2]*sql.Stmt
+	defer func() {
+		for _, st := range prepared {
+			if st != nil {
+				st.Close()
+			}
 		}
-		defer stmt.Close()
-		insert = func(args ...any) *sql.Row { return stmt.QueryRowContext(ctx, args...) }
+	}()
+	queries := [2]string{insertEvent, insertNewEvent}
+	insert := func(fresh bool, args ...any) (int64, error) {
+		k := 0
+		if fresh {
+			k = 1
+		}
+		var row *sql.Row
+		if len(events) == 1 {
+			row = tx.QueryRowContext(ctx, queries[k], args...)
+		} else {
+			if prepared[k] == nil {
+				st, err := tx.PrepareContext(ctx, queries[k])
+				if err != nil {
+					return 0, fmt.Errorf("prepare: %w", err)
+				}
+				prepared[k] = st
+			}
+			row = prepared[k].QueryRowContext(ctx, args...)
+		}
+		var id int64
+		err := row.Scan(&id)
+		return id, err
 	}
 	var payloads *sql.Stmt // prepared at the second large payload
 	defer func() {
@@ -113,7 +150,8 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 		if ev.Type == "" {
 			return errors.New("outbox: enqueue: event without a type")
 		}
-		if ev.ID == "" {
+		fresh := ev.ID == ""
+		if fresh {
 			ev.ID = uuid.NewString()
 		} else if _, err := uuid.Parse(ev.ID); err != nil {
 			return fmt.Errorf("outbox: enqueue %s: event id %q is not a UUID", ev.Type, ev.ID)
@@ -140,9 +178,8 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 		if len(payload) <= InlinePayload {
 			inline = string(payload)
 		}
-		var id int64
-		err := insert(ev.ID, ev.Type, target, inline,
-			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane).Scan(&id)
+		id, err := insert(fresh, ev.ID, ev.Type, target, inline,
+			due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // already in the outbox
 		}
