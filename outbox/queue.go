@@ -434,8 +434,10 @@ const (
 // interactive lane, then the bulk lane, which gets what is left and at
 // least one in BulkShare of the claim when its rows are due; the
 // interactive rows that makes room for stay locked until the statement
-// ends, unclaimed). The update marks exactly the rows picked, and returning
-// then lists them in claim order, with the columns of returning (from the
+// ends, unclaimed). The update marks exactly the rows picked, looked up by
+// primary key (= ANY of their array: joined to the picked rows instead, a
+// small table's planner would scan it whole), and returning then lists
+// them in claim order, with the columns of returning (from the
 // updated rows, so a change committed by another transaction before the
 // lock is seen). Its arguments: the stale bound, limit twice, now twice,
 // the owner token, now.
@@ -464,7 +466,7 @@ func sqlPostgresClaim(returning string) string {
 		SELECT id, 2, next_attempt_at FROM bulk),
 	claimed AS (
 		UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
-		FROM picked WHERE event_queue.id = picked.id
+		WHERE id = ANY (ARRAY(SELECT id FROM picked))
 		RETURNING ` + returning + `)
 	SELECT claimed.* FROM claimed JOIN picked USING (id) ORDER BY picked.part, picked.k, picked.id`
 }
