@@ -242,6 +242,12 @@ type dialectSQL struct {
 	claimIDs, claimRows string
 	// oldestDue is OldestPendingDue's query.
 	oldestDue string
+	// literalStatus writes a Filter's status into its statement
+	// (Filter.whereOf): PostgreSQL keeps the open rows of each status in
+	// a partial index of that status (migration 0017), which a generic
+	// plan of "status = $1" cannot read; SQLite's index of open rows is
+	// named by the condition status <> 'done' alone.
+	literalStatus bool
 	// foldCounts folds the outbox counts of ended PostgreSQL backends
 	// (migration 0016); empty on SQLite, whose counts have one shard.
 	foldCounts string
@@ -257,6 +263,7 @@ var (
 		d := newDialectSQL(sqlSelectStaleIDsPostgres, sqlSelectDueIDsPostgres, sqlSelectDueBulkIDsPostgres,
 			sqlRangeDonePostgres, sqlLoadRangePostgres, sqlSweepLedgerPostgres, sqlFoldCountsPostgres, sqlOldestDuePostgres)
 		d.claimIDs, d.claimRows = sqlPostgresClaim(sqlClaimedIDs), sqlPostgresClaim(sqlClaimedRows)
+		d.literalStatus = true
 		d.hot = append(d.hot, d.claimIDs, d.claimRows)
 		return d
 	}()
@@ -903,8 +910,14 @@ type Filter struct {
 }
 
 // where returns f's conditions (Limit aside) as a WHERE clause's body and
-// its arguments.
-func (f Filter) where() (string, []any) {
+// its arguments, as SQLite's planner reads them.
+func (f Filter) where() (string, []any) { return f.whereOf(sqliteSQL) }
+
+// whereOf is where for the statements of dialect d: with d.literalStatus a
+// known status is written in the statement rather than bound, so that
+// every plan of it, generic ones too, may read the partial index of that
+// status.
+func (f Filter) whereOf(d *dialectSQL) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) {
@@ -912,7 +925,16 @@ func (f Filter) where() (string, []any) {
 		args = append(args, v)
 	}
 	if f.Status != "" {
-		add("status = ?", f.Status)
+		switch f.Status {
+		case StatusPending, StatusProcessing, StatusDone, StatusDeadLettered:
+			if d.literalStatus {
+				where = append(where, "status = '"+f.Status+"'")
+				break
+			}
+			fallthrough
+		default:
+			add("status = ?", f.Status)
+		}
 		if f.Status != StatusDone {
 			// The condition of the open rows' partial indexes (migration
 			// 0014), named so that the planner may use them: a list or
@@ -935,7 +957,7 @@ func (f Filter) where() (string, []any) {
 
 // List returns rows matching f in id order.
 func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
-	where, args := f.where()
+	where, args := f.whereOf(q.sql)
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -965,7 +987,7 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
 // Count counts the rows matching f (its Limit aside), counting no further
 // than most: a result of most means most or more.
 func (q *Queue) Count(ctx context.Context, f Filter, most int64) (int64, error) {
-	where, args := f.where()
+	where, args := f.whereOf(q.sql)
 	var n int64
 	err := q.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM event_queue WHERE `+where+` LIMIT ?) AS matched`,
 		append(args, most)...).Scan(&n)
