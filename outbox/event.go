@@ -69,6 +69,17 @@ const insertEvent = `INSERT INTO event_queue
 	ON CONFLICT (event_id) DO NOTHING
 	RETURNING id`
 
+// insertNewEvent is insertEvent for an event whose id Enqueue drew at
+// random (a version 4 UUID): no row can have it, so it goes without the
+// conflict check (on PostgreSQL an insert that may conflict reads the
+// unique index first and writes its row twice: a speculative insertion,
+// then its confirmation). Were one ever to, the unique index fails the
+// insert and the caller's transaction with it; nothing is lost.
+const insertNewEvent = `INSERT INTO event_queue
+	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane)
+	VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)
+	RETURNING id`
+
 const insertPayload = `INSERT INTO event_payloads (id, payload) VALUES (?, ?)`
 
 // InlinePayload is the largest payload, in bytes, that Enqueue stores in its
@@ -146,6 +157,7 @@ type enqueued struct {
 	args    []any // insertEvent's
 	payload []byte
 	large   bool // the payload goes to event_payloads
+	fresh   bool // the id was drawn here (insertNewEvent)
 }
 
 // enqueueArgs checks ev, gives it an id and a time when it has none, and
@@ -154,7 +166,8 @@ func enqueueArgs(ev *Event, t time.Time) (enqueued, error) {
 	if ev.Type == "" {
 		return enqueued{}, errors.New("outbox: enqueue: event without a type")
 	}
-	if ev.ID == "" {
+	fresh := ev.ID == ""
+	if fresh {
 		ev.ID = uuid.NewString()
 	} else if _, err := uuid.Parse(ev.ID); err != nil {
 		return enqueued{}, fmt.Errorf("outbox: enqueue %s: event id %q is not a UUID", ev.Type, ev.ID)
@@ -181,7 +194,7 @@ func enqueueArgs(ev *Event, t time.Time) (enqueued, error) {
 	if len(payload) <= InlinePayload {
 		inline = string(payload)
 	}
-	return enqueued{ev: ev, payload: payload, large: inline == "",
+	return enqueued{ev: ev, payload: payload, large: inline == "", fresh: fresh,
 		args: []any{ev.ID, ev.Type, target, inline, due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane}}, nil
 }
 
@@ -192,37 +205,45 @@ type enqueuer struct {
 	tx      *sql.Tx
 	observe func(string, int)
 
-	one, chunk, payloads *sql.Stmt
-	large                int // large payloads stored so far
+	one      [2]*sql.Stmt // insertEvent, insertNewEvent
+	chunk    *sql.Stmt
+	payloads *sql.Stmt
+	large    int // large payloads stored so far
 }
 
 func (e *enqueuer) close() {
-	for _, st := range []*sql.Stmt{e.one, e.chunk, e.payloads} {
+	for _, st := range []*sql.Stmt{e.one[0], e.one[1], e.chunk, e.payloads} {
 		if st != nil {
 			_ = st.Close()
 		}
 	}
 }
 
-// insertOne inserts r alone. When the call has several such rows they
-// share one statement prepared in the transaction; a lone event runs it
-// directly: on PostgreSQL a prepare and its close are a round trip each,
-// and the driver keeps the statement prepared on the connection anyway; on
-// SQLite both ways parse it once.
+// insertOne inserts r alone: an event given an id unless one with that id
+// is in the outbox (insertEvent), one whose id was drawn here without the
+// conflict check (insertNewEvent). When the call has several such rows
+// they share the statement prepared in the transaction; a lone event runs
+// it directly: on PostgreSQL a prepare and its close are a round trip
+// each, and the driver keeps the statement prepared on the connection
+// anyway; on SQLite both ways parse it once.
 func (e *enqueuer) insertOne(r *enqueued, several bool) error {
+	k, query := 0, insertEvent
+	if r.fresh {
+		k, query = 1, insertNewEvent
+	}
 	var row *sql.Row
 	switch {
 	case !several:
-		row = e.tx.QueryRowContext(e.ctx, insertEvent, r.args...)
+		row = e.tx.QueryRowContext(e.ctx, query, r.args...)
 	default:
-		if e.one == nil {
-			st, err := e.tx.PrepareContext(e.ctx, insertEvent)
+		if e.one[k] == nil {
+			st, err := e.tx.PrepareContext(e.ctx, query)
 			if err != nil {
 				return fmt.Errorf("outbox: prepare enqueue: %w", err)
 			}
-			e.one = st
+			e.one[k] = st
 		}
-		row = e.one.QueryRowContext(e.ctx, r.args...)
+		row = e.one[k].QueryRowContext(e.ctx, r.args...)
 	}
 	var id int64
 	err := row.Scan(&id)

@@ -132,46 +132,26 @@ func widthOf(n, most int) int {
 }
 
 // claimLedgers claims the ledger of a claimed batch, as claimLedger does
-// for each of its events, in a few statements: one read per ledgerBatch
-// events and one insert per ledgerBatch new claims (the common case);
-// takeovers, and claims that lost to a concurrent transaction, go one by
-// one. It returns each event's claims and read error, in the order of
-// wants; err means the transaction failed.
+// for each of its events, in a few statements: one insert per ledgerBatch
+// claims, each written unless a claim exists (the common case: a new
+// event has none). The claims an insert did not write (an event run
+// before, or claimed meanwhile by a concurrent transaction) are read, one
+// read per maxIDs events, and judged one by one as claimLedger judges them
+// (done, held elsewhere, or taken over). It returns each event's claims and
+// read error, in the order of wants; err means the transaction failed. An
+// event with a read error keeps the claims its insert wrote, for the
+// delivery to release (its handlers do not run).
 func (r *Runner) claimLedgers(s *stmts, wants []ledgerWant, token int64) (claims [][]claim, readErrs []error, err error) {
 	claims, readErrs = make([][]claim, len(wants)), make([]error, len(wants))
-	have := make(map[string]map[string]ledgerEntry, len(wants))
-	for lo := 0; lo < len(wants); lo += ledgerBatch {
-		chunk := wants[lo:min(lo+ledgerBatch, len(wants))]
-		if rerr := readLedgers(s, chunk, have); rerr != nil {
-			for i := range chunk {
-				readErrs[lo+i] = rerr
-			}
-		}
-	}
 	type pending struct{ want, handler int }
 	var inserts []pending
 	for i, wt := range wants {
-		if readErrs[i] != nil {
-			continue
-		}
 		claims[i] = make([]claim, len(wt.hs))
-		for k, h := range wt.hs {
-			e, ok := have[wt.eventID][h.Name]
-			if !ok {
-				inserts = append(inserts, pending{i, k})
-				continue
-			}
-			c, rerr, err := r.claimRetrying(s, wt.eventID, h, token, e, true)
-			if err != nil {
-				return nil, nil, err
-			}
-			if rerr != nil {
-				readErrs[i] = rerr
-				break
-			}
-			claims[i][k] = c
+		for k := range wt.hs {
+			inserts = append(inserts, pending{i, k})
 		}
 	}
+	var lost []pending // claims an insert did not write
 	for lo := 0; lo < len(inserts); lo += ledgerBatch {
 		chunk := inserts[lo:min(lo+ledgerBatch, len(inserts))]
 		w := widthOf(len(chunk), ledgerBatch)
@@ -185,31 +165,49 @@ func (r *Runner) claimLedgers(s *stmts, wants []ledgerWant, token int64) (claims
 			return nil, nil, fmt.Errorf("outbox: ledger claim: %w", err)
 		}
 		for _, p := range chunk {
-			wt, h := wants[p.want], wants[p.want].hs[p.handler]
-			if readErrs[p.want] != nil {
-				continue
-			}
-			if won[wt.eventID+"\x00"+h.Name] {
+			h := wants[p.want].hs[p.handler]
+			if won[wants[p.want].eventID+"\x00"+h.Name] {
 				claims[p.want][p.handler] = claim{h: h, token: token, result: ClaimClaimed}
 				continue
 			}
-			// A concurrent transaction claimed first: judge its claim.
-			e, ok, rerr := readLedgerOne(s, wt.eventID, h.Name)
-			if rerr == nil {
-				var c claim
-				if c, rerr, err = r.claimRetrying(s, wt.eventID, h, token, e, ok); err != nil {
-					return nil, nil, err
-				}
-				claims[p.want][p.handler] = c
+			lost = append(lost, p)
+		}
+	}
+	if len(lost) > 0 {
+		// The events of the lost claims, each once, and their ledger rows.
+		var (
+			of   []ledgerWant
+			seen = map[int]bool{}
+		)
+		for _, p := range lost {
+			if !seen[p.want] {
+				seen[p.want] = true
+				of = append(of, wants[p.want])
 			}
+		}
+		have := make(map[string]map[string]ledgerEntry, len(of))
+		var rerr error
+		for lo := 0; lo < len(of) && rerr == nil; lo += maxIDs {
+			rerr = readLedgers(s, of[lo:min(lo+maxIDs, len(of))], have)
+		}
+		for _, p := range lost {
+			wt, h := wants[p.want], wants[p.want].hs[p.handler]
 			if rerr != nil {
 				readErrs[p.want] = rerr
 			}
-		}
-	}
-	for i := range wants {
-		if readErrs[i] != nil {
-			claims[i] = nil
+			if readErrs[p.want] != nil {
+				continue
+			}
+			e, ok := have[wt.eventID][h.Name]
+			c, cerr, err := r.claimRetrying(s, wt.eventID, h, token, e, ok)
+			if err != nil {
+				return nil, nil, err
+			}
+			if cerr != nil {
+				readErrs[p.want] = cerr
+				continue
+			}
+			claims[p.want][p.handler] = c
 		}
 	}
 	return claims, readErrs, nil

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -234,6 +235,19 @@ type dialectSQL struct {
 	selectStale, selectDue, selectDueBulk string
 	rangeDone, loadRange                  string
 	sweepLedger                           string
+	// claimIDs and claimRows claim in one statement, returning the ids
+	// and due times (claimIDs) or the rows (claimRows) in claim order;
+	// empty on SQLite, which claims with the selections above and an
+	// update (sqlPostgresClaim).
+	claimIDs, claimRows string
+	// oldestDue is OldestPendingDue's query.
+	oldestDue string
+	// literalStatus writes a Filter's status into its statement
+	// (Filter.whereOf): PostgreSQL keeps the open rows of each status in
+	// a partial index of that status (migration 0017), which a generic
+	// plan of "status = $1" cannot read; SQLite's index of open rows is
+	// named by the condition status <> 'done' alone.
+	literalStatus bool
 	// foldCounts folds the outbox counts of ended PostgreSQL backends
 	// (migration 0016); empty on SQLite, whose counts have one shard.
 	foldCounts string
@@ -243,14 +257,21 @@ type dialectSQL struct {
 }
 
 var (
-	sqliteSQL   = newDialectSQL(sqlSelectStaleIDs, sqlSelectDueIDs, sqlSelectDueBulkIDs, sqlRangeDone, sqlLoadRange, sqlSweepLedger, "")
-	postgresSQL = newDialectSQL(sqlSelectStaleIDsPostgres, sqlSelectDueIDsPostgres, sqlSelectDueBulkIDsPostgres,
-		sqlRangeDonePostgres, sqlLoadRangePostgres, sqlSweepLedgerPostgres, sqlFoldCountsPostgres)
+	sqliteSQL = newDialectSQL(sqlSelectStaleIDs, sqlSelectDueIDs, sqlSelectDueBulkIDs, sqlRangeDone, sqlLoadRange,
+		sqlSweepLedger, "", sqlOldestDue)
+	postgresSQL = func() *dialectSQL {
+		d := newDialectSQL(sqlSelectStaleIDsPostgres, sqlSelectDueIDsPostgres, sqlSelectDueBulkIDsPostgres,
+			sqlRangeDonePostgres, sqlLoadRangePostgres, sqlSweepLedgerPostgres, sqlFoldCountsPostgres, sqlOldestDuePostgres)
+		d.claimIDs, d.claimRows = sqlPostgresClaim(sqlClaimedIDs), sqlPostgresClaim(sqlClaimedRows)
+		d.literalStatus = true
+		d.hot = append(d.hot, d.claimIDs, d.claimRows)
+		return d
+	}()
 )
 
-func newDialectSQL(stale, due, bulk, rangeDone, loadRange, sweepLedger, fold string) *dialectSQL {
+func newDialectSQL(stale, due, bulk, rangeDone, loadRange, sweepLedger, fold, oldestDue string) *dialectSQL {
 	d := &dialectSQL{selectStale: stale, selectDue: due, selectDueBulk: bulk, rangeDone: rangeDone,
-		loadRange: loadRange, sweepLedger: sweepLedger, foldCounts: fold}
+		loadRange: loadRange, sweepLedger: sweepLedger, foldCounts: fold, oldestDue: oldestDue}
 	d.hot = []string{stale, due, bulk, loadRange, sqlLoadClaimed, sqlRowDefer, sqlRowDead, sqlRangeClaim, rangeDone}
 	for w := 1; w <= maxIDs; w *= 2 {
 		d.hot = append(d.hot, sqlRowsClaim[w], sqlRowsDone[w], sqlLedgerDoneMany[w])
@@ -299,6 +320,25 @@ func (q *Queue) Claim(ctx context.Context, limit int, lease time.Duration) ([]Ro
 // claimRows claims up to limit rows with owner token token, as claimIDs
 // does, and reads them in the claim's transaction.
 func claimRows(s *stmts, d *dialectSQL, token int64, now time.Time, limit int, lease time.Duration) ([]Row, error) {
+	if d.claimRows != "" {
+		if limit <= 0 {
+			return nil, nil
+		}
+		rs, err := s.query(d.claimRows, claimArgs(token, now.UnixMilli(), limit, lease)...)
+		if err != nil {
+			return nil, err
+		}
+		defer rs.Close()
+		var rows []Row
+		for rs.Next() {
+			r, err := scanClaimed(rs, time.UnixMilli(token))
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+		return rows, rs.Err()
+	}
 	c, err := claimIDs(s, d, token, now, limit, lease)
 	if err != nil || len(c.IDs) == 0 {
 		return nil, err
@@ -393,6 +433,64 @@ const (
 		attempts, next_attempt_at, occurred_at, republished, lane FROM event_queue `
 )
 
+// sqlPostgresClaim is PostgreSQL's claim in one statement: what
+// claimIDs does with three selections and an update, in one round trip and
+// one trigger firing. Each selection locks the rows it returns FOR UPDATE
+// and skips those another claim has locked, as sqlSelectDueIDsPostgres
+// does; the limits chain as claimIDs's do (the stale rows first, then the
+// interactive lane, then the bulk lane, which gets what is left and at
+// least one in BulkShare of the claim when its rows are due; the
+// interactive rows that makes room for stay locked until the statement
+// ends, unclaimed). The update marks exactly the rows picked, looked up by
+// primary key (= ANY of their array: joined to the picked rows instead, a
+// small table's planner would scan it whole), and returning then lists
+// them in claim order, with the columns of returning (from the
+// updated rows, so a change committed by another transaction before the
+// lock is seen). Its arguments: the stale bound, limit twice, now twice,
+// the owner token, now.
+func sqlPostgresClaim(returning string) string {
+	return `WITH stale AS MATERIALIZED (
+		SELECT id, claimed_at AS k FROM event_queue
+		WHERE status = 'processing' AND claimed_at <= ? ORDER BY claimed_at, id LIMIT ? FOR UPDATE SKIP LOCKED),
+	rest AS MATERIALIZED (SELECT GREATEST(? - COUNT(*), 0) AS n FROM stale),
+	inter AS MATERIALIZED (
+		SELECT id, next_attempt_at FROM event_queue
+		WHERE status = 'pending' AND lane = 0 AND next_attempt_at <= ? ORDER BY next_attempt_at, id
+		LIMIT (SELECT n FROM rest) FOR UPDATE SKIP LOCKED),
+	bulk AS MATERIALIZED (
+		SELECT id, next_attempt_at FROM event_queue
+		WHERE status = 'pending' AND lane <> 0 AND next_attempt_at <= ? ORDER BY next_attempt_at, id
+		LIMIT (SELECT CASE WHEN n = 0 THEN 0
+			WHEN (SELECT COUNT(*) FROM inter) = n THEN GREATEST(n / ` + strconv.Itoa(BulkShare) + `, 1)
+			ELSE n - (SELECT COUNT(*) FROM inter) END FROM rest)
+		FOR UPDATE SKIP LOCKED),
+	picked AS MATERIALIZED (
+		SELECT id, 0 AS part, k FROM stale
+		UNION ALL
+		(SELECT id, 1, next_attempt_at FROM inter ORDER BY next_attempt_at, id
+			LIMIT (SELECT n FROM rest) - (SELECT COUNT(*) FROM bulk))
+		UNION ALL
+		SELECT id, 2, next_attempt_at FROM bulk),
+	claimed AS (
+		UPDATE event_queue SET status = 'processing', claimed_at = ?, updated_at = ?
+		WHERE id = ANY (ARRAY(SELECT id FROM picked))
+		RETURNING ` + returning + `)
+	SELECT claimed.* FROM claimed JOIN picked USING (id) ORDER BY picked.part, picked.k, picked.id`
+}
+
+// The columns sqlPostgresClaim returns: a claim's ids and due times, or the
+// rows as sqlLoadColumns reads them.
+const (
+	sqlClaimedIDs  = `event_queue.id AS id, event_queue.next_attempt_at AS next_attempt_at`
+	sqlClaimedRows = `event_queue.id AS id, COALESCE(event_queue.event_id, '') AS event_id,
+		event_queue.type AS type, COALESCE(event_queue.target, '') AS target,
+		CASE WHEN event_queue.payload = '' THEN
+			COALESCE((SELECT p.payload FROM event_payloads p WHERE p.id = event_queue.id), '')
+			ELSE event_queue.payload END AS payload,
+		event_queue.attempts AS attempts, event_queue.next_attempt_at AS next_attempt_at,
+		event_queue.occurred_at AS occurred_at, event_queue.republished AS republished, event_queue.lane AS lane`
+)
+
 // SettleAndClaimIDs settles, then claims up to limit rows as Claim does, in
 // one write transaction (a relay that completes the batch it published and
 // claims the next pays for one commit), reading only the claimed rows' ids:
@@ -431,6 +529,9 @@ func claimIDs(s *stmts, d *dialectSQL, token int64, now time.Time, limit int, le
 		return Claimed{}, nil
 	}
 	nowMs := now.UnixMilli()
+	if d.claimIDs != "" {
+		return claimInOne(s, d, token, nowMs, limit, lease)
+	}
 	ids := make([]int64, 0, limit)
 	oldest := int64(0)
 	add := func(got []idDue) {
@@ -476,6 +577,41 @@ func claimIDs(s *stmts, d *dialectSQL, token int64, now time.Time, limit int, le
 		return Claimed{}, fmt.Errorf("claimed %d of the %d rows read", n, len(ids))
 	}
 	return Claimed{Token: time.UnixMilli(token), IDs: ids, OldestDue: time.UnixMilli(oldest)}, nil
+}
+
+// claimInOne claims as claimIDs does with the dialect's one-statement
+// claim (d.claimIDs).
+func claimInOne(s *stmts, d *dialectSQL, token, nowMs int64, limit int, lease time.Duration) (Claimed, error) {
+	rs, err := s.query(d.claimIDs, claimArgs(token, nowMs, limit, lease)...)
+	if err != nil {
+		return Claimed{}, err
+	}
+	defer rs.Close()
+	c := Claimed{Token: time.UnixMilli(token), IDs: make([]int64, 0, limit)}
+	oldest := int64(0)
+	for rs.Next() {
+		var id, due int64
+		if err := rs.Scan(&id, &due); err != nil {
+			return Claimed{}, err
+		}
+		c.IDs = append(c.IDs, id)
+		if oldest == 0 || due < oldest {
+			oldest = due
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return Claimed{}, err
+	}
+	if len(c.IDs) == 0 {
+		return Claimed{}, nil
+	}
+	c.OldestDue = time.UnixMilli(oldest)
+	return c, nil
+}
+
+// claimArgs are the arguments of sqlPostgresClaim.
+func claimArgs(token, nowMs int64, limit int, lease time.Duration) []any {
+	return []any{nowMs - lease.Milliseconds(), limit, limit, nowMs, nowMs, token, nowMs}
 }
 
 // idDue is a row id and its due time.
@@ -561,24 +697,14 @@ func loadClaimed(c Claimed, d *dialectSQL, run func(query string, args ...any) (
 	found := make([]Row, len(c.IDs))
 	n := 0
 	for rs.Next() {
-		// Plain string and int64 destinations: database/sql converts to
-		// them without reflection.
-		var (
-			r                          Row
-			payload                    []byte
-			attempts, next, occ, repub int64
-		)
-		if err := rs.Scan(&r.ID, &r.Event.ID, &r.Event.Type, &r.Event.Target, &payload, &attempts, &next,
-			&occ, &repub, &r.Event.Lane); err != nil {
+		r, err := scanClaimed(rs, c.Token)
+		if err != nil {
 			return nil, err
 		}
 		i, ok := index(r.ID)
 		if !ok || found[i].ID != 0 {
 			continue
 		}
-		r.Event.Payload, r.Attempts, r.Republished = payload, int(attempts), int(repub)
-		r.Event.OccurredAt, r.NextAttemptAt = time.UnixMilli(occ), time.UnixMilli(next)
-		r.Status, r.ClaimedAt = StatusProcessing, c.Token
 		found[i] = r
 		n++
 	}
@@ -595,6 +721,26 @@ func loadClaimed(c Claimed, d *dialectSQL, run func(query string, args ...any) (
 		}
 	}
 	return out, nil
+}
+
+// scanClaimed reads a row of claim token as sqlLoadColumns (or
+// sqlClaimedRows) lists its columns.
+func scanClaimed(rs *sql.Rows, token time.Time) (Row, error) {
+	// Plain string and int64 destinations: database/sql converts to them
+	// without reflection.
+	var (
+		r                          Row
+		payload                    []byte
+		attempts, next, occ, repub int64
+	)
+	if err := rs.Scan(&r.ID, &r.Event.ID, &r.Event.Type, &r.Event.Target, &payload, &attempts, &next,
+		&occ, &repub, &r.Event.Lane); err != nil {
+		return Row{}, err
+	}
+	r.Event.Payload, r.Attempts, r.Republished = payload, int(attempts), int(repub)
+	r.Event.OccurredAt, r.NextAttemptAt = time.UnixMilli(occ), time.UnixMilli(next)
+	r.Status, r.ClaimedAt = StatusProcessing, token
+	return r, nil
 }
 
 // Settlement is the outcome to apply to a claimed row.
@@ -764,8 +910,14 @@ type Filter struct {
 }
 
 // where returns f's conditions (Limit aside) as a WHERE clause's body and
-// its arguments.
-func (f Filter) where() (string, []any) {
+// its arguments, as SQLite's planner reads them.
+func (f Filter) where() (string, []any) { return f.whereOf(sqliteSQL) }
+
+// whereOf is where for the statements of dialect d: with d.literalStatus a
+// known status is written in the statement rather than bound, so that
+// every plan of it, generic ones too, may read the partial index of that
+// status.
+func (f Filter) whereOf(d *dialectSQL) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) {
@@ -773,7 +925,16 @@ func (f Filter) where() (string, []any) {
 		args = append(args, v)
 	}
 	if f.Status != "" {
-		add("status = ?", f.Status)
+		switch f.Status {
+		case StatusPending, StatusProcessing, StatusDone, StatusDeadLettered:
+			if d.literalStatus {
+				where = append(where, "status = '"+f.Status+"'")
+				break
+			}
+			fallthrough
+		default:
+			add("status = ?", f.Status)
+		}
 		if f.Status != StatusDone {
 			// The condition of the open rows' partial indexes (migration
 			// 0014), named so that the planner may use them: a list or
@@ -796,7 +957,7 @@ func (f Filter) where() (string, []any) {
 
 // List returns rows matching f in id order.
 func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
-	where, args := f.where()
+	where, args := f.whereOf(q.sql)
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -826,7 +987,7 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]Row, error) {
 // Count counts the rows matching f (its Limit aside), counting no further
 // than most: a result of most means most or more.
 func (q *Queue) Count(ctx context.Context, f Filter, most int64) (int64, error) {
-	where, args := f.where()
+	where, args := f.whereOf(q.sql)
 	var n int64
 	err := q.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM event_queue WHERE `+where+` LIMIT ?) AS matched`,
 		append(args, most)...).Scan(&n)
@@ -962,13 +1123,27 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
+// OldestPendingDue's query. PostgreSQL keeps the due rows of each lane in
+// an index of their own (migration 0017), and takes the least of the two
+// lanes' oldest (LEAST ignores a lane with none).
+const (
+	sqlOldestDue = `SELECT MIN(next_attempt_at) FROM event_queue
+		WHERE status = 'pending' AND next_attempt_at <= ?`
+	sqlOldestDuePostgres = `SELECT LEAST(
+		(SELECT MIN(next_attempt_at) FROM event_queue WHERE status = 'pending' AND lane = 0 AND next_attempt_at <= ?),
+		(SELECT MIN(next_attempt_at) FROM event_queue WHERE status = 'pending' AND lane <> 0 AND next_attempt_at <= ?))`
+)
+
 // OldestPendingDue returns the due time of the pending row that has been due
 // the longest, and false when no pending row is due at now. Its age is how
 // far the worker is behind.
 func (q *Queue) OldestPendingDue(ctx context.Context, now time.Time) (time.Time, bool, error) {
 	var due sql.NullInt64
-	err := q.read.QueryRowContext(ctx, `SELECT MIN(next_attempt_at) FROM event_queue
-		WHERE status = 'pending' AND next_attempt_at <= ?`, now.UnixMilli()).Scan(&due)
+	args := []any{now.UnixMilli()}
+	if q.sql == postgresSQL {
+		args = append(args, now.UnixMilli())
+	}
+	err := q.read.QueryRowContext(ctx, q.sql.oldestDue, args...).Scan(&due)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("outbox: oldest pending: %w", err)
 	}

@@ -336,7 +336,8 @@ func (r *Runner) execute(ctx, hctx context.Context, d *delivery) (Result, []ledg
 		}
 		r.log.WarnContext(ctx, "outbox: ledger read failed; handlers skipped",
 			"event_id", ev.ID, "attempt", d.attempt, "err", d.claimErr)
-		return r.fail(ctx, ev, d.attempt, now, fmt.Errorf("outbox: ledger: %w", d.claimErr), time.Time{}), nil
+		// Claims written before the read failed are released.
+		return r.fail(ctx, ev, d.attempt, now, fmt.Errorf("outbox: ledger: %w", d.claimErr), time.Time{}), releaseAll(d)
 	}
 	if len(d.claims) == 0 {
 		r.log.DebugContext(ctx, "outbox: no handler for event type", "event_id", ev.ID, "type", ev.Type)

@@ -26,8 +26,10 @@ type WorkerConfig struct {
 	// Concurrency is how many events are handled at once (default 16).
 	Concurrency int
 	// BatchSize is the most rows claimed in one transaction (default 100,
-	// at most 1000). At most Concurrency+BatchSize rows are claimed and not
-	// yet settled at any time.
+	// at most 1000). At most Concurrency+BatchSize claimed rows wait for a
+	// handler or run in one at any time; rows handled wait for their settle
+	// in a queue as long (and the group being settled), so the claims of a
+	// batch go on while the previous batch is settled.
 	BatchSize int
 	// MaxAttempts is how many attempts an event gets before it is
 	// dead-lettered (default 10).
@@ -147,7 +149,10 @@ var ErrRunning = errors.New("outbox: worker is already running")
 // entries in one transaction; Concurrency goroutines run handlers, each event
 // on its own, so a slow handler holds up nothing but its own slot; one
 // completer commits finished events (ledger mark or release, row update) in
-// groups, one transaction per group of whatever has finished.
+// groups, one transaction per group of whatever has finished. A row's slot
+// is freed once it is handled, so the claimer claims the next rows while the
+// completer settles these: on PostgreSQL the two transactions run side by
+// side.
 //
 // Handlers see WithAttempt; Progress is a no-op on this bus (a row's lease
 // and its ledger claims are fixed at claim time, so handlers must finish
@@ -218,7 +223,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer w.running.Store(false)
 
 	maxInflight := w.cfg.Concurrency + w.cfg.BatchSize
-	slots := make(chan struct{}, maxInflight) // one per claimed, unsettled row
+	slots := make(chan struct{}, maxInflight) // one per claimed row not yet handled
 	freed := make(chan struct{}, 1)
 	jobs := make(chan *job, maxInflight)
 	results := make(chan *job, maxInflight)
@@ -235,12 +240,19 @@ func (w *Worker) Run(ctx context.Context) error {
 				} else {
 					j.res, j.ops = w.runner.execute(ctx, hctx, &j.d)
 				}
+				// Handed to the completer: the claimer may claim in its
+				// place while it is settled.
 				results <- j
+				<-slots
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
 			}
 		})
 	}
 	var done sync.WaitGroup
-	done.Go(func() { w.complete(ctx, results, slots, freed) })
+	done.Go(func() { w.complete(ctx, results) })
 	stopGrace := make(chan struct{})
 	done.Go(func() {
 		select {
@@ -300,7 +312,7 @@ func (w *Worker) claimLoop(ctx context.Context, jobs chan<- *job, slots chan str
 		}
 		// While the pool holds more claimed rows than its handlers run,
 		// the claimer waits until half a batch is free: claiming the few
-		// rows each settle frees would spend a commit per handful of rows,
+		// rows each handler frees would spend a commit per handful of rows,
 		// which a store with millisecond commits (PostgreSQL) cannot afford.
 		free := cap(slots) - len(slots)
 		if free <= 0 || free < w.cfg.BatchSize/2 && len(slots) > w.cfg.Concurrency {
@@ -392,9 +404,8 @@ func releaseAll(d *delivery) []ledgerOp {
 	return ops
 }
 
-// complete commits finished jobs in groups until results is closed, freeing
-// their slots after each commit.
-func (w *Worker) complete(ctx context.Context, results <-chan *job, slots <-chan struct{}, freed chan<- struct{}) {
+// complete commits finished jobs in groups until results is closed.
+func (w *Worker) complete(ctx context.Context, results <-chan *job) {
 	group := make([]*job, 0, maxCompletionGroup)
 	for j := range results {
 		group = append(group[:0], j)
@@ -411,13 +422,6 @@ func (w *Worker) complete(ctx context.Context, results <-chan *job, slots <-chan
 			}
 		}
 		w.settle(ctx, group)
-		for range group {
-			<-slots
-		}
-		select {
-		case freed <- struct{}{}:
-		default:
-		}
 	}
 }
 
