@@ -26,16 +26,7 @@ func TestPostgresClaimReadsItsIndexes(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := context.Background()
-	err := db.Tx(ctx, func(tx *sql.Tx) error {
-		evs := make([]Event, 3000)
-		for i := range evs {
-			evs[i] = Event{Type: "note"}
-		}
-		return Enqueue(ctx, tx, evs...)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	enqueueNotes(t, db, 3000)
 	now := time.Now().Add(time.Minute) // every row due
 	q := NewQueue(db.Write, QueueOptions{Read: db.Read, Now: func() time.Time { return now }})
 	claimed, err := q.Claim(ctx, 1000, time.Minute)
@@ -89,16 +80,7 @@ func TestPostgresOpenRowQueriesUseTheirIndexes(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := context.Background()
-	err := db.Tx(ctx, func(tx *sql.Tx) error {
-		evs := make([]Event, 3000)
-		for i := range evs {
-			evs[i] = Event{Type: "note"}
-		}
-		return Enqueue(ctx, tx, evs...)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	enqueueNotes(t, db, 3000)
 	// Most rows are history, as in an outbox that has run for a while; a
 	// few are dead letters.
 	for _, q := range []string{
@@ -173,4 +155,20 @@ func genericPlan(t *testing.T, conn *sql.Conn, name, query string, args ...any) 
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// enqueueNotes enqueues n events of type note in one transaction.
+func enqueueNotes(t *testing.T, db *sqldb.DB, n int) {
+	t.Helper()
+	ctx := context.Background()
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		evs := make([]Event, n)
+		for i := range evs {
+			evs[i] = Event{Type: "note"}
+		}
+		return Enqueue(ctx, tx, evs...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
