@@ -88,8 +88,7 @@ type Health struct {
 	// after it, and would otherwise sleep until its park recheck.
 	rerelease map[string]time.Time
 
-	prepare sync.Once
-	stmt    *sql.Stmt // sqlReadHost on the read pool
+	readHost *readStmt // sqlReadHost
 
 	mono func() time.Time // the monotonic clock of readAt: time.Now
 }
@@ -109,7 +108,8 @@ const healthFresh = time.Second
 const maxHosts = 100_000
 
 func newHealth(s *Service) *Health {
-	return &Health{s: s, hosts: map[string]*hostState{}, rerelease: map[string]time.Time{}, mono: time.Now}
+	return &Health{s: s, hosts: map[string]*hostState{}, rerelease: map[string]time.Time{}, mono: time.Now,
+		readHost: newReadStmt(s.db.Read, sqlReadHost, s.log)}
 }
 
 // probeGrace is how long after its probe time a designated probe delivery
@@ -223,29 +223,9 @@ func nullTime(t time.Time) any {
 
 const sqlReadHost = `SELECT ` + hostColumns + ` FROM delivery_hosts WHERE host = ?`
 
-// readStmt returns the host read prepared once on the read pool (the
-// driver keeps no statement cache, and every delivery reads its host's
-// row), or nil when it cannot be prepared.
-func (h *Health) readStmt(ctx context.Context) *sql.Stmt {
-	h.prepare.Do(func() {
-		st, err := h.s.db.Read.PrepareContext(ctx, sqlReadHost)
-		if err != nil {
-			h.s.log.WarnContext(ctx, "delivery: prepare host read", "err", err)
-			return
-		}
-		h.stmt = st
-	})
-	return h.stmt
-}
-
 // read returns host's row, read on the read pool; false when there is none.
 func (h *Health) read(ctx context.Context, host string) (hostState, bool, error) {
-	var row *sql.Row
-	if stmt := h.readStmt(ctx); stmt != nil {
-		row = stmt.QueryRowContext(ctx, host)
-	} else {
-		row = h.s.db.Read.QueryRowContext(ctx, sqlReadHost, host)
-	}
+	row := h.readHost.QueryRowContext(ctx, host)
 	st, err := scanHost(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return hostState{}, false, nil

@@ -106,11 +106,6 @@ func (s *Service) hostLimit() int {
 	return max(1, s.cfg.PerHostConcurrency/n)
 }
 
-// DeliveringProcesses is how many processes deliver from this database,
-// this one included, as last counted (0 when this process does not
-// announce itself).
-func (s *Service) DeliveringProcesses() int { return int(s.peers.live.Load()) }
-
 // Process is one process that delivers, as its row in delivery_processes
 // says.
 type Process struct {

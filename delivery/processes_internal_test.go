@@ -33,7 +33,7 @@ func TestProcessesShareHostConcurrency(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for s.hostLimit() != want {
 			if time.Now().After(deadline) {
-				t.Fatalf("host limit %d (%d processes counted), want %d", s.hostLimit(), s.DeliveringProcesses(), want)
+				t.Fatalf("host limit %d (%d processes counted), want %d", s.hostLimit(), s.peers.live.Load(), want)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

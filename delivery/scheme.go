@@ -87,8 +87,7 @@ type Schemes struct {
 	mu sync.Mutex
 	m  map[string]schemeEntry
 
-	prepare sync.Once
-	stmt    *sql.Stmt // sqlReadScheme on the read pool
+	readScheme *readStmt // sqlReadScheme
 }
 
 type schemeEntry struct {
@@ -101,7 +100,8 @@ type schemeEntry struct {
 const maxSchemeHosts = 10000
 
 func newSchemes(db *sqldb.DB, now func() time.Time, ttl time.Duration, log *slog.Logger) *Schemes {
-	return &Schemes{db: db, now: now, ttl: ttl, log: log, m: map[string]schemeEntry{}}
+	return &Schemes{db: db, now: now, ttl: ttl, log: log, m: map[string]schemeEntry{},
+		readScheme: newReadStmt(db.Read, sqlReadScheme, log)}
 }
 
 // order returns the schemes to try for host, in order, given st: one
@@ -183,10 +183,6 @@ func (s *Schemes) put(host string, e schemeEntry) {
 	s.m[host] = e
 }
 
-type queryRower interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 const schemeColumns = `host, rfc9421, rfc9421_until, ed25519, ed25519_until, learned_from, updated_at, no_fallback_until`
 
 // Statements of a scheme's read; update reads the row locked. SQLite's
@@ -201,34 +197,15 @@ const (
 		ON CONFLICT (host) DO NOTHING`
 )
 
-// readStatus reads host's row on the read pool, with the statement
-// prepared once there (every fan-out reads the row of each of its hosts
-// once the memory copy is older than the TTL).
+// readStatus reads host's row on the read pool (every fan-out reads the
+// row of each of its hosts once the memory copy is older than the TTL).
 func (s *Schemes) readStatus(ctx context.Context, host string) (SchemeStatus, bool, error) {
-	s.prepare.Do(func() {
-		st, err := s.db.Read.PrepareContext(ctx, sqlReadScheme)
-		if err != nil {
-			s.log.WarnContext(ctx, "delivery: prepare signature scheme read", "err", err)
-			return
-		}
-		s.stmt = st
-	})
-	if s.stmt == nil {
-		return s.readWith(ctx, s.db.Read, sqlReadScheme, host)
-	}
-	return s.readWith(ctx, stmtRower{s.stmt}, "", host)
+	return schemeRow(s.readScheme.QueryRowContext(ctx, host), host)
 }
 
-// stmtRower runs a prepared statement as a queryRower (the query text is
-// the statement's own).
-type stmtRower struct{ st *sql.Stmt }
-
-func (r stmtRower) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
-	return r.st.QueryRowContext(ctx, args...)
-}
-
-func (s *Schemes) readWith(ctx context.Context, q queryRower, query, host string) (SchemeStatus, bool, error) {
-	st, err := scanScheme(q.QueryRowContext(ctx, query, host))
+// schemeRow scans host's row; false when there is none.
+func schemeRow(row *sql.Row, host string) (SchemeStatus, bool, error) {
+	st, err := scanScheme(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return SchemeStatus{Host: host}, false, nil
 	}
@@ -416,7 +393,7 @@ func (s *Schemes) update(ctx context.Context, host string, change func(st *Schem
 			return err
 		}
 		var err error
-		if st, _, err = s.readWith(ctx, tx, lock, host); err != nil {
+		if st, _, err = schemeRow(tx.QueryRowContext(ctx, lock, host), host); err != nil {
 			return err
 		}
 		st.expire(now)
