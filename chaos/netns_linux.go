@@ -94,21 +94,35 @@ const netnsPrefix = "courier-chaos-"
 // live process. Their veth pairs go with them. Best effort: a namespace
 // that cannot be listed or removed is left as it was.
 func reapNetns() {
-	out, err := ipCmd("netns", "list")
+	names, err := netnsNames()
 	if err != nil {
 		return
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) == 0 || !strings.HasPrefix(fields[0], netnsPrefix) {
+	for _, name := range names {
+		if !strings.HasPrefix(name, netnsPrefix) {
 			continue
 		}
-		pid, err := strconv.Atoi(strings.TrimPrefix(fields[0], netnsPrefix))
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, netnsPrefix))
 		if err != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
 			continue // not a run's name, or its run may live
 		}
-		_, _ = ipCmd("netns", "del", fields[0])
+		_, _ = ipCmd("netns", "del", name)
 	}
+}
+
+// netnsNames lists the machine's named network namespaces.
+func netnsNames() ([]string, error) {
+	out, err := ipCmd("netns", "list")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	return names, nil
 }
 
 // freeSubnet picks a 10.213.X prefix no interface of the machine uses.

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -142,15 +141,13 @@ func TestNetnsOfDeadRunsAreRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.close)
-	out, err := ipCmd("netns", "list")
+	list, err := netnsNames()
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 {
-			names[f[0]] = true
-		}
+	for _, name := range list {
+		names[name] = true
 	}
 	if names[dead] || !names[alive] || !names[ns.name] {
 		t.Fatalf("namespaces %v: want %s removed, %s and %s kept", names, dead, alive, ns.name)
