@@ -44,19 +44,7 @@ func TestPostgresClaimReadsItsIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rs.Close()
-	var plan []string
-	for rs.Next() {
-		var line string
-		if err := rs.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, strings.TrimSpace(line))
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(plan, "\n")
+	text := planText(t, rs)
 	for _, index := range []string{"event_queue_claimed", "event_queue_due_interactive", "event_queue_due_bulk"} {
 		if !strings.Contains(text, "Index Scan using "+index+" ") {
 			t.Errorf("the claim reads no index scan of %s:\n%s", index, text)
@@ -142,6 +130,12 @@ func genericPlan(t *testing.T, conn *sql.Conn, name, query string, args ...any) 
 	if err != nil {
 		t.Fatalf("explain %s: %v", query, err)
 	}
+	return planText(t, rs)
+}
+
+// planText reads an EXPLAIN's lines, trimmed, one per line, and closes rs.
+func planText(t *testing.T, rs *sql.Rows) string {
+	t.Helper()
 	defer rs.Close()
 	var lines []string
 	for rs.Next() {

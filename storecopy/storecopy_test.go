@@ -437,6 +437,22 @@ func TestCopyWholeInstance(t *testing.T) {
 	}
 }
 
+// copyCancelledAt copies src to dst in batches of 50 and cancels the copy
+// once done of event_queue's rows are copied.
+func copyCancelledAt(t *testing.T, src, dst *sqldb.DB, done int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := Copy(ctx, src, dst, Options{BatchSize: 50, Progress: func(p Progress) {
+		if p.Table == "event_queue" && p.Done >= done {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled copy: %v", err)
+	}
+}
+
 // A copy cancelled in the middle of a table leaves a prefix; the re-run
 // copies the rest only, and the result is the same as one uninterrupted.
 func TestInterruptedCopyResumes(t *testing.T) {
@@ -444,16 +460,7 @@ func TestInterruptedCopyResumes(t *testing.T) {
 	_, src := newSource(t)
 	populate(t, src, 1200)
 	_, dst := newTarget(t)
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	_, err := Copy(cctx, src, dst, Options{BatchSize: 50, Progress: func(p Progress) {
-		if p.Table == "event_queue" && p.Done >= 400 {
-			cancel()
-		}
-	}})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled copy: %v", err)
-	}
+	copyCancelledAt(t, src, dst, 400)
 	var partial, total int64
 	if err := dst.Read.QueryRow(`SELECT COUNT(*) FROM event_queue`).Scan(&partial); err != nil {
 		t.Fatal(err)
@@ -494,19 +501,10 @@ func TestChangedSourceFailsVerification(t *testing.T) {
 	_, src := newSource(t)
 	populate(t, src, 300)
 	_, dst := newTarget(t)
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	_, err := Copy(cctx, src, dst, Options{BatchSize: 50, Progress: func(p Progress) {
-		if p.Table == "event_queue" && p.Done >= 100 {
-			cancel()
-		}
-	}})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled copy: %v", err)
-	}
+	copyCancelledAt(t, src, dst, 100)
 	// A row the first run copied changes on the source.
 	execSQL(t, src.Write, `UPDATE event_queue SET attempts = attempts + 1 WHERE id = (SELECT MIN(id) FROM event_queue)`)
-	_, err = Copy(ctx, src, dst, Options{BatchSize: 50})
+	_, err := Copy(ctx, src, dst, Options{BatchSize: 50})
 	if !errors.Is(err, ErrVerify) || !strings.Contains(err.Error(), "event_queue (") || strings.Contains(err.Error(), "actors (") {
 		t.Fatalf("re-run after the source changed: %v", err)
 	}
