@@ -50,9 +50,9 @@ type hostState struct {
 	// (ProbeEventID) keeps its designation without reporting back.
 	probeDeadline time.Time
 	persisted     time.Time // clock time of the last write of a success
-	// readAt is when the row was last read or written, on the monotonic
-	// clock (see healthFresh).
-	readAt time.Time
+	// epoch is the count of bad news (delivery_health_epoch) this process
+	// had read before it read or wrote the row; -1 when it had none.
+	epoch int64
 }
 
 // down reports whether the host is failing or unavailable.
@@ -63,12 +63,17 @@ func (e *hostState) down() bool { return e.State != HostHealthy || e.Consecutive
 // the operator's per-host actions. It is safe for concurrent use.
 //
 // The row is the truth, read again before a delivery is sent (one
-// primary-key read on the read pool) unless this process read or wrote it
-// less than healthFresh (1 s) ago and found the host healthy, so a host one
-// process found dead is failing for every process's deliveries admitted
-// from healthFresh later, and a pause or an operator's reset holds as soon
-// (at once in the process that made it). A burst of deliveries to one
-// host shares one read. Every change of health (a
+// primary-key read on the read pool) unless this process found the host
+// healthy and no host has had bad news since: every change of a row from
+// healthy to failing, unavailable or paused, by any process, counts one in
+// delivery_health_epoch in its own transaction (a trigger of migration
+// 0019), and this process reads that count at most once per healthFresh
+// (1 s). A healthy copy stands while the count is the one read before the
+// copy's row was, so a host one process found dead is failing for every
+// process's deliveries admitted from healthFresh later, a pause or an
+// operator's reset holds as soon (at once in the process that made it),
+// and deliveries to hosts that stay healthy read no row at all. A failing,
+// unavailable or paused copy is read again by every delivery. Every change of health (a
 // failure, a recovery, the designation of the probe of an unavailable
 // host) is a transaction that locks the row (FOR UPDATE on PostgreSQL;
 // SQLite's one writer is alone) and writes it back, so changes made by two
@@ -88,19 +93,27 @@ type Health struct {
 	// after it, and would otherwise sleep until its park recheck.
 	rerelease map[string]time.Time
 
-	readHost *readStmt // sqlReadHost
+	readHost  *readStmt // sqlReadHost
+	readEpoch *readStmt // sqlReadEpoch
 
-	mono func() time.Time // the monotonic clock of readAt: time.Now
+	// The count of bad news as last read, and when (on mono's clock; zero
+	// before the first read). epochMu is held across a read, so that the
+	// deliveries of a moment share it.
+	epochMu sync.Mutex
+	epoch   int64
+	epochAt time.Time
+
+	mono func() time.Time // the monotonic clock of epochAt: time.Now
 }
 
-// healthFresh is how long a healthy host's row, as this process last read
-// or wrote it, stands for the row itself: a delivery admitted within it
-// does not read the row again (the deliveries of one fan-out are
-// interleaved by host, so one host's come a moment apart). It bounds how
-// late another process's news of a failure or an operator's pause reaches
-// this process's deliveries: a second, far below the time a failing host
-// takes to answer at all, so it costs at most the few POSTs admitted in
-// it, each of which then fails on its own and is retried as any failure.
+// healthFresh is how long the count of bad news (delivery_health_epoch),
+// as this process last read it, stands for the count: deliveries admitted
+// within it take the healthy copies read since it was read, or before it
+// with the same count, for the rows. It bounds how late another process's
+// news of a failure or an operator's pause reaches this process's
+// deliveries: a second, far below the time a failing host takes to answer
+// at all, so it costs at most the few POSTs admitted in it, each of which
+// then fails on its own and is retried as any failure.
 const healthFresh = time.Second
 
 // maxHosts bounds the in-memory host map; when full it is cleared, which
@@ -109,7 +122,7 @@ const maxHosts = 100_000
 
 func newHealth(s *Service) *Health {
 	return &Health{s: s, hosts: map[string]*hostState{}, rerelease: map[string]time.Time{}, mono: time.Now,
-		readHost: newReadStmt(s.db.Read, sqlReadHost, s.log)}
+		readHost: newReadStmt(s.db.Read, sqlReadHost, s.log), readEpoch: newReadStmt(s.db.Read, sqlReadEpoch, s.log)}
 }
 
 // probeGrace is how long after its probe time a designated probe delivery
@@ -118,10 +131,12 @@ func newHealth(s *Service) *Health {
 func (h *Health) probeGrace() time.Duration { return h.s.cfg.Timeout + time.Minute }
 
 // load returns host's row (a healthy host that never failed when there
-// is none): the memory copy of a healthy, unpaused host read or written
-// less than healthFresh ago, or else the row read now, remembered.
+// is none): the memory copy of a healthy, unpaused host when no host has
+// had bad news since it was read (fresh), or else the row read now,
+// remembered.
 func (h *Health) load(ctx context.Context, host string) (hostState, error) {
-	if e, ok := h.fresh(host); ok {
+	epoch := h.currentEpoch(ctx)
+	if e, ok := h.fresh(host, epoch); ok {
 		return e, nil
 	}
 	row, found, err := h.read(ctx, host)
@@ -131,10 +146,13 @@ func (h *Health) load(ctx context.Context, host string) (hostState, error) {
 	if !found {
 		row = hostState{HostStatus: HostStatus{Host: host, State: HostHealthy}}
 	}
+	row.epoch = epoch
 	return h.remember(row), nil
 }
 
 // remember makes st the memory copy of its host and returns it as kept.
+// st.epoch is the count of bad news read before st's row was read or
+// written.
 func (h *Health) remember(st hostState) hostState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -146,23 +164,49 @@ func (h *Health) remember(st hostState) hostState {
 		cur = &hostState{}
 		h.hosts[st.Host] = cur
 	}
-	cur.HostStatus, cur.probeDeadline, cur.readAt = st.HostStatus, st.probeDeadline, h.mono()
+	cur.HostStatus, cur.probeDeadline, cur.epoch = st.HostStatus, st.probeDeadline, st.epoch
 	return *cur
 }
 
 // fresh returns the memory copy of host when it stands for the row: the
-// host healthy and not paused, read or written less than healthFresh ago.
-func (h *Health) fresh(host string) (hostState, bool) {
+// host healthy and not paused, and the count of bad news epoch (as
+// currentEpoch returned it) the one read before the copy's row was.
+func (h *Health) fresh(host string, epoch int64) (hostState, bool) {
+	if epoch < 0 {
+		return hostState{}, false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e := h.hosts[host]
-	if e == nil || e.down() || e.Paused {
-		return hostState{}, false
-	}
-	if age := h.mono().Sub(e.readAt); age < 0 || age >= healthFresh {
+	if e == nil || e.down() || e.Paused || e.epoch != epoch {
 		return hostState{}, false
 	}
 	return *e, true
+}
+
+const sqlReadEpoch = `SELECT COALESCE(SUM(n), 0) FROM delivery_health_epoch`
+
+// currentEpoch returns the count of bad news as read less than healthFresh
+// ago, reading it again when it is older; -1 when it cannot be read (then
+// no copy stands for its row).
+func (h *Health) currentEpoch(ctx context.Context) int64 {
+	h.epochMu.Lock()
+	defer h.epochMu.Unlock()
+	if !h.epochAt.IsZero() {
+		if age := h.mono().Sub(h.epochAt); age >= 0 && age < healthFresh {
+			return h.epoch
+		}
+	}
+	var n int64
+	if err := h.readEpoch.QueryRowContext(ctx).Scan(&n); err != nil {
+		h.epochAt = time.Time{}
+		if ctx.Err() == nil {
+			h.s.log.WarnContext(ctx, "delivery: read the count of hosts' bad news; reading every host's row", "err", err)
+		}
+		return -1
+	}
+	h.epoch, h.epochAt = n, h.mono()
+	return n
 }
 
 // cached returns the memory copy of host, if any.
@@ -282,6 +326,7 @@ func (h *Health) transition(ctx context.Context, host string, change func(e *hos
 		out     hostState
 		changed bool
 	)
+	epoch := h.currentEpoch(ctx)
 	err := h.s.db.Tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, sqlEnsureHost, host, h.s.now().UnixMilli()); err != nil {
 			return err
@@ -301,6 +346,7 @@ func (h *Health) transition(ctx context.Context, host string, change func(e *hos
 	if err != nil {
 		return hostState{}, false, fmt.Errorf("delivery: host %s: %w", host, err)
 	}
+	out.epoch = epoch
 	return h.remember(out), changed, nil
 }
 

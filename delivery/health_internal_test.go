@@ -28,12 +28,15 @@ func (c *monoClock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// TestHealthyRowStandsForHealthFresh shows how long this process's copy of
-// a healthy host's row stands for the row: a failure another process
-// wrote meanwhile is not read by a delivery admitted within healthFresh of
-// the last read, and is by the first one after; a failing host is read
-// every time, so its recovery by another process is seen at once.
-func TestHealthyRowStandsForHealthFresh(t *testing.T) {
+// TestHealthyCopyStandsUntilBadNews shows when this process's copy of a
+// healthy host's row stands for the row: while no host has had bad news
+// (a change to failing, unavailable or paused, written here by hand as
+// another process or an operator would, so only the migration's triggers
+// count it), however long ago the row was read; bad news is seen by the
+// first delivery admitted healthFresh after this process last read the
+// count, and not before; a failing or paused host is read every time, so
+// its recovery by another process is seen at once.
+func TestHealthyCopyStandsUntilBadNews(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := storetest.New(t)
@@ -89,5 +92,37 @@ func TestHealthyRowStandsForHealthFresh(t *testing.T) {
 	}
 	if e := load(); e.Paused {
 		t.Fatal("a paused copy stood for the row: the resume was not read")
+	}
+
+	// Good news written elsewhere (a success, which counts nothing) is not
+	// read while the count stands, however long ago the row was read.
+	success := func(at int64) {
+		t.Helper()
+		if _, err := db.Write.ExecContext(ctx, `UPDATE delivery_hosts SET last_success_at = ? WHERE host = ?`, at, host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	success(1000)
+	clock.add(100 * healthFresh)
+	if e := load(); !e.LastSuccessAt.IsZero() {
+		t.Fatalf("the healthy copy was read again without bad news: last success %v", e.LastSuccessAt)
+	}
+	// Bad news of another host makes every healthy copy stale, from the
+	// next read of the count on.
+	if _, err := db.Write.ExecContext(ctx, `INSERT INTO delivery_hosts (host, state, consecutive_failures, updated_at)
+		VALUES ('other.example', 'failing', 1, ?)`, now.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if e := load(); !e.LastSuccessAt.IsZero() {
+		t.Fatal("the copy was read again before the count was")
+	}
+	clock.add(healthFresh)
+	if e := load(); e.LastSuccessAt.UnixMilli() != 1000 {
+		t.Fatalf("after bad news of another host: last success %v, want the row's", e.LastSuccessAt)
+	}
+	success(2000)
+	clock.add(100 * healthFresh)
+	if e := load(); e.LastSuccessAt.UnixMilli() != 1000 {
+		t.Fatalf("the copy read after the bad news did not stand: last success %v", e.LastSuccessAt)
 	}
 }

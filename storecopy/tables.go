@@ -5,8 +5,9 @@ type table struct {
 	name string
 	// replace marks a table that triggers on the target keep from the rows
 	// of another table (event_queue_counts, kept by event_queue's
-	// triggers): it is replaced wholesale by the source's rows once the
-	// others are copied, rather than copied row by row.
+	// triggers; delivery_health_epoch, by delivery_hosts'): it is replaced
+	// wholesale by the source's rows once the others are copied, rather
+	// than copied row by row.
 	replace bool
 }
 
@@ -39,6 +40,7 @@ var tables = []table{
 	{name: "delivery_targets"},
 	{name: "delivery_attempts"},
 	{name: "delivery_hosts"},
+	{name: "delivery_health_epoch", replace: true},
 	{name: "delivery_signature_schemes"},
 	{name: "delivery_processes"},
 	// package inbox and outbox/natsbus.
