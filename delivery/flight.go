@@ -250,19 +250,21 @@ func (s *Service) releaseLanded(ctx context.Context) {
 		ids = append(ids, id)
 	}
 	fs.mu.Unlock()
+	// One transaction releases them all: a handful land every tick when
+	// hosts answer slowly, hundreds when a burst of them answers at once.
+	released, err := s.queue.ReleaseEvents(ctx, ids)
+	if err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "delivery: release landed deliveries", "deliveries", len(ids), "first_event_id", ids[0], "err", err)
+	}
+	fs.mu.Lock()
 	for _, id := range ids {
-		ok, err := s.queue.ReleaseEvent(ctx, id)
-		if err != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "delivery: release landed delivery", "event_id", id, "err", err)
-		}
-		fs.mu.Lock()
-		if ok || fs.toRelease[id] <= 1 {
+		if released[id] || fs.toRelease[id] <= 1 {
 			delete(fs.toRelease, id)
 		} else {
 			fs.toRelease[id]--
 		}
-		fs.mu.Unlock()
 	}
+	fs.mu.Unlock()
 	// A landed flight whose row never came back (discarded, or run
 	// elsewhere) is dropped after its deadline and a minute.
 	cutoff := time.Now().Add(-s.cfg.Timeout - flightGrace - time.Minute).UnixNano()

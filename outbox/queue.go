@@ -1069,23 +1069,57 @@ func (q *Queue) ReleaseTarget(ctx context.Context, target string) (int64, error)
 	return n, nil
 }
 
-// ReleaseEvent makes the pending row of eventID due now when it is waiting
-// (a delivery deferred while its answer was awaited, now known). Attempts
-// are kept. It reports whether a row changed: false when the row is not
-// pending yet (still being settled), already due, or gone.
-func (q *Queue) ReleaseEvent(ctx context.Context, eventID string) (bool, error) {
+// ReleaseEvents makes the pending rows of eventIDs due now when they are
+// waiting (deliveries deferred while their answers were awaited, now
+// known), in one transaction of a statement per releaseChunk ids. Attempts
+// are kept. It returns the ids whose rows changed: not those whose row is
+// not pending yet (still being settled), already due, or gone.
+func (q *Queue) ReleaseEvents(ctx context.Context, eventIDs []string) (map[string]bool, error) {
+	released := make(map[string]bool, len(eventIDs))
+	if len(eventIDs) == 0 {
+		return released, nil
+	}
 	now := q.now().UnixMilli()
-	res, err := q.write.ExecContext(ctx, `UPDATE event_queue SET next_attempt_at = ?, updated_at = ?
-		WHERE event_id = ? AND status = 'pending' AND next_attempt_at > ?`, now, now, eventID, now)
+	err := plainTx(ctx, q.write, func(tx *sql.Tx) error {
+		for rest := eventIDs; len(rest) > 0; {
+			chunk := rest[:min(len(rest), releaseChunk)]
+			rest = rest[len(chunk):]
+			args := make([]any, 0, len(chunk)+3)
+			args = append(args, now, now, now)
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			rows, err := tx.QueryContext(ctx, `UPDATE event_queue SET next_attempt_at = ?, updated_at = ?
+				WHERE status = 'pending' AND next_attempt_at > ? AND event_id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)
+				RETURNING event_id`, args...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return err
+				}
+				released[id] = true
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return false, fmt.Errorf("outbox: release event %s: %w", eventID, err)
+		return nil, fmt.Errorf("outbox: release %d events: %w", len(eventIDs), err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("outbox: release event %s: %w", eventID, err)
-	}
-	return n == 1, nil
+	return released, nil
 }
+
+// releaseChunk is how many ids one statement of ReleaseEvents carries.
+const releaseChunk = 200
 
 // sqlStats sums the counts of event_queue_counts over their shards (one on
 // SQLite; on PostgreSQL one per database backend that wrote, so that

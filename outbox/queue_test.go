@@ -228,3 +228,55 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+// ReleaseEvents makes due the pending rows waiting for a later time, over
+// more ids than one statement lists, and reports exactly those: not a row
+// due already, one being processed, or an id without a row. Attempts are
+// kept.
+func TestReleaseEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	later := b.clock.Now().Add(time.Hour)
+	var waiting []outbox.Event
+	for i := range 450 {
+		waiting = append(waiting, outbox.Event{Type: "note", NotBefore: later, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	waitingIDs := b.enqueue(t, waiting...)
+	claimed := b.enqueue(t, outbox.Event{Type: "note"}, outbox.Event{Type: "note"})
+	q := b.queue()
+	if rows, _, err := settleAndClaim(q, 2, time.Minute); err != nil || len(rows) != 2 {
+		t.Fatalf("claim = %d rows, %v", len(rows), err)
+	}
+	due := b.enqueue(t, outbox.Event{Type: "note"})
+	ids := append(append(append(append([]string{}, waitingIDs...), claimed...), due...), "00000000-0000-4000-8000-000000000000")
+
+	b.clock.Advance(time.Minute)
+	released, err := q.ReleaseEvents(context.Background(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(released) != len(waitingIDs) {
+		t.Fatalf("released %d rows, want the %d waiting", len(released), len(waitingIDs))
+	}
+	for _, id := range waitingIDs {
+		r := b.row(t, id)
+		if !released[id] || r.Status != outbox.StatusPending || !r.NextAttemptAt.Equal(b.clock.Now()) || r.Attempts != 0 {
+			t.Fatalf("waiting row %s: released %v, row %+v", id, released[id], r)
+		}
+	}
+	for _, id := range append(claimed, due...) {
+		if released[id] {
+			t.Fatalf("row %s was not waiting, but was released", id)
+		}
+	}
+	if r := b.row(t, claimed[0]); r.Status != outbox.StatusProcessing {
+		t.Fatalf("claimed row after the release = %+v", r)
+	}
+	again, err := q.ReleaseEvents(context.Background(), waitingIDs)
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second release = %d rows, %v; want none (all due)", len(again), err)
+	}
+	if none, err := q.ReleaseEvents(context.Background(), nil); err != nil || len(none) != 0 {
+		t.Fatalf("release of no ids = %v, %v", none, err)
+	}
+}
