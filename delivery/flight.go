@@ -62,12 +62,13 @@ type flights struct {
 	cancel  context.CancelFunc
 	// toRelease are landed, handed flights whose rows are to be made due.
 	toRelease map[string]int // event id -> tries left
+	senders   *goPool        // the goroutines flights run on
 }
 
 func newFlights(maxInFlight, cores int) *flights {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &flights{m: map[string]*flight{}, suspect: map[string]int{}, slots: make(chan struct{}, maxInFlight),
-		cpu: make(chan struct{}, max(cores, 1)), ctx: ctx, cancel: cancel, toRelease: map[string]int{}}
+		cpu: make(chan struct{}, max(cores, 1)), ctx: ctx, cancel: cancel, toRelease: map[string]int{}, senders: newGoPool()}
 }
 
 func (fs *flights) get(id string) *flight {
@@ -144,7 +145,7 @@ func (s *Service) launch(ev outbox.Event, p Post, host string, probe bool, req *
 	fs.m[ev.ID] = f
 	fs.wg.Add(1)
 	fs.mu.Unlock()
-	go func() {
+	fs.senders.run(func() {
 		defer fs.wg.Done()
 		defer func() { <-fs.slots }()
 		defer release()
@@ -172,8 +173,57 @@ func (s *Service) launch(ev outbox.Event, p Post, host string, probe bool, req *
 		}
 		f.d, f.status = d, status
 		s.finish(f)
-	}()
+	})
 	return f, true
+}
+
+// goPool runs functions on goroutines it keeps for reuse: a POST grows its
+// goroutine's stack (net/http, TLS) to several times the size a new
+// goroutine starts with, and a goroutine per POST paid for that growth, a
+// copy of the stack or two, on every delivery. A goroutine idle for
+// senderIdle ends, and every one once stop is called; there is no other
+// bound (the flights' slots bound the work).
+type goPool struct {
+	work     chan func() // unbuffered: a send succeeds only to an idle goroutine
+	quit     chan struct{}
+	stopOnce sync.Once
+	started  atomic.Int64 // goroutines started
+}
+
+// senderIdle is how long a goroutine of a goPool waits for work.
+const senderIdle = time.Minute
+
+func newGoPool() *goPool { return &goPool{work: make(chan func()), quit: make(chan struct{})} }
+
+// stop ends p's idle goroutines, and each busy one once its function
+// returns.
+func (p *goPool) stop() { p.stopOnce.Do(func() { close(p.quit) }) }
+
+// run runs fn on an idle goroutine of p, or on a new one.
+func (p *goPool) run(fn func()) {
+	select {
+	case p.work <- fn:
+	default:
+		p.started.Add(1)
+		go p.loop(fn)
+	}
+}
+
+func (p *goPool) loop(fn func()) {
+	fn()
+	idle := time.NewTimer(senderIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case fn := <-p.work:
+			fn()
+			idle.Reset(senderIdle)
+		case <-idle.C:
+			return
+		case <-p.quit:
+			return
+		}
+	}
 }
 
 // flightGrace is added to Timeout for the deadline of a handed flight's
@@ -299,6 +349,7 @@ func (s *Service) runFlights(ctx context.Context) {
 				<-done
 			}
 			timer.Stop()
+			s.flights.senders.stop()
 			return
 		case <-t.C:
 			s.releaseLanded(ctx)
