@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,7 +67,12 @@ func (riverNoopWorker) Work(context.Context, *river.Job[riverNoop]) error { retu
 //     client (MaxWorkers 2000, other settings its defaults); noop/river
 //     their ratio;
 //   - two_workers/one: the backlog drained by two workers on two pools of
-//     their own (as two processes would be) over one.
+//     their own (as two processes would be) over one; beside it the share
+//     of the machine's CPU time busy during the one worker's drain
+//     (one_worker_machine_busy, from /proc/stat) and the ceiling that
+//     leaves two (two_workers_ceiling, its inverse): on a machine whose
+//     cores the server, the producers and the workers share, what one
+//     worker leaves idle is all a second can use.
 //
 // Commits are measured in alternating chunks so that every kind sees the
 // same machine. The work is fixed in size; run it once:
@@ -160,12 +168,12 @@ func BenchmarkPostgresBesideRiver(b *testing.B) {
 
 	// No-op backlogs: courier's on databases of their own, River's on its
 	// tables emptied of the enqueue runs' jobs.
-	one := pgBenchDrain(b, 1)
-	two := pgBenchDrain(b, 2)
+	one, oneBusy := pgBenchDrain(b, 1)
+	two, _ := pgBenchDrain(b, 2)
 	if _, err := pool.Exec(ctx, `DELETE FROM river_job`); err != nil {
 		b.Fatal(err)
 	}
-	riverNoopRate := pgBenchRiverDrain(b, rc)
+	riverNoopRate, riverBusy := pgBenchRiverDrain(b, rc)
 
 	b.ReportMetric(raw, "raw_tx/s")
 	b.ReportMetric(enq, "enqueue_tx/s")
@@ -177,6 +185,14 @@ func BenchmarkPostgresBesideRiver(b *testing.B) {
 	b.ReportMetric(riverNoopRate, "river_noop_jobs/s")
 	b.ReportMetric(one/riverNoopRate, "noop/river")
 	b.ReportMetric(two/one, "two_workers/one")
+	if oneBusy > 0 {
+		// What the cores left to a second worker: with the machine busy
+		// for a fraction f of the one worker's drain, two can at most
+		// drain 1/f times as fast.
+		b.ReportMetric(oneBusy, "one_worker_machine_busy")
+		b.ReportMetric(1/oneBusy, "two_workers_ceiling")
+		b.ReportMetric(riverBusy, "river_noop_machine_busy")
+	}
 	b.Logf("GOMAXPROCS %d; the server, the producers and the workers share the machine's cores", runtime.GOMAXPROCS(0))
 }
 
@@ -208,8 +224,10 @@ func pgBenchCommits(n int, tx func() error) (time.Duration, error) {
 
 // pgBenchDrain fills a new database with pgBenchBacklog events and returns
 // the events per second that workers db workers (at the production
-// defaults, each on a pool of its own) drain them at with a no-op handler.
-func pgBenchDrain(b *testing.B, workers int) float64 {
+// defaults, each on a pool of its own) drain them at with a no-op handler,
+// and the share of the machine's CPU time that was busy meanwhile (zero
+// where /proc/stat cannot be read).
+func pgBenchDrain(b *testing.B, workers int) (float64, float64) {
 	ctx := context.Background()
 	loc := storetest.Location(b)
 	db := storetest.Open(b, loc, storetest.Options{})
@@ -232,6 +250,7 @@ func pgBenchDrain(b *testing.B, workers int) float64 {
 	for i := range pools {
 		pools[i] = storetest.Open(b, loc, storetest.Options{})
 	}
+	cpu0 := machineCPU()
 	start := time.Now()
 	for _, p := range pools {
 		w, err := outbox.NewWorker(outbox.WorkerConfig{
@@ -253,18 +272,20 @@ func pgBenchDrain(b *testing.B, workers int) float64 {
 		b.Fatalf("%d of %d events settled in 5 min", settled.Load(), pgBenchBacklog)
 	}
 	d := time.Since(start)
+	busy := cpu0.busySince()
 	cancel()
 	wg.Wait()
 	var done int
 	if err := db.Read.QueryRow(`SELECT COUNT(*) FROM event_queue WHERE status = 'done'`).Scan(&done); err != nil || done != pgBenchBacklog {
 		b.Fatalf("%d rows done (%v), want %d", done, err, pgBenchBacklog)
 	}
-	return float64(pgBenchBacklog) / d.Seconds()
+	return float64(pgBenchBacklog) / d.Seconds(), busy
 }
 
 // pgBenchRiverDrain inserts pgBenchBacklog jobs and returns the jobs per
-// second River's client completes them at.
-func pgBenchRiverDrain(b *testing.B, rc *river.Client[pgx.Tx]) float64 {
+// second River's client completes them at, and the machine's busy share
+// meanwhile.
+func pgBenchRiverDrain(b *testing.B, rc *river.Client[pgx.Tx]) (float64, float64) {
 	ctx := context.Background()
 	for i := 0; i < pgBenchBacklog; i += 1000 {
 		params := make([]river.InsertManyParams, 1000)
@@ -279,6 +300,7 @@ func pgBenchRiverDrain(b *testing.B, rc *river.Client[pgx.Tx]) float64 {
 		ChanSize: pgBenchBacklog + 1000, Kinds: []river.EventKind{river.EventKindJobCompleted},
 	})
 	defer unsubscribe()
+	cpu0 := machineCPU()
 	start := time.Now()
 	if err := rc.Start(ctx); err != nil {
 		b.Fatal(err)
@@ -293,10 +315,54 @@ func pgBenchRiverDrain(b *testing.B, rc *river.Client[pgx.Tx]) float64 {
 		}
 	}
 	d := time.Since(start)
+	busy := cpu0.busySince()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := rc.Stop(sctx); err != nil {
 		b.Fatal(fmt.Errorf("stop River: %w", err))
 	}
-	return float64(pgBenchBacklog) / d.Seconds()
+	return float64(pgBenchBacklog) / d.Seconds(), busy
+}
+
+// cpuTimes are the machine's CPU times from /proc/stat: all of them, and
+// those of the idle and iowait states.
+type cpuTimes struct{ total, idle float64 }
+
+// machineCPU reads the machine's CPU times; zero when /proc/stat cannot be
+// read (not Linux).
+func machineCPU() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return cpuTimes{}
+	}
+	var t cpuTimes
+	for i, v := range f[1:] {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return cpuTimes{}
+		}
+		if i >= 8 { // guest times are counted in user already
+			break
+		}
+		t.total += n
+		if i == 3 || i == 4 { // idle, iowait
+			t.idle += n
+		}
+	}
+	return t
+}
+
+// busySince returns the share of the machine's CPU time that was busy since
+// t was read; zero when it could not be read.
+func (t cpuTimes) busySince() float64 {
+	now := machineCPU()
+	if t.total == 0 || now.total <= t.total {
+		return 0
+	}
+	return 1 - (now.idle-t.idle)/(now.total-t.total)
 }
