@@ -161,13 +161,22 @@ func measure(n func() int64) rates {
 	return rates{wall: count / time.Since(t0).Seconds(), cpu: count / (cpuTime() - c0).Seconds()}
 }
 
-// benchSignBody is the body signRate and signProbe sign.
+// signOnce signs one delivery POST of benchSignBody as the delivery path
+// does (activitypub.SignRequest): the unit signRate and signProbe count.
+func signOnce(key *rsa.PrivateKey) error {
+	req, err := http.NewRequest(http.MethodPost, "https://127.0.2.1:4430/inbox", bytes.NewReader(benchSignBody))
+	if err != nil {
+		return err
+	}
+	return activitypub.SignRequest(req, benchSignBody, "https://courier.example/users/alice#main-key", key, time.Now())
+}
+
+// benchSignBody is the body signOnce signs.
 var benchSignBody = []byte(`{"@context":"https://www.w3.org/ns/activitystreams","id":"https://courier.example/activities/1","type":"Create","actor":"https://courier.example/users/alice","object":{"id":"https://courier.example/objects/1","type":"Note","content":"<p>one post, ten thousand inboxes</p>"}}`)
 
 // signRate signs delivery POSTs as the delivery path does
 // (activitypub.SignRequest), on every core, for about d.
 func signRate(key *rsa.PrivateKey, d time.Duration) rates {
-	body := benchSignBody
 	return measure(func() int64 {
 		var total atomic.Int64
 		var wg sync.WaitGroup
@@ -175,11 +184,7 @@ func signRate(key *rsa.PrivateKey, d time.Duration) rates {
 		for range runtime.GOMAXPROCS(0) {
 			wg.Go(func() {
 				for time.Now().Before(stop) {
-					req, err := http.NewRequest(http.MethodPost, "https://127.0.2.1:4430/inbox", bytes.NewReader(body))
-					if err != nil {
-						return
-					}
-					if err := activitypub.SignRequest(req, body, "https://courier.example/users/alice#main-key", key, time.Now()); err != nil {
+					if signOnce(key) != nil {
 						return
 					}
 					total.Add(1)
@@ -232,11 +237,7 @@ func startSignProbe(key *rsa.PrivateKey) *signProbe {
 				if i == 1 {
 					c0 = threadCPU()
 				}
-				req, err := http.NewRequest(http.MethodPost, "https://127.0.2.1:4430/inbox", bytes.NewReader(benchSignBody))
-				if err != nil {
-					return
-				}
-				if err := activitypub.SignRequest(req, benchSignBody, "https://courier.example/users/alice#main-key", key, time.Now()); err != nil {
+				if signOnce(key) != nil {
 					return
 				}
 			}
@@ -259,20 +260,7 @@ func (p *signProbe) end() (float64, time.Duration) {
 }
 
 // benchProbeKey is the RSA-2048 key the runs' probes sign with.
-var benchProbeKey = func() func(testing.TB) *rsa.PrivateKey {
-	var (
-		once sync.Once
-		key  *rsa.PrivateKey
-		err  error
-	)
-	return func(b testing.TB) *rsa.PrivateKey {
-		once.Do(func() { key, err = activitypub.GenerateKey() })
-		if err != nil {
-			b.Fatal(err)
-		}
-		return key
-	}
-}()
+var benchProbeKey = sync.OnceValues(activitypub.GenerateKey)
 
 // threadCPU is the CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID).
 func threadCPU() time.Duration {
@@ -755,7 +743,11 @@ func fanoutRun(b *testing.B, ca *benchCA, mode string, hung, slow float64) runRe
 	healthyHosts := benchHosts - int(float64(benchHosts)*hung) - int(float64(benchHosts)*slow)
 	want := int64(healthyHosts * benchNotes)
 	var last receiverStats
-	probe := startSignProbe(benchProbeKey(b))
+	probeKey, err := benchProbeKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	probe := startSignProbe(probeKey)
 	r := measure(func() int64 {
 		for n := range benchNotes {
 			if _, _, err := in.st.CreateNote(context.Background(), in.alice, store.NoteInput{
