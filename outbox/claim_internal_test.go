@@ -20,13 +20,8 @@ import (
 // being processed and done rows, and its statistics are fresh, as a
 // planner sees a busy outbox.
 func TestPostgresClaimReadsItsIndexes(t *testing.T) {
-	db := openMigrated(t)
-	if db.Dialect != sqldb.Postgres {
-		t.Skip("reads PostgreSQL's query plans: PostgreSQL only")
-	}
-	t.Parallel()
+	db := postgresBacklog(t)
 	ctx := context.Background()
-	enqueueNotes(t, db, 3000)
 	now := time.Now().Add(time.Minute) // every row due
 	q := NewQueue(db.Write, QueueOptions{Read: db.Read, Now: func() time.Time { return now }})
 	claimed, err := q.Claim(ctx, 1000, time.Minute)
@@ -62,13 +57,8 @@ func TestPostgresClaimReadsItsIndexes(t *testing.T) {
 // (Filter.whereOf writes the status into the statement), so their cost
 // does not grow with the done rows before them.
 func TestPostgresOpenRowQueriesUseTheirIndexes(t *testing.T) {
-	db := openMigrated(t)
-	if db.Dialect != sqldb.Postgres {
-		t.Skip("reads PostgreSQL's query plans: PostgreSQL only")
-	}
-	t.Parallel()
+	db := postgresBacklog(t)
 	ctx := context.Background()
-	enqueueNotes(t, db, 3000)
 	// Most rows are history, as in an outbox that has run for a while; a
 	// few are dead letters.
 	for _, q := range []string{
@@ -108,6 +98,19 @@ func TestPostgresOpenRowQueriesUseTheirIndexes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// postgresBacklog opens a migrated store with 3,000 pending notes for a
+// test of PostgreSQL's query plans, which it skips on SQLite.
+func postgresBacklog(t *testing.T) *sqldb.DB {
+	t.Helper()
+	db := openMigrated(t)
+	if db.Dialect != sqldb.Postgres {
+		t.Skip("reads PostgreSQL's query plans: PostgreSQL only")
+	}
+	t.Parallel()
+	enqueueNotes(t, db, 3000)
+	return db
 }
 
 // genericPlan prepares query as name on conn and returns the plan of its
