@@ -96,3 +96,54 @@ func TestEnqueueManyEvents(t *testing.T) {
 		t.Fatal("the rows are not in the order the events were given")
 	}
 }
+
+// Events without ids, whose inserts are deferred in runs (nothing of them
+// is read back), keep their place among events that need their insert's
+// answer (given ids, large payloads): one call of 200 mixed events makes
+// 200 rows in the order given, each payload where readers find it, each
+// reported to the observer.
+func TestEnqueueKeepsTheOrderOfDeferredRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	observed := 0
+	ctx := outbox.WithEnqueueObserver(context.Background(), func(_ string, n int) { observed += n })
+	var evs []outbox.Event
+	for i := range 200 {
+		ev := outbox.Event{Type: "mixed", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+		switch {
+		case i%9 == 0: // an id given: conflict-checked
+			ev.ID = outbox.ChildID("8d1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b", fmt.Sprint(i))
+		case i%13 == 0: // too large for the row: event_payloads needs its row id
+			ev.Payload = []byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, strings.Repeat("y", outbox.InlinePayload)))
+		}
+		if i >= 100 && i < 180 { // a run longer than one multi-row insert
+			ev.ID, ev.Payload = "", []byte(fmt.Sprintf(`{"n":%d}`, i))
+		}
+		evs = append(evs, ev)
+	}
+	if err := b.db.Tx(ctx, func(tx *sql.Tx) error { return outbox.Enqueue(ctx, tx, evs...) }); err != nil {
+		t.Fatal(err)
+	}
+	if observed != len(evs) {
+		t.Fatalf("observer saw %d events, want %d", observed, len(evs))
+	}
+	rows, err := b.db.Read.Query(`SELECT q.event_id, COALESCE(p.payload, q.payload) FROM event_queue q
+		LEFT JOIN event_payloads p ON p.id = q.id WHERE q.type = 'mixed' ORDER BY q.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	i := 0
+	for ; rows.Next(); i++ {
+		var id, p string
+		if err := rows.Scan(&id, &p); err != nil {
+			t.Fatal(err)
+		}
+		if i >= len(evs) || id != evs[i].ID || p != string(evs[i].Payload) {
+			t.Fatalf("row %d: %s %.40q; want event %d in the order given", i, id, p, i)
+		}
+	}
+	if err := rows.Err(); err != nil || i != len(evs) {
+		t.Fatalf("%d rows (%v), want %d", i, err, len(evs))
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // Row statuses of event_queue.
@@ -121,17 +123,38 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 	}
 	e := enqueuer{ctx: ctx, tx: tx, observe: observe}
 	defer e.close()
-	// Full chunks go in one statement each: a statement's fixed cost (the
-	// driver's and, on PostgreSQL, a round trip) is paid once per
-	// enqueueChunk rows instead of once per row. The rest go one by one.
-	for len(rows) >= enqueueChunk {
-		if err := e.insertChunk(rows[:enqueueChunk]); err != nil {
-			return err
+	// The rows go in their order, in runs of one kind of at most
+	// enqueueChunk rows. A run of quiet rows (an id drawn here, a payload
+	// kept inline: nothing of their insert is read back) is one deferred
+	// multi-row insert, which PostgreSQL's driver sends with the
+	// transaction's next round trip, often its COMMIT. Other rows need their
+	// insert's answer (was the id new, which row id holds the large
+	// payload): a full run is one multi-row insert, a shorter one goes row
+	// by row. A statement's fixed cost (the driver's and, on PostgreSQL, a
+	// round trip) is so paid once per run instead of once per row.
+	several := len(rows) > 1
+	for len(rows) > 0 {
+		quiet := rows[0].quiet()
+		n := 1
+		for n < len(rows) && n < enqueueChunk && rows[n].quiet() == quiet {
+			n++
 		}
-		rows = rows[enqueueChunk:]
-	}
-	for i := range rows {
-		if err := e.insertOne(&rows[i], len(rows) > 1); err != nil {
+		run := rows[:n]
+		rows = rows[n:]
+		var err error
+		switch {
+		case quiet:
+			err = e.insertQuiet(run)
+		case n == enqueueChunk:
+			err = e.insertChunk(run)
+		default:
+			for i := range run {
+				if err = e.insertOne(&run[i], several); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -151,6 +174,33 @@ var insertEvents = `INSERT INTO event_queue
 	ON CONFLICT (event_id) DO NOTHING
 	RETURNING id, event_id`
 
+// insertQuietPrefix begins the deferred insert of n quiet rows, followed
+// by n tuples of quietTuple: no conflict check (their ids were drawn here,
+// as for insertNewEvent) and nothing returned.
+const (
+	insertQuietPrefix = sqldb.Deferred + `INSERT INTO event_queue
+	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane)
+	VALUES `
+	quietTuple = `(?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)`
+)
+
+// insertQuiet returns the deferred insert of n quiet rows.
+func insertQuiet(n int) string {
+	var b strings.Builder
+	b.Grow(len(insertQuietPrefix) + n*(len(quietTuple)+2))
+	b.WriteString(insertQuietPrefix)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quietTuple)
+	}
+	return b.String()
+}
+
+// insertQuietOne is insertQuiet(1), the statement of a lone event.
+var insertQuietOne = insertQuiet(1)
+
 // enqueued is one event of Enqueue with its row's arguments.
 type enqueued struct {
 	ev      *Event
@@ -159,6 +209,11 @@ type enqueued struct {
 	large   bool // the payload goes to event_payloads
 	fresh   bool // the id was drawn here (insertNewEvent)
 }
+
+// quiet reports whether nothing of r's insert needs reading back: its id
+// was drawn here (no conflict to learn of) and its payload stays in the row
+// (no row id to key event_payloads by).
+func (r *enqueued) quiet() bool { return r.fresh && !r.large }
 
 // enqueueArgs checks ev, gives it an id and a time when it has none, and
 // returns its row's arguments.
@@ -303,6 +358,34 @@ func (e *enqueuer) insertChunk(rs []enqueued) error {
 	for _, d := range ins {
 		if err := e.inserted(d.r, d.id); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// insertQuiet inserts quiet rows (enqueued.quiet) in one deferred
+// statement.
+func (e *enqueuer) insertQuiet(rs []enqueued) error {
+	query := insertQuietOne
+	if len(rs) > 1 {
+		query = insertQuiet(len(rs))
+	}
+	args := rs[0].args
+	if len(rs) > 1 {
+		args = make([]any, 0, len(rs)*len(rs[0].args))
+		for i := range rs {
+			args = append(args, rs[i].args...)
+		}
+	}
+	if _, err := e.tx.ExecContext(e.ctx, query, args...); err != nil {
+		if len(rs) == 1 {
+			return fmt.Errorf("outbox: enqueue %s %s: %w", rs[0].ev.Type, rs[0].ev.ID, err)
+		}
+		return fmt.Errorf("outbox: enqueue %d events: %w", len(rs), err)
+	}
+	if e.observe != nil {
+		for i := range rs {
+			e.observe(rs[i].ev.Type, 1)
 		}
 	}
 	return nil

@@ -327,3 +327,123 @@ func TestSweepFoldsCountShardsOfEndedBackends(t *testing.T) {
 		t.Fatalf("Stats before the fold %v, after %v; want %v", before, after, want)
 	}
 }
+
+// The counts of new rows that PostgreSQL's enqueues append (migration 0020)
+// and the deltas a store copied from PostgreSQL brings to SQLite are summed
+// by Stats and folded by FoldCounts into the table without changing a sum,
+// while writers on other connections enqueue and claim and other folds run:
+// at the end the counts are the rows', and nothing is left to fold.
+func TestFoldCountsKeepsTheSums(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	loc := storetest.Location(t)
+	db := openDB(t, loc, "")
+	q := outbox.NewQueue(db.Write, outbox.QueueOptions{Read: db.Read})
+	enqueueOn(t, db, outbox.Event{Type: "a"}, outbox.Event{Type: "b"})
+	if n := countRows(t, db, `SELECT COUNT(*) FROM event_queue_count_deltas`); (n > 0) != (storetest.Dialect() == sqldb.Postgres) {
+		t.Fatalf("%d deltas after an enqueue on %s: PostgreSQL appends them, SQLite counts in place", n, storetest.Dialect())
+	}
+	if err := q.FoldCounts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Deltas as a copy brings them: one pending "a" moves out of the table.
+	for _, s := range []string{
+		`INSERT INTO event_queue_count_deltas (status, type, n) VALUES ('pending', 'a', 1)`,
+		`UPDATE event_queue_counts SET n = n - 1 WHERE (status, type, shard) =
+			(SELECT status, type, shard FROM event_queue_counts WHERE status = 'pending' AND type = 'a' AND n > 0 ORDER BY shard LIMIT 1)`,
+	} {
+		if _, err := db.Write.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := outbox.Stats{"pending": {"a": 1, "b": 1}}
+	if st, err := q.Stats(ctx); err != nil || !reflect.DeepEqual(st, want) {
+		t.Fatalf("Stats with deltas = %v, %v; want %v", st, err, want)
+	}
+	if err := q.FoldCounts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Stats(ctx); err != nil || !reflect.DeepEqual(st, want) {
+		t.Fatalf("Stats after the fold = %v, %v; want %v", st, err, want)
+	}
+	if n := countRows(t, db, `SELECT COUNT(*) FROM event_queue_count_deltas`); n != 0 {
+		t.Fatalf("%d deltas left after the fold", n)
+	}
+
+	// Writers on handles of their own, and two folders, at once.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 3 {
+		wdb := openDB(t, loc, "")
+		wg.Go(func() {
+			for i := range 40 {
+				evs := []outbox.Event{{Type: "a"}}
+				if i%4 == 0 {
+					for j := range 70 { // a full multi-row insert and more
+						evs = append(evs, outbox.Event{Type: "b", ID: outbox.ChildID(fmt.Sprint(w, i), fmt.Sprint(j))})
+					}
+				}
+				if err := wdb.Tx(ctx, func(tx *sql.Tx) error { return outbox.Enqueue(ctx, tx, evs...) }); err != nil {
+					errs <- err
+					return
+				}
+				if i%10 == 0 {
+					wq := outbox.NewQueue(wdb.Write, outbox.QueueOptions{Read: wdb.Read})
+					if _, err := wq.Claim(ctx, 5, time.Minute); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	for range 2 {
+		fdb := openDB(t, loc, "")
+		fq := outbox.NewQueue(fdb.Write, outbox.QueueOptions{Read: fdb.Read})
+		wg.Go(func() {
+			for range 30 {
+				if err := fq.FoldCounts(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	rows := outbox.Stats{}
+	rs, err := db.Read.Query(`SELECT status, type, COUNT(*) FROM event_queue GROUP BY status, type`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rs.Next() {
+		var status, typ string
+		var n int64
+		if err := rs.Scan(&status, &typ, &n); err != nil {
+			t.Fatal(err)
+		}
+		if rows[status] == nil {
+			rows[status] = map[string]int64{}
+		}
+		rows[status][typ] = n
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rs.Close()
+	if st, err := q.Stats(ctx); err != nil || !reflect.DeepEqual(st, rows) {
+		t.Fatalf("Stats after the writers = %v, %v; the rows are %v", st, err, rows)
+	}
+	if err := q.FoldCounts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, db, `SELECT COUNT(*) FROM event_queue_count_deltas`); n != 0 {
+		t.Fatalf("%d deltas left after the last fold", n)
+	}
+	if st, err := q.Stats(ctx); err != nil || !reflect.DeepEqual(st, rows) {
+		t.Fatalf("Stats after the last fold = %v, %v; the rows are %v", st, err, rows)
+	}
+}

@@ -1124,7 +1124,10 @@ const releaseChunk = 200
 // sqlStats sums the counts of event_queue_counts over their shards (one on
 // SQLite; on PostgreSQL one per database backend that wrote, so that
 // concurrent writers never wait for one counter row: migration 0016).
-const sqlStats = `SELECT status, type, SUM(n) FROM event_queue_counts GROUP BY status, type HAVING SUM(n) <> 0`
+const sqlStats = `SELECT status, type, SUM(n) FROM (
+		SELECT status, type, n FROM event_queue_counts
+		UNION ALL SELECT status, type, n FROM event_queue_count_deltas) AS c
+	GROUP BY status, type HAVING SUM(n) <> 0`
 
 // Stats counts the outbox rows by status and type.
 type Stats map[string]map[string]int64
@@ -1259,12 +1262,55 @@ const sqlFoldCountsPostgres = `WITH gone AS (
 		WHERE shard <> 0 AND shard NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
 		RETURNING status, type, n)
 	INSERT INTO event_queue_counts (status, type, shard, n)
-	SELECT status, type, 0, SUM(n) FROM gone GROUP BY status, type
+	SELECT status, type, 0, SUM(n) FROM gone GROUP BY status, type ORDER BY status, type
 	ON CONFLICT (status, type, shard) DO UPDATE SET n = event_queue_counts.n + EXCLUDED.n`
+
+// The fold of the appended counts of new rows (migration 0020) into shard 0
+// of event_queue_counts. On PostgreSQL one statement: the rows it deletes
+// are exactly the rows it adds, whatever commits meanwhile, and a second
+// fold at the same time waits for the rows the first deleted and passes
+// them over. The shard-0 rows are taken in (status, type) order, as the
+// fold of ended backends takes them, so that two folds never deadlock. On
+// SQLite the one writer holds the file: a sum, then the delete.
+const (
+	sqlFoldDeltasPostgres = `WITH d AS (DELETE FROM event_queue_count_deltas RETURNING status, type, n)
+	INSERT INTO event_queue_counts (status, type, shard, n)
+	SELECT status, type, 0, SUM(n) FROM d GROUP BY status, type ORDER BY status, type
+	ON CONFLICT (status, type, shard) DO UPDATE SET n = event_queue_counts.n + EXCLUDED.n`
+	sqlFoldDeltasSum = `INSERT INTO event_queue_counts (status, type, shard, n)
+	SELECT status, type, 0, SUM(n) FROM event_queue_count_deltas WHERE true GROUP BY status, type
+	ON CONFLICT (status, type, shard) DO UPDATE SET n = event_queue_counts.n + excluded.n`
+	sqlFoldDeltasDelete = `DELETE FROM event_queue_count_deltas`
+)
+
+// FoldCounts moves the appended counts of new outbox rows (PostgreSQL's
+// enqueues append them, migration 0020) into event_queue_counts, where
+// Stats reads them at the same cost however many rows were enqueued. Stats
+// is exact either way; the fold keeps what it sums small. The Sweeper runs
+// it every CountFoldInterval.
+func (q *Queue) FoldCounts(ctx context.Context) error {
+	var err error
+	if q.sql == postgresSQL {
+		_, err = q.write.ExecContext(ctx, sqlFoldDeltasPostgres)
+	} else {
+		err = inTx(ctx, q.write, func(s *stmts) error {
+			if _, err := s.exec(sqlFoldDeltasSum); err != nil {
+				return err
+			}
+			_, err := s.exec(sqlFoldDeltasDelete)
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("outbox: fold counts: %w", err)
+	}
+	return nil
+}
 
 // Sweep deletes ledger rows started before ledgerBefore and done outbox rows
 // last updated before doneBefore, in bounded chunks. On PostgreSQL it also
-// folds the outbox counts of ended database backends (migration 0016).
+// folds the outbox counts of ended database backends (migration 0016); on
+// both it folds the appended counts (FoldCounts).
 func (q *Queue) Sweep(ctx context.Context, ledgerBefore, doneBefore time.Time) (SweepResult, error) {
 	var res SweepResult
 	for range sweepChunks {
@@ -1290,6 +1336,9 @@ func (q *Queue) Sweep(ctx context.Context, ledgerBefore, doneBefore time.Time) (
 		if _, err := q.write.ExecContext(ctx, q.sql.foldCounts); err != nil {
 			return res, fmt.Errorf("outbox: sweep: fold counts: %w", err)
 		}
+	}
+	if err := q.FoldCounts(ctx); err != nil {
+		return res, fmt.Errorf("outbox: sweep: %w", err)
 	}
 	return res, nil
 }

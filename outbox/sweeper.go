@@ -17,6 +17,9 @@ type Sweeper struct {
 	LedgerRetention, DoneRetention time.Duration
 	// Interval is the time between sweeps (default 10 min).
 	Interval time.Duration
+	// CountFoldInterval is the time between folds of the appended counts
+	// of new rows (Queue.FoldCounts; default 5 s).
+	CountFoldInterval time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives one line per sweep that deleted something (nil
@@ -29,6 +32,7 @@ func (s Sweeper) Run(ctx context.Context) error {
 	def(&s.LedgerRetention, DefaultLedgerRetention)
 	def(&s.DoneRetention, DefaultDoneRetention)
 	def(&s.Interval, DefaultSweepInterval)
+	def(&s.CountFoldInterval, DefaultCountFoldInterval)
 	if s.Now == nil {
 		s.Now = time.Now
 	}
@@ -38,6 +42,8 @@ func (s Sweeper) Run(ctx context.Context) error {
 	}
 	t := time.NewTicker(s.Interval)
 	defer t.Stop()
+	fold := time.NewTicker(s.CountFoldInterval)
+	defer fold.Stop()
 	for {
 		now := s.Now()
 		res, err := s.Queue.Sweep(ctx, now.Add(-s.LedgerRetention), now.Add(-s.DoneRetention))
@@ -47,10 +53,18 @@ func (s Sweeper) Run(ctx context.Context) error {
 		case res.Ledger > 0 || res.Done > 0:
 			log.InfoContext(ctx, "outbox: retention sweep", "ledger_rows", res.Ledger, "done_rows", res.Done)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				break wait
+			case <-fold.C:
+				if err := s.Queue.FoldCounts(ctx); err != nil && ctx.Err() == nil {
+					log.WarnContext(ctx, "outbox: count fold failed", "err", err)
+				}
+			}
 		}
 	}
 }

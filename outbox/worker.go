@@ -76,10 +76,12 @@ const (
 	DefaultDoneRetention   = 7 * 24 * time.Hour
 	DefaultPollInterval    = time.Second
 	DefaultSweepInterval   = 10 * time.Minute
-	DefaultShutdownGrace   = 10 * time.Second
-	maxBatchSize           = 1000
-	maxCompletionGroup     = 512
-	settleTimeout          = 30 * time.Second
+	// DefaultCountFoldInterval is the Sweeper's fold of appended counts.
+	DefaultCountFoldInterval = 5 * time.Second
+	DefaultShutdownGrace     = 10 * time.Second
+	maxBatchSize             = 1000
+	maxCompletionGroup       = 512
+	settleTimeout            = 30 * time.Second
 )
 
 // def sets a zero duration to its default.

@@ -98,7 +98,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*sqldb.DB, error) {
 	n.send = func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, _ = pool.ExecContext(sctx, `SELECT pg_notify('`+Channel+`', '')`)
+		_, _ = pool.ExecContext(sctx, notifySQL)
 	}
 	pctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()

@@ -35,6 +35,15 @@ func (d Dialect) String() string {
 	return "sqlite"
 }
 
+// Deferred begins a statement whose result its caller never reads: on
+// PostgreSQL, inside a transaction, the driver holds it and sends it with
+// the transaction's next round trip (the next statement, or the COMMIT), in
+// order, so it costs no round trip of its own. Its failure is returned by
+// that later statement or by the commit, and fails the transaction as it
+// would have. Outside a transaction, and on SQLite (where it is a comment),
+// the statement runs at once. The Result of such an Exec holds nothing.
+const Deferred = "/* deferred */ "
+
 // DB is one opened store.
 type DB struct {
 	// Write runs writes. On SQLite it is the single writer connection whose

@@ -4,8 +4,9 @@ package storecopy
 type table struct {
 	name string
 	// replace marks a table that triggers on the target keep from the rows
-	// of another table (event_queue_counts, kept by event_queue's
-	// triggers; delivery_health_epoch, by delivery_hosts'): it is replaced
+	// of another table (event_queue_counts and event_queue_count_deltas,
+	// kept by event_queue's triggers; delivery_health_epoch, by
+	// delivery_hosts'): it is replaced
 	// wholesale by the source's rows once the others are copied, rather
 	// than copied row by row.
 	replace bool
@@ -35,6 +36,7 @@ var tables = []table{
 	{name: "event_queue"},
 	{name: "event_payloads"},
 	{name: "event_queue_counts", replace: true},
+	{name: "event_queue_count_deltas", replace: true},
 	{name: "processed_events"},
 	// package delivery.
 	{name: "delivery_targets"},
