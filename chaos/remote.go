@@ -177,6 +177,7 @@ type remoteHost struct {
 	slowMin    time.Duration // Slow: least delay
 	slowMax    time.Duration // Slow: most delay
 	blackholed atomic.Bool
+	calm       atomic.Bool // Flapping: answers every POST from now on (calmDown)
 	stopped    chan struct{}
 	stopOnce   sync.Once
 
@@ -379,8 +380,8 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 		activityID: act.ID, typ: act.Type, objectID: act.ObjectID,
 		host: h.hostport,
 	}
-	switch h.behaviour {
-	case Flapping:
+	switch {
+	case h.behaviour == Flapping && !h.calm.Load():
 		x := h.float()
 		if x < h.failRate {
 			h.rec.refused.Add(1)
@@ -393,7 +394,7 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "gateway gave up after the work", http.StatusBadGateway)
 			return
 		}
-	case Slow:
+	case h.behaviour == Slow:
 		t := time.NewTimer(h.between(h.slowMin, h.slowMax))
 		select {
 		case <-t.C:
