@@ -158,7 +158,7 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 			return err
 		}
 	}
-	return nil
+	return e.count()
 }
 
 // enqueueChunk is how many rows one multi-row insert of Enqueue carries
@@ -264,6 +264,54 @@ type enqueuer struct {
 	chunk    *sql.Stmt
 	payloads *sql.Stmt
 	large    int // large payloads stored so far
+
+	// counted are the rows inserted so far, by type, in first-seen order:
+	// Enqueue appends their counts to event_queue_count_deltas (count).
+	counted []typeCount
+}
+
+// typeCount is a number of rows of one event type.
+type typeCount struct {
+	typ string
+	n   int64
+}
+
+// add counts n more rows of type typ.
+func (e *enqueuer) add(typ string, n int64) {
+	for i := range e.counted {
+		if e.counted[i].typ == typ {
+			e.counted[i].n += n
+			return
+		}
+	}
+	e.counted = append(e.counted, typeCount{typ, n})
+}
+
+// insertCounts begins the append of an enqueue's counts, one tuple per type.
+const insertCounts = sqldb.Deferred + `INSERT INTO event_queue_count_deltas (status, type, n) VALUES `
+
+// count appends the counts of the rows inserted to event_queue_count_deltas
+// in the caller's transaction (migration 0020): deferred, so on PostgreSQL it
+// goes with the COMMIT. A trigger used to count each row; Enqueue is the only
+// code that inserts outbox rows, so counting here is as exact and cheaper.
+func (e *enqueuer) count() error {
+	if len(e.counted) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(insertCounts)
+	args := make([]any, 0, 2*len(e.counted))
+	for i, c := range e.counted {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("('pending', ?, ?)")
+		args = append(args, c.typ, c.n)
+	}
+	if _, err := e.tx.ExecContext(e.ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("outbox: enqueue: count: %w", err)
+	}
+	return nil
 }
 
 func (e *enqueuer) close() {
@@ -383,8 +431,9 @@ func (e *enqueuer) insertQuiet(rs []enqueued) error {
 		}
 		return fmt.Errorf("outbox: enqueue %d events: %w", len(rs), err)
 	}
-	if e.observe != nil {
-		for i := range rs {
+	for i := range rs {
+		e.add(rs[i].ev.Type, 1)
+		if e.observe != nil {
 			e.observe(rs[i].ev.Type, 1)
 		}
 	}
@@ -400,6 +449,7 @@ func (e *enqueuer) inserted(r *enqueued, id int64) error {
 			return fmt.Errorf("outbox: enqueue %s %s: payload: %w", r.ev.Type, r.ev.ID, err)
 		}
 	}
+	e.add(r.ev.Type, 1)
 	if e.observe != nil {
 		e.observe(r.ev.Type, 1)
 	}

@@ -1135,8 +1135,10 @@ type Stats map[string]map[string]int64
 // Stats returns the number of rows per status and event type (a gauge of
 // the backlog for metrics and the admin API).
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	// Counts kept on write by triggers (migrations 0014 and 0016): reading
-	// them costs the same at any history.
+	// Counts kept on write (migrations 0014, 0016 and 0020: Enqueue appends
+	// what it inserts, triggers count changes of status and deletes), the
+	// appended ones until a fold moves them: reading them costs the same at
+	// any history.
 	rs, err := q.read.QueryContext(ctx, sqlStats)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: stats: %w", err)
@@ -1283,11 +1285,10 @@ const (
 	sqlFoldDeltasDelete = `DELETE FROM event_queue_count_deltas`
 )
 
-// FoldCounts moves the appended counts of new outbox rows (PostgreSQL's
-// enqueues append them, migration 0020) into event_queue_counts, where
-// Stats reads them at the same cost however many rows were enqueued. Stats
-// is exact either way; the fold keeps what it sums small. The Sweeper runs
-// it every CountFoldInterval.
+// FoldCounts moves the counts that enqueues append (migration 0020) into
+// event_queue_counts, where Stats reads them at the same cost however many
+// enqueues ran. Stats is exact either way; the fold keeps what it sums
+// small. The Sweeper runs it every CountFoldInterval.
 func (q *Queue) FoldCounts(ctx context.Context) error {
 	var err error
 	if q.sql == postgresSQL {

@@ -195,8 +195,8 @@ func oneRow(ctx context.Context, q querier, p *plan, rest string, args ...any) (
 
 // replaceTable replaces p's rows on the target by the source's in one
 // transaction, unless they are equal already, and returns how many it
-// wrote. It serves the tables triggers keep on the target (the copies of
-// event_queue's rows counted themselves there already).
+// wrote. It serves the tables kept on write, which copying the rows they
+// are kept from does not reproduce on the target.
 func (c *copier) replaceTable(ctx context.Context, p *plan, index, tables int) (int64, error) {
 	sn, ss, err := checksum(ctx, c.src, p)
 	if err != nil {

@@ -3,12 +3,11 @@ package storecopy
 // table is one table of courier's schema as the copy knows it.
 type table struct {
 	name string
-	// replace marks a table that triggers on the target keep from the rows
-	// of another table (event_queue_counts and event_queue_count_deltas,
-	// kept by event_queue's triggers; delivery_health_epoch, by
-	// delivery_hosts'): it is replaced
-	// wholesale by the source's rows once the others are copied, rather
-	// than copied row by row.
+	// replace marks a table that is kept on write from the rows of another
+	// table (event_queue_counts and event_queue_count_deltas, by Enqueue and
+	// event_queue's triggers; delivery_health_epoch, by delivery_hosts'
+	// triggers): it is replaced wholesale by the source's rows once the
+	// others are copied, rather than copied row by row.
 	replace bool
 }
 
