@@ -130,18 +130,27 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 	followers := s.uris.Followers(actor.Name)
 	self := strings.ToLower(s.uris.Host())
 	byInbox := map[string]*target{}
+	// skipped are the inboxes not POSTed to. An inbox is parsed once,
+	// however many followers share it (a big instance's shared inbox
+	// stands for thousands).
+	skipped := map[string]bool{}
 	add := func(inbox, recipient string, shared bool) {
-		host, ok := inboxHost(inbox)
-		if !ok {
-			s.log.InfoContext(ctx, "delivery: skipping an inbox that is not an http(s) URL",
-				"activity_id", act.ID, "inbox", inbox)
-			return
-		}
-		if s.uris.IsLocal(inbox) || host == self {
-			return // our own actors are not POSTed over HTTP
-		}
 		t := byInbox[inbox]
 		if t == nil {
+			if skipped[inbox] {
+				return
+			}
+			host, ok := inboxHost(inbox)
+			if !ok {
+				skipped[inbox] = true
+				s.log.InfoContext(ctx, "delivery: skipping an inbox that is not an http(s) URL",
+					"activity_id", act.ID, "inbox", inbox)
+				return
+			}
+			if s.uris.IsLocal(inbox) || host == self {
+				skipped[inbox] = true
+				return // our own actors are not POSTed over HTTP
+			}
 			t = &target{inbox: inbox, host: host}
 			byInbox[inbox] = t
 		}
