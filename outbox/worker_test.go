@@ -443,7 +443,12 @@ func TestRetentionSweep(t *testing.T) {
 		}
 	}
 	waitRowsDone(old...)
+	// A worker that read the clock for a claim before it moves could claim
+	// the next row with the old time, and the row's ledger would be as old
+	// as the first ones: the clock moves with no worker running.
+	rw.stop(t)
 	b.clock.Advance(2 * 24 * time.Hour)
+	rw = b.startWorker(t, outbox.WorkerConfig{DoneRetention: 7 * 24 * time.Hour})
 	recent := b.enqueue(t, outbox.Event{Type: "note"})
 	rw.next(t)
 	waitRowsDone(recent...)
