@@ -276,15 +276,18 @@ type typeCount struct {
 	n   int64
 }
 
-// add counts n more rows of type typ.
-func (e *enqueuer) add(typ string, n int64) {
+// inserted1 counts one more row of type typ and reports it to the observer.
+func (e *enqueuer) inserted1(typ string) {
+	if e.observe != nil {
+		e.observe(typ, 1)
+	}
 	for i := range e.counted {
 		if e.counted[i].typ == typ {
-			e.counted[i].n += n
+			e.counted[i].n++
 			return
 		}
 	}
-	e.counted = append(e.counted, typeCount{typ, n})
+	e.counted = append(e.counted, typeCount{typ, 1})
 }
 
 // insertCounts begins the append of an enqueue's counts, one tuple per type.
@@ -432,10 +435,7 @@ func (e *enqueuer) insertQuiet(rs []enqueued) error {
 		return fmt.Errorf("outbox: enqueue %d events: %w", len(rs), err)
 	}
 	for i := range rs {
-		e.add(rs[i].ev.Type, 1)
-		if e.observe != nil {
-			e.observe(rs[i].ev.Type, 1)
-		}
+		e.inserted1(rs[i].ev.Type)
 	}
 	return nil
 }
@@ -449,10 +449,7 @@ func (e *enqueuer) inserted(r *enqueued, id int64) error {
 			return fmt.Errorf("outbox: enqueue %s %s: payload: %w", r.ev.Type, r.ev.ID, err)
 		}
 	}
-	e.add(r.ev.Type, 1)
-	if e.observe != nil {
-		e.observe(r.ev.Type, 1)
-	}
+	e.inserted1(r.ev.Type)
 	return nil
 }
 
