@@ -213,6 +213,66 @@ type job struct {
 	ops []ledgerOp
 }
 
+// handOut holds the claimed rows no handler has taken yet, by lane. A
+// handler takes an interactive row before any bulk row, so that an Accept
+// claimed after a bulk backlog's rows does not wait behind the ones in hand
+// (the claim already orders the rows it takes; BulkShare of each claim
+// still goes to bulk rows, and the claimer claims only when a batch's worth
+// of rows has been handled, so bulk rows in hand keep moving).
+type handOut struct {
+	interactive, bulk chan *job
+}
+
+// newHandOut makes a handOut for up to n rows in each lane.
+func newHandOut(n int) handOut {
+	return handOut{interactive: make(chan *job, n), bulk: make(chan *job, n)}
+}
+
+// put hands j out in its lane.
+func (h handOut) put(j *job) {
+	if j.row.Event.Lane == LaneBulk {
+		h.bulk <- j
+		return
+	}
+	h.interactive <- j
+}
+
+// close ends the hand-out: next returns what is left, then false.
+func (h handOut) close() {
+	close(h.interactive)
+	close(h.bulk)
+}
+
+// next waits for a row, interactive first; false when both lanes are
+// closed and empty.
+func (h handOut) next() (*job, bool) {
+	interactive, bulk := h.interactive, h.bulk
+	for interactive != nil || bulk != nil {
+		select {
+		case j, ok := <-interactive:
+			if ok {
+				return j, true
+			}
+			interactive = nil
+			continue
+		default:
+		}
+		select {
+		case j, ok := <-interactive:
+			if ok {
+				return j, true
+			}
+			interactive = nil
+		case j, ok := <-bulk:
+			if ok {
+				return j, true
+			}
+			bulk = nil
+		}
+	}
+	return nil, false
+}
+
 // Run works until ctx ends, then stops claiming, lets running handlers go on
 // for up to ShutdownGrace (then cancels their context), puts every claimed
 // row that did not finish back to pending without spending an attempt, and
@@ -224,10 +284,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer w.running.Store(false)
 
-	maxInflight := w.cfg.Concurrency + w.cfg.BatchSize
+	// The claimer holds up to two batches beside the handlers' rows, so
+	// that it claims whole batches while a batch is still in hand.
+	maxInflight := w.cfg.Concurrency + 2*w.cfg.BatchSize
 	slots := make(chan struct{}, maxInflight) // one per claimed row not yet handled
 	freed := make(chan struct{}, 1)
-	jobs := make(chan *job, maxInflight)
+	jobs := newHandOut(maxInflight)
 	results := make(chan *job, maxInflight)
 	// Handlers run under hctx, which outlives ctx by ShutdownGrace.
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -236,7 +298,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	var pool sync.WaitGroup
 	for range w.cfg.Concurrency {
 		pool.Go(func() {
-			for j := range jobs {
+			for {
+				j, ok := jobs.next()
+				if !ok {
+					return
+				}
 				if ctx.Err() != nil {
 					j.res, j.ops = Result{Outcome: Released, Next: w.cfg.Now()}, releaseAll(&j.d)
 				} else {
@@ -278,7 +344,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		_ = sweeper.Run(ctx)
 	})
 	w.claimLoop(ctx, jobs, slots, freed)
-	close(jobs)
+	jobs.close()
 	pool.Wait()
 	close(stopGrace)
 	close(results)
@@ -288,7 +354,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // claimLoop claims rows until ctx ends. It waits, without polling faster
 // than PollInterval, when nothing is due or the pool is full.
-func (w *Worker) claimLoop(ctx context.Context, jobs chan<- *job, slots chan struct{}, freed <-chan struct{}) {
+func (w *Worker) claimLoop(ctx context.Context, jobs handOut, slots chan struct{}, freed <-chan struct{}) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	// wait sleeps up to d, or until ctx ends or ch has a signal.
@@ -312,12 +378,15 @@ func (w *Worker) claimLoop(ctx context.Context, jobs chan<- *job, slots chan str
 		if o := w.cfg.Observer; o != nil && o.Alive != nil {
 			o.Alive()
 		}
-		// While the pool holds more claimed rows than its handlers run,
-		// the claimer waits until half a batch is free: claiming the few
-		// rows each handler frees would spend a commit per handful of rows,
-		// which a store with millisecond commits (PostgreSQL) cannot afford.
+		// The claimer waits until a whole batch is free, which leaves the
+		// handlers a batch and their own rows to run meanwhile: claiming the
+		// few rows each handler frees would spend a commit per handful of
+		// rows, which a store with millisecond commits (PostgreSQL) cannot
+		// afford. Claiming when half a batch was free, from a pool one
+		// batch deep, made a backlog's claims 60-100 rows and a no-op
+		// drain on PostgreSQL 10-17 % slower.
 		free := cap(slots) - len(slots)
-		if free <= 0 || free < w.cfg.BatchSize/2 && len(slots) > w.cfg.Concurrency {
+		if free < w.cfg.BatchSize {
 			wait(w.cfg.PollInterval, freed)
 			continue
 		}
@@ -336,7 +405,7 @@ func (w *Worker) claimLoop(ctx context.Context, jobs chan<- *job, slots chan str
 		failures = 0
 		for _, j := range got {
 			slots <- struct{}{}
-			jobs <- j
+			jobs.put(j)
 		}
 		if len(got) == n {
 			continue // more may be due
