@@ -147,3 +147,58 @@ func TestEnqueueKeepsTheOrderOfDeferredRuns(t *testing.T) {
 		t.Fatalf("%d rows (%v), want %d", i, err, len(evs))
 	}
 }
+
+// Enqueue counts every row it inserts, whichever statements carry its rows
+// (a deferred run of quiet rows, ids drawn here and payloads in the row;
+// rows with given ids, conflict-checked; large payloads), in transactions
+// of sqldb.DB.Tx and of the pool's own: after each kind of call the counts
+// Stats reads are the rows'.
+func TestEnqueueCountsWhatItInserts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := outbox.NewQueue(b.db.Write, outbox.QueueOptions{Read: b.db.Read})
+	given := func(i int) string { return outbox.ChildID("5b0e6a9c-2d1f-4e3a-9b8c-7d6e5f4a3b2c", fmt.Sprint(i)) }
+	large := `{"pad":"` + strings.Repeat("z", outbox.InlinePayload) + `"}`
+	calls := [][]outbox.Event{
+		{{Type: "count.a"}}, // a lone event
+		{{Type: "count.a"}, {Type: "count.b"}, {Type: "count.a"}},               // one quiet run, two types
+		{{Type: "count.b", ID: given(1)}, {Type: "count.a"}, {Type: "count.c"}}, // quiet after a given id
+		{{Type: "count.a"}, {Type: "count.c", ID: given(2)}},                    // ends with a given id
+		{{Type: "count.b", ID: given(1)}},                                       // a conflict: nothing
+		{{Type: "count.c"}, {Type: "count.c", Payload: []byte(large)}},          // ends with a large payload
+	}
+	for i, evs := range calls {
+		err := b.db.Tx(ctx, func(tx *sql.Tx) error {
+			return outbox.Enqueue(ctx, tx, evs...)
+		})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	// A transaction of the pool's own.
+	tx, err := b.db.Write.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Enqueue(ctx, tx, outbox.Event{Type: "count.b"}, outbox.Event{Type: "count.b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"count.a": 5, "count.b": 4, "count.c": 4}
+	for typ, n := range want {
+		var rows int64
+		if err := b.db.Read.QueryRow(`SELECT COUNT(*) FROM event_queue WHERE type = ? AND status = 'pending'`, typ).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != n || stats[outbox.StatusPending][typ] != n {
+			t.Errorf("%s: %d rows, counted %d; want %d", typ, rows, stats[outbox.StatusPending][typ], n)
+		}
+	}
+}
