@@ -77,7 +77,8 @@ func (riverNoopWorker) Work(context.Context, *river.Job[riverNoop]) error { retu
 //     worker leaves idle is all a second can use.
 //
 // Commits are measured in alternating chunks, and the backlogs drained in
-// alternating rounds, so that every kind sees the same machine. The work is fixed in size; run it once:
+// alternating rounds, each in turned order every other round, so that
+// every kind sees the same machine. The work is fixed in size; run it once:
 //
 //	COURIER_TEST_STORE=postgres go test ./outbox/ -run '^$' -bench BenchmarkPostgresBesideRiver -benchtime 1x
 func BenchmarkPostgresBesideRiver(b *testing.B) {
@@ -161,13 +162,8 @@ func BenchmarkPostgresBesideRiver(b *testing.B) {
 	}
 	elapsed := make([]time.Duration, len(kinds))
 	for r := range pgBenchRounds {
-		// Every other round in turned order: a kind measured right after
-		// another read about 5 % slower, whichever kind it was.
 		for j := range kinds {
-			i := j
-			if r%2 == 1 {
-				i = len(kinds) - 1 - j
-			}
+			i := turned(r, j, len(kinds))
 			k := kinds[i]
 			d, err := pgBenchCommits(pgBenchChunk, k.tx)
 			if err != nil {
@@ -181,9 +177,9 @@ func BenchmarkPostgresBesideRiver(b *testing.B) {
 
 	// No-op backlogs: courier's on databases of their own, River's on its
 	// tables emptied of the previous jobs, by a new client each time. The
-	// drains alternate, in turned order from one round to the next, so
-	// that a drift of the shared machine's speed reaches each kind alike;
-	// each rate is its rounds' events over their time.
+	// drains alternate, so that a drift of the shared machine's speed
+	// reaches each kind alike; each rate is its rounds' events over their
+	// time.
 	if _, err := pool.Exec(ctx, `DELETE FROM river_job`); err != nil {
 		b.Fatal(err)
 	}
@@ -202,11 +198,8 @@ func BenchmarkPostgresBesideRiver(b *testing.B) {
 		}},
 	}
 	for r := range pgBenchDrainRounds {
-		for i := range drains {
-			k := &drains[i]
-			if r%2 == 1 {
-				k = &drains[len(drains)-1-i]
-			}
+		for j := range drains {
+			k := &drains[turned(r, j, len(drains))]
 			d, busy := k.run()
 			k.took += d.Seconds()
 			k.busy += busy * d.Seconds()
@@ -238,6 +231,16 @@ func BenchmarkPostgresBesideRiver(b *testing.B) {
 		b.ReportMetric(riverBusy, "river_noop_machine_busy")
 	}
 	b.Logf("GOMAXPROCS %d; the server, the producers and the workers share the machine's cores", runtime.GOMAXPROCS(0))
+}
+
+// turned is the j-th of n kinds to measure in round r: in the given order,
+// and in the turned order every other round, since a kind measured right
+// after another read about 5 % slower, whichever kind it was.
+func turned(r, j, n int) int {
+	if r%2 == 1 {
+		return n - 1 - j
+	}
+	return j
 }
 
 // pgBenchCommits runs n transactions of tx on pgBenchProducers goroutines

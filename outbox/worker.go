@@ -28,14 +28,14 @@ type WorkerConfig struct {
 	// BatchSize is the most rows claimed in one transaction (default 256,
 	// the relay's batch, at most 1000). At most Concurrency+2*BatchSize
 	// claimed rows wait for a handler or run in one at any time, and the
-	// claimer claims when a whole batch of them is free (or 50 ms after
-	// its last claim, whatever is free then); rows handled
-	// wait for their settle in a queue as long (and the group being
-	// settled), so the claims of a batch go on while the previous batch is
-	// settled. A no-op backlog drained on PostgreSQL at 0.88-0.89 of River's
-	// rate with batches of 100 and 1.08-1.15 with 256 (alternating drains
-	// in one run, BenchmarkPostgresBesideRiver): each claim and settle
-	// costs its transaction's round trips and commit whatever its size.
+	// claimer claims when a whole batch of them is free (or maxClaimWait
+	// after its last claim, whatever is free then); rows handled wait for
+	// their settle in a queue as long (and the group being settled), so
+	// the claims of a batch go on while the previous batch is settled.
+	// Each claim and settle costs its transaction's round trips and commit
+	// whatever its size: a no-op backlog drained on PostgreSQL at
+	// 0.88-0.89 of River's rate with batches of 100 and 1.00-1.17 with 256
+	// (BenchmarkPostgresBesideRiver).
 	BatchSize int
 	// MaxAttempts is how many attempts an event gets before it is
 	// dead-lettered (default 10).
