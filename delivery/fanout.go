@@ -134,7 +134,7 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 	// however many followers share it (a big instance's shared inbox
 	// stands for thousands).
 	skipped := map[string]bool{}
-	add := func(inbox, recipient string, shared bool) {
+	add := func(inbox, recipient string, shared, several bool) {
 		t := byInbox[inbox]
 		if t == nil {
 			if skipped[inbox] {
@@ -155,6 +155,7 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 			byInbox[inbox] = t
 		}
 		t.shared = t.shared || shared
+		t.several = t.several || several
 		switch {
 		case t.recipient == "":
 			t.recipient = recipient
@@ -171,16 +172,12 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 			seen[r] = true
 			switch {
 			case r == followers:
-				fs, err := s.store.DeliveryFollowers(ctx, actor.ID)
+				boxes, err := s.store.DeliveryInboxes(ctx, actor.ID)
 				if err != nil {
 					return nil, fmt.Errorf("delivery: followers of %s: %w", actor.URI, err)
 				}
-				for _, f := range fs {
-					if f.SharedInbox != "" {
-						add(f.SharedInbox, f.URI, true)
-					} else {
-						add(f.Inbox, f.URI, false)
-					}
+				for _, b := range boxes {
+					add(b.URL, b.Recipient, b.Shared, b.Several)
 				}
 			case s.uris.IsLocal(r):
 				// A local actor or another local collection: nothing to POST.
@@ -278,7 +275,7 @@ func interleave(byInbox map[string]*target) []target {
 // cannot be resolved for good (410, 404, not an actor) is skipped and
 // logged; any other failure fails the fan-out, which is retried.
 func (s *Service) named(ctx context.Context, actor *store.Actor, act *activitypub.Activity, r string,
-	add func(inbox, recipient string, shared bool)) error {
+	add func(inbox, recipient string, shared, several bool)) error {
 	if _, ok := inboxHost(r); !ok {
 		s.log.InfoContext(ctx, "delivery: skipping a recipient that is not an http(s) URL",
 			"activity_id", act.ID, "recipient", r)
@@ -312,7 +309,7 @@ func (s *Service) named(ctx context.Context, actor *store.Actor, act *activitypu
 	} else if blocked {
 		return nil
 	}
-	add(inbox, a.ID, a.SharedInbox != "")
+	add(inbox, a.ID, a.SharedInbox != "", false)
 	return nil
 }
 

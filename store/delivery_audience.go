@@ -1,18 +1,38 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 )
 
-// DeliveryFollowers returns the accepted followers of the local actor
-// actorID an activity may be delivered to: followers the actor blocks and
-// followers on domains the operator blocked are left out. Unlike
-// FollowerInboxes it returns every follower with both inboxes, so the
-// delivery fan-out can group them by host and know who is behind a
-// personal inbox.
-func (s *Store) DeliveryFollowers(ctx context.Context, actorID int64) ([]Follower, error) {
+// DeliveryInbox is one inbox the accepted followers of a local actor are
+// reached at: a shared inbox, or a follower's own.
+type DeliveryInbox struct {
+	URL string
+	// Shared reports that it is some follower's shared inbox.
+	Shared bool
+	// Recipient is the first follower behind it, in follower id order.
+	Recipient string
+	// Several reports that more than one follower is behind it.
+	Several bool
+}
+
+// DeliveryInboxes returns the inboxes of the accepted followers of the local
+// actor actorID an activity may be delivered to, in the order of their
+// first followers' ids: each follower's shared inbox, or its own inbox when
+// it has none. Followers the actor blocks and followers whose id or inbox
+// is on a domain the operator blocked are left out.
+//
+// A big account's followers are read as a stream of rows folded into their
+// inboxes, without a value per follower: an instance's shared inbox stands
+// for thousands of them, and a fan-out reads them for every post.
+func (s *Store) DeliveryInboxes(ctx context.Context, actorID int64) ([]DeliveryInbox, error) {
+	blocked, err := s.domainBlockSet(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.db.Read.QueryContext(ctx, `SELECT f.follower_uri, f.inbox, COALESCE(f.shared_inbox, '')
 		FROM followers f
 		WHERE f.actor_id = ? AND f.state = 'accepted'
@@ -20,34 +40,73 @@ func (s *Store) DeliveryFollowers(ctx context.Context, actorID int64) ([]Followe
 			AND b.remote_uri = f.follower_uri AND b.direction = 'outgoing')
 		ORDER BY f.follower_uri`, actorID)
 	if err != nil {
-		return nil, wrap("delivery followers", err)
+		return nil, wrap("delivery inboxes", err)
 	}
 	defer rows.Close()
-	var all []Follower
+	var (
+		out   []DeliveryInbox
+		index = map[string]int{} // out's position of each inbox URL
+		hosts = hostBlocks{set: blocked}
+		// The row's bytes, valid until the next row: only an inbox seen
+		// for the first time and its first follower become strings.
+		uri, inbox, shared sql.RawBytes
+	)
 	for rows.Next() {
-		f := Follower{ActorID: actorID, State: StateAccepted}
-		if err := rows.Scan(&f.URI, &f.Inbox, &f.SharedInbox); err != nil {
-			return nil, wrap("delivery followers", err)
+		if err := rows.Scan(&uri, &inbox, &shared); err != nil {
+			return nil, wrap("delivery inboxes", err)
 		}
-		all = append(all, f)
+		if hosts.blocked(uri) || hosts.blocked(inbox) {
+			continue
+		}
+		box, isShared := shared, true
+		if len(box) == 0 {
+			box, isShared = inbox, false
+		}
+		if i, ok := index[string(box)]; ok {
+			d := &out[i]
+			d.Shared = d.Shared || isShared
+			d.Several = d.Several || d.Recipient != string(uri)
+			continue
+		}
+		u := string(box)
+		index[u] = len(out)
+		out = append(out, DeliveryInbox{URL: u, Shared: isShared, Recipient: string(uri)})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap("delivery followers", err)
-	}
-	blocked, err := s.domainBlockSet(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(blocked) == 0 {
-		return all, nil
-	}
-	out := all[:0]
-	for _, f := range all {
-		if !domainBlocked(blocked, hostOf(f.URI)) && !domainBlocked(blocked, hostOf(f.Inbox)) {
-			out = append(out, f)
-		}
+		return nil, wrap("delivery inboxes", err)
 	}
 	return out, nil
+}
+
+// hostBlocks answers whether URLs are on a blocked domain (set), once per
+// scheme and authority: the followers of one instance share them.
+type hostBlocks struct {
+	set  map[string]bool
+	seen map[string]bool
+}
+
+func (h *hostBlocks) blocked(raw []byte) bool {
+	if len(h.set) == 0 {
+		return false
+	}
+	// The host of an absolute URL is in its scheme and authority (up to
+	// the first /, ? or # after "://"); a URL without "://" is its own key.
+	key := raw
+	if i := bytes.Index(raw, []byte("://")); i >= 0 {
+		if j := bytes.IndexAny(raw[i+3:], "/?#"); j >= 0 {
+			key = raw[:i+3+j]
+		}
+	}
+	if b, ok := h.seen[string(key)]; ok {
+		return b
+	}
+	if h.seen == nil {
+		h.seen = map[string]bool{}
+	}
+	k := string(key)
+	b := domainBlocked(h.set, hostOf(k))
+	h.seen[k] = b
+	return b
 }
 
 // DeliveryBlocked reports whether the local actor actorID must not deliver

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -165,10 +166,25 @@ func TestDeliveryQueries(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a := b.actor(t, "alice")
-	for i, uri := range []string{"https://remote.test/users/f1", "https://remote.test/users/f2", "https://blocked.test/users/f3"} {
+	// Followers: two behind remote.test's shared inbox; one there with an
+	// inbox of its own whom the actor blocks; one with an inbox of its own
+	// on another host; one pending; and four
+	// on a blocked domain by their id or their inbox, a subdomain and a
+	// host written with capitals and a port among them.
+	for i, f := range []Follower{
+		{URI: "https://remote.test/users/f1", Inbox: "https://remote.test/users/f1/inbox", SharedInbox: "https://remote.test/inbox"},
+		{URI: "https://remote.test/users/f2", Inbox: "https://remote.test/users/f2/inbox"},
+		{URI: "https://remote.test/users/f4", Inbox: "https://remote.test/users/f4/inbox", SharedInbox: "https://remote.test/inbox"},
+		{URI: "https://personal.test/users/p1", Inbox: "https://personal.test/users/p1/inbox"},
+		{URI: "https://pending.test/users/q", Inbox: "https://pending.test/users/q/inbox", State: StatePending},
+		{URI: "https://blocked.test/users/f3", Inbox: "https://blocked.test/users/f3/inbox", SharedInbox: "https://blocked.test/inbox"},
+		{URI: "https://sub.blocked.test/users/f5", Inbox: "https://sub.blocked.test/users/f5/inbox"},
+		{URI: "https://Blocked.Test:8443/users/f6", Inbox: "https://relay.test/f6"},
+		{URI: "https://ok.test/users/x", Inbox: "https://blocked.test/inboxes/x"},
+	} {
+		f.ActorID = a.ID
 		if err := b.store.Tx(b.ctx, func(tx *sql.Tx) error {
-			_, err := b.store.AddFollowerTx(b.ctx, tx, Follower{ActorID: a.ID, URI: uri, Inbox: uri + "/inbox",
-				SharedInbox: fmt.Sprintf("https://%s/inbox", hostOf(uri))})
+			_, err := b.store.AddFollowerTx(b.ctx, tx, f)
 			return err
 		}); err != nil {
 			t.Fatalf("follower %d: %v", i, err)
@@ -180,9 +196,16 @@ func TestDeliveryQueries(t *testing.T) {
 	if err := b.store.AddDomainBlock(b.ctx, "blocked.test", "spam"); err != nil {
 		t.Fatal(err)
 	}
-	fs, err := b.store.DeliveryFollowers(b.ctx, a.ID)
-	if err != nil || len(fs) != 1 || fs[0].URI != "https://remote.test/users/f1" || fs[0].SharedInbox != "https://remote.test/inbox" {
-		t.Fatalf("DeliveryFollowers = %+v, %v", fs, err)
+	boxes, err := b.store.DeliveryInboxes(b.ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []DeliveryInbox{
+		{URL: "https://personal.test/users/p1/inbox", Recipient: "https://personal.test/users/p1"},
+		{URL: "https://remote.test/inbox", Shared: true, Recipient: "https://remote.test/users/f1", Several: true},
+	}
+	if !slices.Equal(boxes, want) {
+		t.Fatalf("DeliveryInboxes = %+v\nwant %+v", boxes, want)
 	}
 	for uri, want := range map[string]bool{
 		"https://remote.test/users/f1":  false,
