@@ -64,6 +64,9 @@ func (riverNoopWorker) Work(context.Context, *river.Job[riverNoop]) error { retu
 //   - enqueue/raw: courier's transactional enqueue (the data row and its
 //     event per transaction) over raw_tx/s; river_enqueue/raw_pgx the same
 //     with River's InsertTx;
+//   - raw_, enqueue_ and event_row_machine_us/tx: the machine's CPU time
+//     (all cores, /proc/stat) per transaction of each kind, which the
+//     server, the producers and the kernel spend alike;
 //   - event_row/raw: the data row and an outbox row inserted by hand, with
 //     the columns Enqueue writes and sent with the COMMIT as Enqueue's is,
 //     but without Enqueue's checks and its count (migration 0020): the
@@ -180,18 +183,25 @@ func BenchmarkPostgresBesideRiver(b *testing.B) {
 		}},
 	}
 	elapsed := make([]time.Duration, len(kinds))
+	busy := make([]float64, len(kinds)) // the machine's busy CPU time, in /proc/stat's ticks
 	for r := range pgBenchRounds {
 		for j := range kinds {
 			i := turned(r, j, len(kinds))
 			k := kinds[i]
+			before := machineCPU()
 			d, err := pgBenchCommits(pgBenchChunk, k.tx)
 			if err != nil {
 				b.Fatalf("%s: %v", k.name, err)
 			}
 			elapsed[i] += d
+			busy[i] += before.busyTicksSince()
 		}
 	}
 	rate := func(i int) float64 { return float64(pgBenchRounds*pgBenchChunk) / elapsed[i].Seconds() }
+	// cpu is the machine's CPU time per transaction of kind i in µs (the
+	// server's, the producers' and the kernel's alike), zero where
+	// /proc/stat cannot be read.
+	cpu := func(i int) float64 { return busy[i] / clockTicks / float64(pgBenchRounds*pgBenchChunk) * 1e6 }
 	raw, enq, row, rawPgx, riverEnq := rate(0), rate(1), rate(2), rate(3), rate(4)
 
 	// No-op backlogs: courier's on databases of their own, River's on its
@@ -235,6 +245,11 @@ func BenchmarkPostgresBesideRiver(b *testing.B) {
 	b.ReportMetric(enq, "enqueue_tx/s")
 	b.ReportMetric(enq/raw, "enqueue/raw")
 	b.ReportMetric(row/raw, "event_row/raw")
+	if cpu(0) > 0 {
+		b.ReportMetric(cpu(0), "raw_machine_us/tx")
+		b.ReportMetric(cpu(1), "enqueue_machine_us/tx")
+		b.ReportMetric(cpu(2), "event_row_machine_us/tx")
+	}
 	b.ReportMetric(rawPgx, "raw_pgx_tx/s")
 	b.ReportMetric(riverEnq, "river_enqueue_tx/s")
 	b.ReportMetric(riverEnq/rawPgx, "river_enqueue/raw_pgx")
@@ -424,12 +439,34 @@ func machineCPU() cpuTimes {
 	return t
 }
 
+// clockTicks is /proc/stat's unit, USER_HZ ticks a second (100 on every
+// Linux architecture courier builds for).
+const clockTicks = 100
+
+// since returns the machine's busy and total CPU time since t was read, in
+// /proc/stat's ticks summed over its cores; zeros when it could not be read.
+func (t cpuTimes) since() (busy, total float64) {
+	now := machineCPU()
+	if t.total == 0 || now.total <= t.total {
+		return 0, 0
+	}
+	total = now.total - t.total
+	return total - (now.idle - t.idle), total
+}
+
+// busyTicksSince returns the machine's busy CPU time since t was read, in
+// ticks.
+func (t cpuTimes) busyTicksSince() float64 {
+	busy, _ := t.since()
+	return busy
+}
+
 // busySince returns the share of the machine's CPU time that was busy since
 // t was read; zero when it could not be read.
 func (t cpuTimes) busySince() float64 {
-	now := machineCPU()
-	if t.total == 0 || now.total <= t.total {
+	busy, total := t.since()
+	if total == 0 {
 		return 0
 	}
-	return 1 - (now.idle-t.idle)/(now.total-t.total)
+	return busy / total
 }
