@@ -194,7 +194,8 @@ func BenchmarkPostgresBesideRiver(b *testing.B) {
 				b.Fatalf("%s: %v", k.name, err)
 			}
 			elapsed[i] += d
-			busy[i] += before.busyTicksSince()
+			ticks, _ := before.since()
+			busy[i] += ticks
 		}
 	}
 	rate := func(i int) float64 { return float64(pgBenchRounds*pgBenchChunk) / elapsed[i].Seconds() }
@@ -452,13 +453,6 @@ func (t cpuTimes) since() (busy, total float64) {
 	}
 	total = now.total - t.total
 	return total - (now.idle - t.idle), total
-}
-
-// busyTicksSince returns the machine's busy CPU time since t was read, in
-// ticks.
-func (t cpuTimes) busyTicksSince() float64 {
-	busy, _ := t.since()
-	return busy
 }
 
 // busySince returns the share of the machine's CPU time that was busy since

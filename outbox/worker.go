@@ -89,8 +89,12 @@ const (
 	maxCompletionGroup       = 512
 	// maxClaimWait is the longest the claimer waits for a whole batch of
 	// free slots before it claims fewer rows.
-	maxClaimWait  = 50 * time.Millisecond
-	settleTimeout = 30 * time.Second
+	maxClaimWait = 50 * time.Millisecond
+	// A settle waits for settleWait at most, and only while its group is
+	// short of minSettleGroup jobs (Worker.complete).
+	settleWait     = 20 * time.Millisecond
+	minSettleGroup = 64
+	settleTimeout  = 30 * time.Second
 )
 
 // def sets a zero duration to its default.
@@ -535,13 +539,6 @@ func (w *Worker) complete(ctx context.Context, results <-chan *job, held func() 
 		w.settle(ctx, group)
 	}
 }
-
-// A settle waits for settleWait at most, and only while its group is short
-// of minSettleGroup jobs (complete).
-const (
-	settleWait     = 20 * time.Millisecond
-	minSettleGroup = 64
-)
 
 // settle writes the outcome of a group of jobs in one transaction, or one
 // transaction per job when the group fails, with the queue's prepared
