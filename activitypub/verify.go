@@ -150,6 +150,12 @@ func ParseSignatureHeader(h string) (*SignatureParams, error) {
 		case "algorithm":
 			p.Algorithm = val
 		case "headers":
+			// Header names are ASCII tokens (RFC 9110, section 5.1): a list
+			// holding any other byte names no header of the request, and
+			// lower-casing it would turn each invalid byte into three.
+			if !isASCII(val) {
+				return nil, fmt.Errorf("%w: headers holds a byte outside ASCII", ErrMalformedSignature)
+			}
 			p.Headers = strings.Fields(strings.ToLower(val))
 		case "signature":
 			p.Signature = val
@@ -179,6 +185,16 @@ func ParseSignatureHeader(h string) (*SignatureParams, error) {
 		return nil, fmt.Errorf("%w: empty headers", ErrMalformedSignature)
 	}
 	return p, nil
+}
+
+// isASCII reports whether s holds only ASCII bytes.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // signatureParams are the draft-cavage parameters courier reads, lower

@@ -93,6 +93,9 @@ func parseSignatureHeaderRef(h string) (*SignatureParams, error) {
 		case "algorithm":
 			p.Algorithm = val
 		case "headers":
+			if strings.IndexFunc(val, func(r rune) bool { return r >= 0x80 }) >= 0 {
+				return nil, ErrMalformedSignature
+			}
 			p.Headers = strings.Fields(strings.ToLower(val))
 		case "signature":
 			p.Signature = val
@@ -208,6 +211,11 @@ var signatureInputs = []string{
 	`keyId="é",signature="b",algorithm="ÄÖ"`,
 	`=`, `,,,`, `keyId="`, ``, `nonsense`, `keyId`,
 	`keyId="a",signature="b",` + strings.Repeat("x", maxSignatureHeader),
+	"keyId=\"a\",signature=\"b\",headers=\"date \xff\"",
+	"keyId=\"a\",signature=\"b\",headers=\"date \u00e9\"",
+	// Lower-cased, each invalid byte would become three: the canonical
+	// form of an accepted header would no longer fit the bound.
+	`keyId="a",signature="b",headers="` + strings.Repeat("\xff", maxSignatureHeader/2) + `"`,
 }
 
 func TestParseSignatureHeaderMatchesReference(t *testing.T) {
