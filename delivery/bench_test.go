@@ -148,10 +148,15 @@ func BenchmarkFanout(b *testing.B) {
 	}
 }
 
-// measureProbed measures n as measure does while a signProbe runs, and
-// returns the rates with the probe's CPU left out and the signatures per
-// CPU-second the probe measured meanwhile.
-func measureProbed(key *rsa.PrivateKey, n func() int64) (rates, float64) {
+// measureProbed measures n as measure does while a signProbe runs (with
+// benchProbeKey), and returns the rates with the probe's CPU left out and
+// the signatures per CPU-second the probe measured meanwhile.
+func measureProbed(b testing.TB, n func() int64) (rates, float64) {
+	b.Helper()
+	key, err := benchProbeKey()
+	if err != nil {
+		b.Fatal(err)
+	}
 	probe := startSignProbe(key)
 	var count int64
 	r := measure(func() int64 { count = n(); return count })
@@ -713,10 +718,7 @@ func newInstance(b *testing.B, ca *benchCA) *instance {
 	}
 	svc, err := delivery.New(delivery.Config{
 		DB: db, Store: st, Resolver: resolver, BaseURL: baseURL, AllowPrivate: true,
-		Client: activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, RootCAs: ca.pool,
-			Timeout: delivery.DefaultTimeout, DialTimeout: delivery.DefaultDialTimeout,
-			TLSHandshakeTimeout: delivery.DefaultDialTimeout, ResponseHeaderTimeout: delivery.DefaultResponseHeaderTimeout,
-			MaxConnsPerHost: delivery.DefaultPerHostConcurrency}),
+		Client: ca.deliveryClient(),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -738,8 +740,23 @@ func newInstance(b *testing.B, ca *benchCA) *instance {
 }
 
 func (in *instance) spec(ca *benchCA) receiverSpec {
-	return receiverSpec{CACert: string(ca.certPEM), CAKey: string(ca.keyPEM),
-		Keys: map[string]string{activitypub.KeyID(in.alice.URI): in.alice.PublicKeyPEM}}
+	return ca.spec(map[string]string{activitypub.KeyID(in.alice.URI): in.alice.PublicKeyPEM})
+}
+
+// spec is a receivers' process issuing its hosts' certificates from ca and
+// trusting keys (SPKI PEM by key id).
+func (ca *benchCA) spec(keys map[string]string) receiverSpec {
+	return receiverSpec{CACert: string(ca.certPEM), CAKey: string(ca.keyPEM), Keys: keys}
+}
+
+// deliveryClient is the client courier serve gives delivery (the
+// production client with delivery's timeouts and per-host connections),
+// trusting only ca; private addresses allowed for loopback.
+func (ca *benchCA) deliveryClient() *http.Client {
+	return activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, RootCAs: ca.pool,
+		Timeout: delivery.DefaultTimeout, DialTimeout: delivery.DefaultDialTimeout,
+		TLSHandshakeTimeout: delivery.DefaultDialTimeout, ResponseHeaderTimeout: delivery.DefaultResponseHeaderTimeout,
+		MaxConnsPerHost: delivery.DefaultPerHostConcurrency})
 }
 
 // followers adds perHost followers of alice on every host, sharing the
@@ -782,11 +799,7 @@ func fanoutRun(b *testing.B, ca *benchCA, mode string, hung, slow float64) runRe
 	healthyHosts := benchHosts - int(float64(benchHosts)*hung) - int(float64(benchHosts)*slow)
 	want := int64(healthyHosts * benchNotes)
 	var last receiverStats
-	probeKey, err := benchProbeKey()
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, signCPU := measureProbed(probeKey, func() int64 {
+	r, signCPU := measureProbed(b, func() int64 {
 		for n := range benchNotes {
 			if _, _, err := in.st.CreateNote(context.Background(), in.alice, store.NoteInput{
 				Content: fmt.Sprintf("<p>note %d</p>", n),

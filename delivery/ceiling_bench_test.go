@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
-	"github.com/courier-ap/courier/delivery"
 )
 
 // BenchmarkFanoutCeiling measures, per transport, what a sender that stores
@@ -70,27 +69,21 @@ func ceilingRun(b *testing.B, ca *benchCA, mode string) runResult {
 	}
 	actor := baseURL + "/users/ceiling"
 	keyID := activitypub.KeyID(actor)
-	rc := startReceivers(b, receiverSpec{Hosts: benchHosts, Mode: mode,
-		CACert: string(ca.certPEM), CAKey: string(ca.keyPEM), Keys: map[string]string{keyID: pub}})
+	spec := ca.spec(map[string]string{keyID: pub})
+	spec.Hosts, spec.Mode = benchHosts, mode
+	rc := startReceivers(b, spec)
 	defer rc.stop()
-	// The client delivery.New is given in the fan-out's instance.
-	client := activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, RootCAs: ca.pool,
-		Timeout: delivery.DefaultTimeout, DialTimeout: delivery.DefaultDialTimeout,
-		TLSHandshakeTimeout: delivery.DefaultDialTimeout, ResponseHeaderTimeout: delivery.DefaultResponseHeaderTimeout,
-		MaxConnsPerHost: delivery.DefaultPerHostConcurrency})
+	// The client the fan-out's instance gives delivery.New.
+	client := ca.deliveryClient()
 	defer client.CloseIdleConnections()
 	bodies := make([][]byte, benchNotes)
 	for n := range bodies {
 		bodies[n] = ceilingActivity(actor, n)
 	}
-	probeKey, err := benchProbeKey()
-	if err != nil {
-		b.Fatal(err)
-	}
 	want := int64(benchHosts * benchNotes)
 	var failed atomic.Int64
 	var firstErr atomic.Value
-	r, signCPU := measureProbed(probeKey, func() int64 {
+	r, signCPU := measureProbed(b, func() int64 {
 		type job struct{ note, host int }
 		jobs := make(chan job)
 		var wg sync.WaitGroup
