@@ -124,14 +124,45 @@ func Open(ctx context.Context, dsn string, opts Options) (*sqldb.DB, error) {
 	return db, nil
 }
 
-// Redact returns dsn without its password, for messages and logs.
+// Redact returns dsn without its secrets, for messages and logs: the
+// userinfo password and the value of every password or sslpassword query
+// parameter (pgx reads both; the key is matched after percent-decoding and
+// without regard to case) are replaced by xxxxx, the rest is kept as
+// written. A dsn that does not parse as a URL is not repeated at all.
 func Redact(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return "(unparsable URL)"
 	}
 	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		u.User = url.UserPassword(u.User.Username(), redacted)
+	}
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			k, _, _ := strings.Cut(p, "=")
+			if dk, err := url.QueryUnescape(k); err == nil {
+				k = dk
+			}
+			if isSecretParam(k) {
+				parts[i] = url.QueryEscape(k) + "=" + redacted
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	if u.Fragment != "" {
+		// Nothing courier writes uses one; whatever follows a # may be a
+		// password cut off a badly quoted URL.
+		u.Fragment, u.RawFragment = redacted, ""
 	}
 	return u.String()
+}
+
+const redacted = "xxxxx"
+
+// isSecretParam reports whether the query parameter named k carries a
+// secret: password, sslpassword, and to be safe any other key naming one.
+func isSecretParam(k string) bool {
+	k = strings.ToLower(strings.TrimSpace(k))
+	return strings.Contains(k, "password") || strings.Contains(k, "secret")
 }

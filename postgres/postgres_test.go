@@ -5,10 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/courier-ap/courier/postgres"
 	"github.com/courier-ap/courier/postgres/pgtest"
@@ -115,4 +118,106 @@ func waitWake(t *testing.T, woke chan struct{}, what string) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no wake-up after %s", what)
 	}
+}
+
+// Redact hides the userinfo password and the password and sslpassword query
+// parameters pgx reads, whatever their spelling, and keeps the rest.
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres://u:hunter2@h/db":                                      "postgres://u:xxxxx@h/db",
+		"postgres://u@h/db?password=hunter2":                             "postgres://u@h/db?password=xxxxx",
+		"postgres://u@h/db?sslmode=verify-full&sslpassword=hunter2":      "postgres://u@h/db?sslmode=verify-full&sslpassword=xxxxx",
+		"postgres://u@h/db?PassWord=hunter2&sslmode=disable":             "postgres://u@h/db?PassWord=xxxxx&sslmode=disable",
+		"postgres://u@h/db?pass%77ord=hunter2":                           "postgres://u@h/db?password=xxxxx",
+		"postgres://u@h/db?password=hunter2&password=hunter2":            "postgres://u@h/db?password=xxxxx&password=xxxxx",
+		"postgresql://u:a@h:5433/db?application_name=x&password=hunter2": "postgresql://u:xxxxx@h:5433/db?application_name=x&password=xxxxx",
+		"postgres://u@h/db?password=hunter2#hunter2":                     "postgres://u@h/db?password=xxxxx#xxxxx",
+		"postgres://u@h/db":                                              "postgres://u@h/db",
+		"postgres://u:hunter2@[::1":                                      "(unparsable URL)",
+	} {
+		if got := postgres.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A wrong password, given as a query parameter, is refused by the server;
+// the error names the database without repeating the password. The server
+// is a loopback listener speaking PostgreSQL's protocol that asks for a
+// cleartext password and refuses it as PostgreSQL does (28P01), so the test
+// also sees that the password was sent.
+func TestOpenWrongPasswordRedacted(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go refusePassword(c, got)
+		}
+	}()
+	ctx := context.Background()
+	for _, param := range []string{"password", "sslpassword"} {
+		dsn := fmt.Sprintf("postgres://ana@%s/db?sslmode=disable&%s=hunter2", ln.Addr(), param)
+		if param == "sslpassword" {
+			dsn = fmt.Sprintf("postgres://ana:hunter2@%s/db?sslmode=disable&sslpassword=hunter2", ln.Addr())
+		}
+		_, err := postgres.Open(ctx, dsn, postgres.Options{ConnectTimeout: time.Minute})
+		if err == nil {
+			t.Fatalf("%s: opened with a wrong password", param)
+		}
+		if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "xxxxx") || !strings.Contains(err.Error(), "password authentication failed") {
+			t.Errorf("%s: error %q; want the server's refusal naming the redacted URL", param, err)
+		}
+		select {
+		case p := <-got:
+			if p != "hunter2" {
+				t.Errorf("%s: the server received password %q", param, p)
+			}
+		default:
+			t.Errorf("%s: the server received no password", param)
+		}
+	}
+}
+
+func refusePassword(c net.Conn, got chan<- string) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	be := pgproto3.NewBackend(c, c)
+	msg, err := be.ReceiveStartupMessage()
+	if err != nil {
+		return
+	}
+	if _, ok := msg.(*pgproto3.SSLRequest); ok {
+		if _, err := c.Write([]byte{'N'}); err != nil {
+			return
+		}
+		if _, err := be.ReceiveStartupMessage(); err != nil {
+			return
+		}
+	}
+	be.Send(&pgproto3.AuthenticationCleartextPassword{})
+	if err := be.Flush(); err != nil {
+		return
+	}
+	if err := be.SetAuthType(pgproto3.AuthTypeCleartextPassword); err != nil {
+		return
+	}
+	msg, err = be.Receive()
+	if err != nil {
+		return
+	}
+	if pw, ok := msg.(*pgproto3.PasswordMessage); ok {
+		got <- pw.Password
+	}
+	be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "28P01", Message: `password authentication failed for user "ana"`})
+	_ = be.Flush()
 }
