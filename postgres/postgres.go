@@ -160,6 +160,12 @@ func Redact(dsn string) string {
 
 const redacted = "xxxxx"
 
+// HasPassword reports whether dsn carries a password Redact would hide: in
+// its userinfo or as a password or sslpassword parameter.
+func HasPassword(dsn string) bool {
+	return IsURL(dsn) && Redact(dsn) != dsn
+}
+
 // isSecretParam reports whether the query parameter named k carries a
 // secret: password, sslpassword, and to be safe any other key naming one.
 func isSecretParam(k string) bool {

@@ -139,6 +139,9 @@ func TestRedact(t *testing.T) {
 		if got := postgres.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
+		if has := postgres.HasPassword(in); has != strings.Contains(in, "hunter2") {
+			t.Errorf("HasPassword(%q) = %v", in, has)
+		}
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -16,6 +16,7 @@ import (
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/outbox/natsbus"
+	"github.com/courier-ap/courier/postgres"
 )
 
 // Config is every setting courier reads. Each has a flag and an environment
@@ -50,6 +51,11 @@ type Config struct {
 	InboxHostRequests     int
 	InboxHostBytes        int
 	InboxHostBudgets      string
+
+	// secretFlags names the flags given on the command line that carry a
+	// secret (a --db URL with a password, --admin-token): every user of the
+	// machine reads them in /proc/PID/cmdline. Start-up warns about each.
+	secretFlags []string
 }
 
 // setting is one flag with its environment variable.
@@ -175,10 +181,28 @@ func parseConfig(name string, args []string, getenv func(string) string) (Config
 	if err := fs.Parse(args); err != nil {
 		return cfg, nil, err
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if (f.Name == "db" && postgres.HasPassword(cfg.DB)) || (f.Name == "admin-token" && cfg.AdminToken != "") {
+			cfg.secretFlags = append(cfg.secretFlags, f.Name)
+		}
+	})
 	if err := cfg.validate(); err != nil {
 		return cfg, nil, err
 	}
 	return cfg, fs.Args(), nil
+}
+
+// warnSecretFlags logs one warning for each secret given on the command line,
+// naming the flag and where the secret belongs, never the secret.
+func (c Config) warnSecretFlags(logger *slog.Logger) {
+	for _, f := range c.secretFlags {
+		env := map[string]string{"db": "COURIER_DB", "admin-token": "COURIER_ADMIN_TOKEN"}[f]
+		where := "set " + env + " in an environment file only its owner reads (mode 0600; deploy/OPERATING.md)"
+		if f == "db" {
+			where += ", or keep the password in PGPASSFILE"
+		}
+		logger.Warn("--"+f+" carries a secret on the command line, where every user of this machine can read it; "+where, "flag", f)
+	}
 }
 
 func (c Config) validate() error {
@@ -230,11 +254,16 @@ func (c Config) validate() error {
 		return fmt.Errorf("invalid --admin-token (COURIER_ADMIN_TOKEN): %d characters, at least %d needed; %s",
 			len(c.AdminToken), admin.MinTokenLen, admin.TokenAdvice)
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("invalid --listen %q: want host:port", c.Listen)
+	if c.AdminToken != "" {
+		if err := checkTokenStrength(c.AdminToken); err != nil {
+			return fmt.Errorf("invalid --admin-token (COURIER_ADMIN_TOKEN): %v; %s", err, admin.TokenAdvice)
+		}
 	}
-	if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {
-		return fmt.Errorf("invalid --ops-listen %q: want host:port", c.OpsListen)
+	if err := checkListen(c.Listen); err != nil {
+		return fmt.Errorf("invalid --listen (COURIER_LISTEN) %q: %v", c.Listen, err)
+	}
+	if err := checkListen(c.OpsListen); err != nil {
+		return fmt.Errorf("invalid --ops-listen %q: %v", c.OpsListen, err)
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
@@ -245,6 +274,9 @@ func (c Config) validate() error {
 		// comma-separated list, a bare host:port) and never repeats a
 		// password the URL carries.
 		if err := natsbus.ValidateURL(c.NATSURL); err != nil {
+			return fmt.Errorf("invalid --nats-url (NATS_URL): %v; want nats://host:port", err)
+		}
+		if err := checkNATSHosts(c.NATSURL); err != nil {
 			return fmt.Errorf("invalid --nats-url (NATS_URL): %v; want nats://host:port", err)
 		}
 	}

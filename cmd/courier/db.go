@@ -48,6 +48,9 @@ func openMigrated(ctx context.Context, cfg Config, logger *slog.Logger, listen b
 		return nil, nil, fmt.Errorf("%s %s: %w", db.Dialect, db.Name, err)
 	}
 	logger.Info("store opened", "store", db.Dialect.String(), "db", db.Name, "applied_migrations", len(applied))
+	// Warned once the store is open, so that a bad setting or an
+	// unreachable store still ends with one line.
+	cfg.warnSecretFlags(logger)
 	return db, applied, nil
 }
 

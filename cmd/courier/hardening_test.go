@@ -96,7 +96,7 @@ func startApp(t *testing.T, mutate func(*Config)) (*app, *lockedBuffer) {
 // /admin/stats and `courier admin stats` show it; without, none of them.
 func TestAllowPrivateAddressesIsShown(t *testing.T) {
 	t.Parallel()
-	const tok = "0123456789abcdef0123456789abcdef"
+	const tok = "8b3e5f0a9c1d47e2b6a05f39c8d1e74a"
 	for _, allow := range []bool{true, false} {
 		a, logs := startApp(t, func(c *Config) { c.AllowPrivateAddresses = allow; c.AdminToken = tok })
 
@@ -148,7 +148,7 @@ func TestAllowPrivateAddressesIsShown(t *testing.T) {
 // that concerns no one here is counted there as ignored.
 func TestInboundBudgetSettingAndView(t *testing.T) {
 	t.Parallel()
-	const tok = "0123456789abcdef0123456789abcdef"
+	const tok = "8b3e5f0a9c1d47e2b6a05f39c8d1e74a"
 	key, err := activitypub.GenerateKey()
 	if err != nil {
 		t.Fatal(err)

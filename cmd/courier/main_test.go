@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +51,17 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 		{"delete an unknown actor", []string{"actor", "delete", "--db", storetest.Location(t), "nobody"}, nil, 1, `no actor "nobody"`},
 		{"delete without a name", []string{"actor", "delete"}, nil, 2, "courier actor delete NAME"},
 		{"31-character admin token", []string{"worker", "--admin-token", strings.Repeat("k", 31)}, nil, 2, "at least 32 needed"},
+		{"repeated admin token", []string{"serve"}, map[string]string{"COURIER_ADMIN_TOKEN": strings.Repeat("changeme", 4)}, 2, "only 7 distinct characters"},
+		{"repeated hex admin token", []string{"worker", "--admin-token", strings.Repeat("0123456789abcdef", 2)}, nil, 2, "a piece of 16 characters repeated"},
+		{"sequence admin token", []string{"serve"}, map[string]string{"COURIER_ADMIN_TOKEN": "abcdefghijklmnopqrstuvwxyz012345"}, 2, "bits of entropy, at least 64 needed"},
+		{"word admin token", []string{"serve"}, map[string]string{"COURIER_ADMIN_TOKEN": "passwordpassword1234567890123456"}, 2, "bits of entropy, at least 64 needed"},
+		{"listen port out of range", []string{"serve", "--listen", "127.0.0.1:99999"}, nil, 2, `invalid --listen (COURIER_LISTEN) "127.0.0.1:99999": port "99999" is not a number from 0 to 65535`},
+		{"listen port a name", []string{"serve"}, map[string]string{"COURIER_LISTEN": ":x"}, 2, `invalid --listen (COURIER_LISTEN) ":x": port "x"`},
+		{"listen port empty", []string{"serve", "--listen", "127.0.0.1:"}, nil, 2, `port ""`},
+		{"listen host", []string{"serve", "--listen", "exa mple:80"}, nil, 2, "neither an IP address nor a host name"},
+		{"ops listen port out of range", []string{"worker", "--ops-listen", "127.0.0.1:70000"}, nil, 2, `invalid --ops-listen "127.0.0.1:70000": port "70000"`},
+		{"nats url of colons", []string{"worker", "--bus", "nats"}, map[string]string{"NATS_URL": "::::"}, 2, "invalid --nats-url (NATS_URL)"},
+		{"nats url second server", []string{"worker", "--bus", "nats", "--nats-url", "nats://a.example:4222,nats://u:pw@b_c!d:4222"}, nil, 2, "server 2"},
 		{"unknown flag", []string{"serve", "--colour"}, nil, 2, "flag provided but not defined"},
 		{"unknown command", []string{"fly"}, nil, 2, `unknown command "fly"`},
 		{"missing directory", []string{"migrate", "--db", filepath.Join(dir, "no", "such", "c.db")}, nil, 1, "no such file or directory"},
@@ -82,7 +96,7 @@ func TestNATSURLChecks(t *testing.T) {
 	t.Parallel()
 	cfg := defaultConfig()
 	cfg.Bus = "nats"
-	for _, ok := range []string{"nats://a.example:4222,nats://b.example:4222", "127.0.0.1:4222", "tls://u:p@nats.example"} {
+	for _, ok := range []string{"nats://a.example:4222,nats://b.example:4222", "127.0.0.1:4222", "tls://u:p@nats.example", "nats://[::1]:4222", "nats_1:4222"} {
 		cfg.NATSURL = ok
 		if err := cfg.validate(); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
@@ -92,5 +106,30 @@ func TestNATSURLChecks(t *testing.T) {
 	err := cfg.validate()
 	if err == nil || !strings.Contains(err.Error(), "--nats-url") || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("validate = %v: want a --nats-url error without the password", err)
+	}
+}
+
+// A token from openssl rand passes the strength check, whatever its
+// alphabet; a typed one that repeats, runs or has few characters does not.
+func TestAdminTokenStrength(t *testing.T) {
+	t.Parallel()
+	for i := 0; i < 200; i++ {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range []string{hex.EncodeToString(b), base64.RawURLEncoding.EncodeToString(append(b, b[:8]...))} {
+			if err := checkTokenStrength(tok); err != nil {
+				t.Fatalf("random token %q refused: %v", tok, err)
+			}
+		}
+	}
+	for _, weak := range []string{
+		strings.Repeat("changeme", 4), strings.Repeat("k", 40), strings.Repeat("ab", 20), "adminadminadminadminadminadmin12",
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", "0123456789012345678901234567890123", "zyxwvutsrqponmlkjihgfedcba987654",
+	} {
+		if err := checkTokenStrength(weak); err == nil {
+			t.Errorf("weak token %q accepted", weak)
+		}
 	}
 }

@@ -41,7 +41,7 @@ func get(t *testing.T, url string) (int, string) {
 func TestOperatorsListenerIsSeparate(t *testing.T) {
 	t.Parallel()
 	a := runApp(t, func(c *Config) {
-		c.AdminToken = strings.Repeat("t", 40)
+		c.AdminToken = "6c1f0e9b57a24d83b2e47f19a0c5d836e1b9"
 	})
 	public := "http://" + a.listener.Addr().String()
 	ops := "http://" + a.opsListener.Addr().String()

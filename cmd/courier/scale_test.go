@@ -134,7 +134,7 @@ func BenchmarkOpsAtScale(b *testing.B) {
 			cfg.Listen = "127.0.0.1:0"
 			cfg.OpsListen = "127.0.0.1:0"
 			cfg.Worker = false
-			cfg.AdminToken = strings.Repeat("b", 40)
+			cfg.AdminToken = "d94e2a7c05b1f3869e0a4c7b21f5d8e3a6c0"
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler), true)

@@ -20,6 +20,7 @@ import (
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/postgres"
+	"github.com/courier-ap/courier/postgres/pgtest"
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/sqldb/storetest"
 )
@@ -96,6 +97,59 @@ func TestMigrateTwice(t *testing.T) {
 		if storetest.Dialect() == sqldb.Postgres && !strings.Contains(out, "xxxxx@") {
 			t.Fatalf("migrate %d: stdout %q, want the URL with its password replaced", i, out)
 		}
+	}
+}
+
+// A password given as a password or sslpassword parameter of the URL is
+// replaced in courier migrate's output, in the "store opened" log line and in
+// errors; given with --db it draws one warning (naming the flag, not the
+// secret), given in COURIER_DB none.
+func TestDBPasswordParameterRedacted(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	const secret = "hunter2-param"
+	for _, param := range []string{"password", "sslpassword"} {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		loc := dsn + sep + param + "=" + secret
+		for _, fromEnv := range []bool{false, true} {
+			args, env := []string{"migrate", "--db", loc}, map[string]string{}
+			if fromEnv {
+				args, env = []string{"migrate"}, map[string]string{"COURIER_DB": loc}
+			}
+			var out, errb bytes.Buffer
+			code := run(context.Background(), args, &out, &errb, func(k string) string { return env[k] })
+			if code != 0 {
+				t.Fatalf("%s: exit %d, stderr %q", param, code, errb.String())
+			}
+			if strings.Contains(out.String()+errb.String(), secret) {
+				t.Fatalf("%s: the password is repeated: stdout %q, stderr %q", param, out.String(), errb.String())
+			}
+			if !strings.Contains(out.String(), param+"=xxxxx") {
+				t.Errorf("%s: stdout %q, want the URL with its password replaced", param, out.String())
+			}
+			opened, warned := 0, 0
+			for _, line := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
+				if strings.Contains(line, `"msg":"store opened"`) && strings.Contains(line, param+"=xxxxx") {
+					opened++
+				}
+				if strings.Contains(line, `"level":"WARN"`) && strings.Contains(line, "--db carries a secret on the command line") {
+					warned++
+				}
+			}
+			if wantWarned := map[bool]int{false: 1, true: 0}[fromEnv]; opened != 1 || warned != wantWarned {
+				t.Errorf("%s (environment %v): %d store-opened lines with the URL redacted, %d warnings (want 1, %d); stderr %q",
+					param, fromEnv, opened, warned, wantWarned, errb.String())
+			}
+		}
+	}
+	// An unreachable server: the error names the URL without the password.
+	nobody := "postgres://courier@" + freeAddr(t) + "/courier?connect_timeout=5&password=" + secret
+	code, out, errb := runCommand("migrate", "--db", nobody)
+	if code != 1 || strings.Count(errb, "\n") != 1 || strings.Contains(out+errb, secret) || !strings.Contains(errb, "password=xxxxx") {
+		t.Fatalf("unreachable: exit %d, stderr %q; want exit 1 and one line naming the redacted URL", code, errb)
 	}
 }
 
@@ -319,7 +373,7 @@ func TestServersAndWorkerShareOneDatabase(t *testing.T) {
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	opsA, opsB, opsW := freeAddr(t), freeAddr(t), freeAddr(t)
 	base := "http://" + addrA // both servers answer for one instance, as behind a load balancer
-	adminToken := strings.Repeat("t", 40)
+	adminToken := "6c1f0e9b57a24d83b2e47f19a0c5d836e1b9"
 	common := []string{"--db", loc, "--bus", "db", "--base-url", base, "--allow-private-addresses", "--admin-token", adminToken,
 		"--synchronous", "NORMAL", "--postgres-conns", "8", "--log-level", "info"}
 	procs := []*process{
