@@ -77,7 +77,8 @@ func (s *Server) signedBy(r *http.Request) (string, error) {
 // doc wraps a document route. With Config.AuthorizedFetch, an ActivityPub
 // request (not a browser's HTML one) must carry a signature that verifies,
 // or, on an actor's own routes (/users/{name}/...), that actor's bearer
-// token; else 401. The verified signer is kept for visible.
+// token (throttled per address as every token check is); else 401. The
+// verified signer is kept for visible.
 func (s *Server) doc(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.cfg.AuthorizedFetch || negotiate(r.Header.Get("Accept")) == reprHTML {
@@ -91,7 +92,7 @@ func (s *Server) doc(h http.HandlerFunc) http.HandlerFunc {
 				s.writeError(w, r, store.Errorf(eSignature, "authorized fetch: this server requires signed GETs"))
 				return
 			}
-			if _, err := s.st.Authenticate(r.Context(), name, tok); err != nil {
+			if _, err := s.authenticate(r, name, tok); err != nil {
 				s.writeError(w, r, err)
 				return
 			}

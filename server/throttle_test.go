@@ -31,3 +31,22 @@ func TestFailedBearerTokensThrottled(t *testing.T) {
 	// Without a token the public view is served: no credential, no attempt.
 	wantStatus(t, b.get(t, "/users/alice/outbox"), http.StatusOK)
 }
+
+// With authorized fetch, a bearer token on an actor's document is checked
+// by the same throttle: wrong tokens are 401 up to the burst, then 429 with
+// Retry-After, the right one included.
+func TestAuthorizedFetchBearerThrottled(t *testing.T) {
+	t.Parallel()
+	b := setupSigned(t, true)
+	for i := range limit.DefaultFailureBurst {
+		r := b.do(t, http.MethodGet, "/users/alice", nil, "Accept", apJSON, "Authorization", "Bearer guess-"+string(rune('a'+i)))
+		wantStatus(t, r, http.StatusUnauthorized)
+	}
+	for _, path := range []string{"/users/alice", "/users/alice/outbox"} {
+		r := b.do(t, http.MethodGet, path, nil, "Accept", apJSON, "Authorization", "Bearer "+b.token)
+		wantStatus(t, r, http.StatusTooManyRequests)
+		if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
+			t.Fatalf("%s: 429 without a Retry-After: %q", path, ra)
+		}
+	}
+}
