@@ -186,5 +186,10 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	r.json(t)
 	r = b.do(t, http.MethodDelete, "/users/alice", nil)
 	wantStatus(t, r, http.StatusMethodNotAllowed)
-	r.json(t)
+	if m := r.json(t); !strings.Contains(m["error"].(string), "DELETE") {
+		t.Errorf("405 body %v", m)
+	}
+	if got := r.Header.Get("Allow"); got != "GET, HEAD" {
+		t.Errorf("405 Allow %q, want GET, HEAD", got)
+	}
 }

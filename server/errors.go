@@ -3,6 +3,9 @@ package server
 import (
 	"errors"
 	"net/http"
+	"strings"
+
+	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/store"
@@ -81,4 +84,36 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", limit.RetryAfter(te.wait))
 	}
 	writeJSON(w, st, "application/json; charset=utf-8", errorBody{Error: msg})
+}
+
+// NotFoundHandler answers a path no route serves: 404 with the JSON error
+// body, like every other error (a router's default is a plain-text page).
+func NotFoundHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, "application/json; charset=utf-8",
+			errorBody{Error: store.ErrorMessage(store.Errorf(store.ENOTFOUND, "no route %s", r.URL.Path))})
+	})
+}
+
+// MethodNotAllowedHandler answers a method the route at the path does not
+// serve: 405 with the JSON error body and, as RFC 9110 requires, an Allow
+// header listing the methods router serves there (a router's default is an
+// empty body).
+func MethodNotAllowedHandler(router *mux.Router) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			var match mux.RouteMatch
+			if router.Match(probe, &match) && match.MatchErr == nil {
+				allowed = append(allowed, m)
+			}
+		}
+		if len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+		}
+		writeJSON(w, http.StatusMethodNotAllowed, "application/json; charset=utf-8",
+			errorBody{Error: store.ErrorMessage(store.Errorf(eMethod, "method %s not allowed on %s", r.Method, r.URL.Path))})
+	})
 }

@@ -149,12 +149,8 @@ func (s *Server) Register(r *mux.Router) {
 func (s *Server) Handler() http.Handler {
 	r := mux.NewRouter()
 	s.Register(r)
-	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		s.writeError(w, req, store.Errorf(store.ENOTFOUND, "no route %s", req.URL.Path))
-	})
-	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		s.writeError(w, req, store.Errorf(eMethod, "method %s not allowed on %s", req.Method, req.URL.Path))
-	})
+	r.NotFoundHandler = NotFoundHandler()
+	r.MethodNotAllowedHandler = MethodNotAllowedHandler(r)
 	return r
 }
 

@@ -284,6 +284,8 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 		})
 	}
 	ops.Use(countEnqueued)
+	ops.NotFoundHandler = server.NotFoundHandler()
+	ops.MethodNotAllowedHandler = server.MethodNotAllowedHandler(ops)
 	a.opsRouter = ops
 	if !serveHTTP {
 		return nil
@@ -325,6 +327,10 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 	}
 	srv.Register(r)
 	r.Use(countEnqueued)
+	// Every error of the public listener is the JSON error body, unknown
+	// paths (GET /) and methods included.
+	r.NotFoundHandler = server.NotFoundHandler()
+	r.MethodNotAllowedHandler = server.MethodNotAllowedHandler(r)
 	a.router = r
 	return nil
 }
@@ -377,7 +383,7 @@ func (a *app) Run(ctx context.Context) error {
 		serve(a.listener, a.router, "public")
 	}
 	a.logger.Info("ops listening", "addr", a.opsListener.Addr().String())
-	serve(a.opsListener, a.opsRouter, "ops")
+	serve(a.opsListener, newOpsHosts(a.cfg.OpsListen, a.cfg.OpsHosts).wrap(a.opsRouter), "ops")
 	if a.bus != nil {
 		a.logger.Info("worker started", "bus", a.cfg.Bus, "concurrency", a.cfg.Concurrency)
 		g.Go(func() error { return a.bus.Run(workerCtx) })

@@ -28,6 +28,7 @@ type Config struct {
 	PostgresConns         int
 	Listen                string
 	OpsListen             string
+	OpsHosts              string
 	BaseURL               string
 	AdminToken            string
 	Bus                   string
@@ -72,6 +73,7 @@ func settings(cfg *Config) []setting {
 		{"postgres-conns", "COURIER_POSTGRES_CONNS", "PostgreSQL: connections of this process's pool; the sum over every process must stay under max_connections (or PgBouncer's pool)", (*intValue)(&cfg.PostgresConns)},
 		{"listen", "COURIER_LISTEN", "serve: public HTTP listen address (host:port): ActivityPub, the inboxes and /healthz", (*stringValue)(&cfg.Listen)},
 		{"ops-listen", "COURIER_OPS_LISTEN", "operators' listen address (host:port): /metrics, /healthz, /readyz and, with serve, /admin/ and the console; keep it off the public network", (*stringValue)(&cfg.OpsListen)},
+		{"ops-hosts", "COURIER_OPS_HOSTS", "host names, comma-separated, by which the operators' listener may be reached besides its --ops-listen address, localhost and loopback (a compose service's name a scraper uses); other Hosts are answered 421", (*stringValue)(&cfg.OpsHosts)},
 		{"base-url", "COURIER_BASE_URL", "public base URL of this server; ids are built from it", (*stringValue)(&cfg.BaseURL)},
 		{"admin-token", "COURIER_ADMIN_TOKEN", "bearer token of the admin API (empty: admin API off)", (*stringValue)(&cfg.AdminToken)},
 		{"bus", "EVENT_BUS_BACKEND", "event bus: db or nats", (*stringValue)(&cfg.Bus)},
@@ -264,6 +266,11 @@ func (c Config) validate() error {
 	}
 	if err := checkListen(c.OpsListen); err != nil {
 		return fmt.Errorf("invalid --ops-listen %q: %v", c.OpsListen, err)
+	}
+	for _, n := range strings.Split(c.OpsHosts, ",") {
+		if n = strings.TrimSpace(n); n != "" && !validHost(n) {
+			return fmt.Errorf("invalid --ops-hosts (COURIER_OPS_HOSTS) entry %q: want a host name, like courier-1.internal", n)
+		}
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
