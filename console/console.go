@@ -6,21 +6,20 @@
 // own operations, in process: each page is one or more admin requests made
 // with the operator's token, so the API's validation, bounds, logging and
 // error codes are the console's too. An operator signs in with the admin
-// token; it is kept in an HttpOnly, SameSite=Strict cookie scoped to
-// /console/. Every change is a POST carrying a CSRF token derived from the
-// session (an HMAC of the token under a key drawn at start), every answer
-// carries a strict Content-Security-Policy (no script at all, styles from
-// the console's own stylesheet), and pages are never cached or framed.
+// token; the browser gets an HttpOnly, SameSite=Strict cookie scoped to
+// /console/ holding a random session id, never the token. Sessions live in
+// the server's memory (see sessions): they end on sign-out, after
+// Config.SessionIdle without use or Config.SessionMax after sign-in, and
+// when the process restarts. Every change is a POST carrying the session's
+// own random CSRF token, every answer carries a strict
+// Content-Security-Policy (no script at all, styles from the console's own
+// stylesheet), and pages are never cached or framed.
 package console
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,16 +78,25 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives sign-in failures and internal errors. Nil discards.
 	Logger *slog.Logger
+	// SessionIdle ends a session unused for this long. Default
+	// DefaultSessionIdle.
+	SessionIdle time.Duration
+	// SessionMax ends a session this long after sign-in. Default
+	// DefaultSessionMax.
+	SessionMax time.Duration
+	// MaxSessions bounds the sessions kept at once. Default
+	// DefaultMaxSessions.
+	MaxSessions int
 }
 
 // Console is the web console. Create it with New and mount it with
 // Register.
 type Console struct {
-	cfg     Config
-	log     *slog.Logger
-	csrfKey []byte
-	pages   map[string]*template.Template
-	router  *mux.Router
+	cfg      Config
+	log      *slog.Logger
+	sessions *sessions
+	pages    map[string]*template.Template
+	router   *mux.Router
 }
 
 // New validates cfg, parses the templates and returns the console.
@@ -102,11 +110,17 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("console: csrf key: %w", err)
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
 	}
-	c := &Console{cfg: cfg, log: cfg.Logger, csrfKey: key}
+	if cfg.SessionMax <= 0 {
+		cfg.SessionMax = DefaultSessionMax
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	c := &Console{cfg: cfg, log: cfg.Logger,
+		sessions: newSessions(cfg.Now, cfg.SessionIdle, cfg.SessionMax, cfg.MaxSessions)}
 	if err := c.parse(); err != nil {
 		return nil, err
 	}
@@ -137,27 +151,24 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.router.ServeHTTP(w, r)
 }
 
-// session is one signed-in request: the token and its CSRF token.
+// session is one signed-in request: the session's id (the cookie's value),
+// the admin token it calls the API with, and its CSRF token.
 type session struct {
+	id    string
 	token string
 	csrf  string
 }
 
-// csrfFor derives the CSRF token of a session token.
-func (c *Console) csrfFor(token string) string {
-	m := hmac.New(sha256.New, c.csrfKey)
-	m.Write([]byte("courier console csrf\x00"))
-	m.Write([]byte(token))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// sessionOf reads the session cookie; ok is false without one.
-func (c *Console) sessionOf(r *http.Request) (session, bool) {
+// sessionOf reads the session cookie. ok is false without a live session;
+// stale is true when the browser sent a cookie naming none (signed out,
+// expired, or from before a restart).
+func (c *Console) sessionOf(r *http.Request) (s session, ok, stale bool) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil || ck.Value == "" {
-		return session{}, false
+		return session{}, false, false
 	}
-	return session{token: ck.Value, csrf: c.csrfFor(ck.Value)}, true
+	s, ok = c.sessions.get(ck.Value)
+	return s, ok, !ok
 }
 
 // handler is a console page or action; it returns an error to show.
@@ -167,9 +178,14 @@ type handler func(w http.ResponseWriter, r *http.Request, s session) error
 // sign-in page.
 func (c *Console) page(fn handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, ok := c.sessionOf(r)
+		s, ok, stale := c.sessionOf(r)
 		if !ok {
-			http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+			to := Prefix + "login"
+			if stale {
+				clearCookie(w, r, sessionCookie)
+				to += "?expired=1"
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
 		c.finish(w, r, s, fn(w, r, s))
@@ -181,9 +197,14 @@ func (c *Console) page(fn handler) http.Handler {
 // browser sends one. Refusals change nothing.
 func (c *Console) action(fn handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, ok := c.sessionOf(r)
+		s, ok, stale := c.sessionOf(r)
 		if !ok {
-			c.refuse(w, r, http.StatusUnauthorized, "not signed in: sign in at "+Prefix+"login first")
+			msg := "not signed in: sign in at " + Prefix + "login first"
+			if stale {
+				clearCookie(w, r, sessionCookie)
+				msg = "your session ended (signed out, expired or the server restarted): sign in at " + Prefix + "login again"
+			}
+			c.refuse(w, r, http.StatusUnauthorized, msg)
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
@@ -218,6 +239,7 @@ func (c *Console) finish(w http.ResponseWriter, r *http.Request, s session, err 
 	}
 	var ae *apiError
 	if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+		c.sessions.end(s.id)
 		clearCookie(w, r, sessionCookie)
 		http.Redirect(w, r, Prefix+"login?expired=1", http.StatusSeeOther)
 		return
@@ -458,7 +480,7 @@ func ago(now, t time.Time) string {
 func (c *Console) routes() *mux.Router {
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		s, _ := c.sessionOf(req)
+		s, _, _ := c.sessionOf(req)
 		c.render(w, req, http.StatusNotFound, "message", s, "Not found", message{Title: "Not found", Text: "no console page " + req.URL.Path})
 	})
 	get, post := http.MethodGet, http.MethodPost
@@ -495,13 +517,13 @@ func serveCSS(w http.ResponseWriter, r *http.Request) {
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	msg := ""
 	if r.URL.Query().Get("expired") != "" {
-		msg = "Your session ended (the admin token changed or was wrong): sign in again."
+		msg = "Your session ended (signed out, expired, the server restarted or the admin token changed): sign in again."
 	}
 	c.render(w, r, http.StatusOK, "login", session{}, "Sign in", message{Text: msg})
 }
 
-// login checks the token with the admin API and, when it is right, keeps
-// it in the session cookie.
+// login checks the token with the admin API and, when it is right, starts
+// a session whose id the cookie carries.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
 		c.refuse(w, r, http.StatusForbidden, "cross-origin request refused")
@@ -528,11 +550,21 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.finish(w, r, session{}, err)
 		return
 	}
-	setCookie(w, r, sessionCookie, token, 12*3600)
+	id, err := c.sessions.create(token)
+	if err != nil {
+		c.finish(w, r, session{}, fmt.Errorf("console: new session: %w", err))
+		return
+	}
+	// A session cookie of the browser's (no Max-Age): it goes when the
+	// browser closes, and the server ends it by SessionMax at the latest.
+	setCookie(w, r, sessionCookie, id, 0)
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 }
 
+// logout ends the session on the server, so a copy of its cookie no longer
+// signs anyone in, and clears the cookie.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s session) error {
+	c.sessions.end(s.id)
 	clearCookie(w, r, sessionCookie)
 	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
 	return nil

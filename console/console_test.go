@@ -84,3 +84,77 @@ func TestNewNeedsTheAdminAPI(t *testing.T) {
 		t.Fatalf("New without Admin: %v", err)
 	}
 }
+
+// Sessions end on sign-out, after the idle time without use, after the
+// maximum time however used, and the least recently used goes when the
+// bound is reached; ids are random and the token is not in them.
+func TestSessionsExpireAndEnd(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s := newSessions(clock, time.Hour, 3*time.Hour, 3)
+	const token = "the-admin-token-the-admin-token-the-admin-token"
+	a, err := s.create(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.create(token)
+	if a == b || strings.Contains(a, token) || len(a) < 40 {
+		t.Fatalf("ids %q and %q", a, b)
+	}
+	sa, ok := s.get(a)
+	sb, _ := s.get(b)
+	if !ok || sa.token != token || len(sa.csrf) != 64 || sa.csrf == sb.csrf {
+		t.Fatalf("session a %+v, b %+v", sa, sb)
+	}
+	// Used every 50 minutes, a stays; b, unused for an hour, ends.
+	now = now.Add(50 * time.Minute)
+	if _, ok := s.get(a); !ok {
+		t.Fatal("a ended within its idle time")
+	}
+	now = now.Add(50 * time.Minute)
+	if _, ok := s.get(a); !ok {
+		t.Fatal("a, used 50 minutes ago, ended")
+	}
+	if _, ok := s.get(b); ok {
+		t.Fatal("b, unused for 100 minutes, still works")
+	}
+	// However used, a ends 3 hours after sign-in.
+	for i := 0; i < 4; i++ {
+		now = now.Add(20 * time.Minute)
+		s.get(a)
+	}
+	if _, ok := s.get(a); ok {
+		t.Fatal("a still works 3 hours after sign-in")
+	}
+	// Sign-out ends at once.
+	c, _ := s.create(token)
+	s.end(c)
+	if _, ok := s.get(c); ok {
+		t.Fatal("a session still works after sign-out")
+	}
+	// The bound: the least recently used goes.
+	ids := make([]string, 4)
+	for i := range ids {
+		now = now.Add(time.Minute)
+		ids[i], _ = s.create(token)
+		if i == 1 {
+			now = now.Add(time.Minute)
+			s.get(ids[0])
+		}
+	}
+	if n := s.len(); n != 3 {
+		t.Fatalf("%d sessions kept, want 3", n)
+	}
+	if _, ok := s.get(ids[1]); ok {
+		t.Error("the least recently used session was kept past the bound")
+	}
+	for _, i := range []int{0, 2, 3} {
+		if _, ok := s.get(ids[i]); !ok {
+			t.Errorf("session %d ended", i)
+		}
+	}
+	if _, ok := s.get(""); ok {
+		t.Error("an empty id is a session")
+	}
+}

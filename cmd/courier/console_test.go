@@ -280,7 +280,8 @@ func (cc *consoleClient) csrf() string {
 	return m[1]
 }
 
-// The console signs in only with the admin token, keeps it in an HttpOnly,
+// The console signs in only with the admin token, keeps a random session id
+// (never the token) in an HttpOnly,
 // SameSite=Strict cookie, refuses every change without the cookie, without
 // the CSRF token or from another origin, asks before bulk and destructive
 // actions, escapes what it shows and sends a strict CSP on every answer.
@@ -330,7 +331,20 @@ func TestConsoleGuards(t *testing.T) {
 	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/console/" {
 		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/console/", ck)
 	}
+	if strings.Contains(ck.Value, consoleToken) || len(ck.Value) < 40 {
+		t.Fatalf("session cookie %q: want a random session id, not the admin token", ck.Value)
+	}
 	csrf := cc.csrf()
+	// A second sign-in (another browser) is another session with its own
+	// CSRF token.
+	other := newConsoleClient(t, rig.ops)
+	if resp, _ := other.do(http.MethodPost, "/console/login", url.Values{"token": {consoleToken}}, nil); resp.StatusCode != http.StatusSeeOther ||
+		len(resp.Cookies()) != 1 || resp.Cookies()[0].Value == ck.Value {
+		t.Fatalf("second sign-in: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	if other.csrf() == csrf {
+		t.Fatal("two sessions share a CSRF token")
+	}
 
 	for _, c := range []struct {
 		name   string
@@ -437,6 +451,24 @@ func TestConsoleGuards(t *testing.T) {
 	if resp, _ := cc.do(http.MethodGet, "/console/hosts", nil, nil); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("after sign-out the hosts page answered %d", resp.StatusCode)
 	}
+	// The cookie copied before the sign-out signs nobody in: the session is
+	// gone on the server, for pages and for changes with its CSRF token.
+	copied := newConsoleClient(t, rig.ops)
+	u, _ := url.Parse(rig.ops + "/console/")
+	copied.c.Jar.SetCookies(u, []*http.Cookie{{Name: ck.Name, Value: ck.Value, Path: "/console/"}})
+	if resp, page := copied.do(http.MethodGet, "/console/hosts", nil, nil); resp.StatusCode != http.StatusSeeOther ||
+		resp.Header.Get("Location") != "/console/login?expired=1" || strings.Contains(page, host) {
+		t.Errorf("the copied cookie after sign-out: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	copied.c.Jar.SetCookies(u, []*http.Cookie{{Name: ck.Name, Value: ck.Value, Path: "/console/"}})
+	if resp, body := copied.do(http.MethodPost, "/console/hosts/"+host+"/resume", url.Values{"csrf": {csrf}}, nil); resp.StatusCode != http.StatusUnauthorized ||
+		!strings.Contains(body, "session ended") || !paused() {
+		t.Errorf("resume with the copied cookie after sign-out: %d, paused %v\n%s", resp.StatusCode, paused(), body)
+	}
+	// The other browser's session goes on.
+	if resp, _ := other.do(http.MethodGet, "/console/hosts", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("the other session after this one signed out: %d", resp.StatusCode)
+	}
 }
 
 // A stale or wrong token in the cookie signs the browser out instead of
@@ -446,10 +478,13 @@ func TestConsoleWrongCookieSignsOut(t *testing.T) {
 	rig := newConsoleRig(t)
 	cc := newConsoleClient(t, rig.ops)
 	u, _ := url.Parse(rig.ops + "/console/")
-	cc.c.Jar.SetCookies(u, []*http.Cookie{{Name: "courier_console", Value: "not-the-admin-token-not-the-admin-token", Path: "/console/"}})
-	resp, body := cc.do(http.MethodGet, "/console/", nil, nil)
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login?expired=1" || strings.Contains(body, "Overview") {
-		t.Fatalf("wrong cookie: %d %q\n%s", resp.StatusCode, resp.Header.Get("Location"), body)
+	// The admin token itself is no session id either.
+	for _, v := range []string{"not-the-admin-token-not-the-admin-token", consoleToken} {
+		cc.c.Jar.SetCookies(u, []*http.Cookie{{Name: "courier_console", Value: v, Path: "/console/"}})
+		resp, body := cc.do(http.MethodGet, "/console/", nil, nil)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login?expired=1" || strings.Contains(body, "Overview") {
+			t.Fatalf("cookie %q: %d %q\n%s", v, resp.StatusCode, resp.Header.Get("Location"), body)
+		}
 	}
 }
 
