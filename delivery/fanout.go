@@ -69,7 +69,7 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 	if err != nil {
 		return fmt.Errorf("delivery: fan-out %s: %w", ev.ID, err)
 	}
-	targets, err := s.audience(ctx, actor, act)
+	targets, err := s.audience(ctx, ev.ID, actor, act)
 	if err != nil {
 		return err
 	}
@@ -125,8 +125,11 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 }
 
 // audience resolves the activity's to, cc, bto, bcc and audience to target
-// inboxes, interleaved by host.
-func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activitypub.Activity) ([]target, error) {
+// inboxes, interleaved by host. A named recipient whose host name does not
+// exist (NXDOMAIN) past NameNotFoundAttempts is left out; when nothing is
+// left to deliver to, the fan-out fails for good (dead-lettered, where the
+// operator sees it and may retry it) instead of succeeding with nothing.
+func (s *Service) audience(ctx context.Context, eventID string, actor *store.Actor, act *activitypub.Activity) ([]target, error) {
 	followers := s.uris.Followers(actor.Name)
 	self := strings.ToLower(s.uris.Host())
 	byInbox := map[string]*target{}
@@ -163,6 +166,18 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 			t.several = true
 		}
 	}
+	var unknown []error
+	named := func(r string) error {
+		err := s.named(ctx, eventID, actor, act, r, add)
+		var nf *nameNotFoundError
+		if errors.As(err, &nf) {
+			s.log.WarnContext(ctx, "delivery: skipping a recipient whose host name does not exist",
+				"activity_id", act.ID, "recipient", r, "attempt", outbox.Attempt(ctx), "err", nf.err)
+			unknown = append(unknown, err)
+			return nil
+		}
+		return err
+	}
 	seen := map[string]bool{}
 	for _, list := range [][]string{act.To, act.Cc, act.Bto, act.Bcc, act.Audience} {
 		for _, r := range list {
@@ -182,7 +197,7 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 			case s.uris.IsLocal(r):
 				// A local actor or another local collection: nothing to POST.
 			default:
-				if err := s.named(ctx, actor, act, r, add); err != nil {
+				if err := named(r); err != nil {
 					return nil, err
 				}
 			}
@@ -195,9 +210,12 @@ func (s *Service) audience(ctx context.Context, actor *store.Actor, act *activit
 		return nil, err
 	}
 	if author != "" && !seen[author] && !s.uris.IsLocal(author) {
-		if err := s.named(ctx, actor, act, author, add); err != nil {
+		if err := named(author); err != nil {
 			return nil, err
 		}
+	}
+	if len(byInbox) == 0 && len(unknown) > 0 {
+		return nil, outbox.Permanent(errors.Join(unknown...))
 	}
 	return interleave(byInbox), nil
 }
@@ -273,8 +291,12 @@ func interleave(byInbox map[string]*target) []target {
 // shared inbox when it has one). Blocked actors and domains are skipped,
 // except the object of a Block, which is told of it. A recipient that
 // cannot be resolved for good (410, 404, not an actor) is skipped and
-// logged; any other failure fails the fan-out, which is retried.
-func (s *Service) named(ctx context.Context, actor *store.Actor, act *activitypub.Activity, r string,
+// logged; any other failure fails the fan-out, which is retried. A failure
+// that says the recipient's host is down (no such name, no answer, 5xx) is
+// recorded in the host's health before any delivery to it exists, so that
+// admin hosts and the console show it; a host name that does not exist is
+// a *nameNotFoundError from the NameNotFoundAttempts-th attempt on.
+func (s *Service) named(ctx context.Context, eventID string, actor *store.Actor, act *activitypub.Activity, r string,
 	add func(inbox, recipient string, shared, several bool)) error {
 	if _, ok := inboxHost(r); !ok {
 		s.log.InfoContext(ctx, "delivery: skipping a recipient that is not an http(s) URL",
@@ -301,7 +323,15 @@ func (s *Service) named(ctx context.Context, actor *store.Actor, act *activitypu
 				"activity_id", act.ID, "recipient", r, "reason", why, "err", err)
 			return nil
 		}
-		return fmt.Errorf("delivery: resolve recipient %s of %s: %w", r, act.ID, err)
+		err = fmt.Errorf("delivery: resolve recipient %s of %s: %w", r, act.ID, err)
+		d := resolveDecision(err)
+		if host, ok := inboxHost(r); ok && d.HostDown && ctx.Err() == nil {
+			s.health.observe(ctx, host, eventID, d, false, s.now())
+		}
+		if nameNotFound(err) && outbox.Attempt(ctx) >= NameNotFoundAttempts {
+			return &nameNotFoundError{err: err}
+		}
+		return err
 	}
 	inbox := a.InboxFor()
 	if blocked, err := s.store.IsDomainBlocked(ctx, inbox); err != nil {
@@ -311,6 +341,35 @@ func (s *Service) named(ctx context.Context, actor *store.Actor, act *activitypu
 	}
 	add(inbox, a.ID, a.SharedInbox != "", false)
 	return nil
+}
+
+// NameNotFoundAttempts is the attempt of a fan-out from which a named
+// recipient whose host name does not exist (NXDOMAIN) is given up: the
+// first ones are retried in case the answer was a resolver's passing
+// mistake, the rest of the outbox's attempts would only repeat it.
+const NameNotFoundAttempts = 3
+
+// nameNotFoundError is a recipient given up because its host name does not
+// exist.
+type nameNotFoundError struct{ err error }
+
+func (e *nameNotFoundError) Error() string { return e.err.Error() }
+func (e *nameNotFoundError) Unwrap() error { return e.err }
+
+// nameNotFound reports whether err says a host name does not exist.
+func nameNotFound(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns) && dns.IsNotFound
+}
+
+// resolveDecision classifies the failure to fetch a recipient as a POST's
+// would be: a status by Classify, a transport error by its kind.
+func resolveDecision(err error) Decision {
+	var st *activitypub.StatusError
+	if errors.As(err, &st) {
+		return Classify(st.Status, nil, nil, time.Time{}, 0)
+	}
+	return classifyError(err)
 }
 
 // unresolvable reports whether a resolve error is permanent for the

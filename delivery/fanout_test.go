@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -426,5 +427,75 @@ func TestReactionsToUnstoredObjectsReachTheAuthor(t *testing.T) {
 	}
 	if err := b.handle(b.eventOf(flaky)); err == nil || errors.As(err, new(*outbox.PermanentError)) {
 		t.Errorf("fan-out of a Like whose note answers 503: %v, want a retryable error", err)
+	}
+}
+
+// A recipient whose host name does not exist (NXDOMAIN; .invalid never
+// resolves) shows under its host in the host list from the first failed
+// fan-out, before any delivery to it exists; the fan-out is retried for
+// NameNotFoundAttempts-1 attempts, then the recipient is given up: an
+// activity with other recipients goes to them, one with none (a Follow of
+// that actor) fails for good instead of being retried to the last attempt.
+func TestRecipientOnUnknownHost(t *testing.T) {
+	t.Parallel()
+	const host = "courier-nowhere.invalid"
+	if _, err := net.DefaultResolver.LookupHost(t.Context(), host); !errors.As(err, new(*net.DNSError)) || !err.(*net.DNSError).IsNotFound {
+		t.Skipf("this machine's resolver does not answer NXDOMAIN for %s: %v", host, err)
+	}
+	b := setup(t)
+	alice := b.actor("alice")
+	rm := newRemote(t, b.keys, b.clock, true)
+	nowhere := "https://" + host + "/users/zoe"
+	handleAt := func(ev outbox.Event, attempt int) error {
+		t.Helper()
+		var errs []error
+		for _, h := range b.reg.Handlers(ev.Type) {
+			errs = append(errs, h.Handler(outbox.WithAttempt(b.ctx, attempt), ev))
+		}
+		return errors.Join(errs...)
+	}
+	direct := func(to ...string) outbox.Event {
+		t.Helper()
+		act, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "psst", To: to})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.eventOf(act)
+	}
+	only, both := direct(nowhere), direct(rm.actorURL("bob"), nowhere)
+	var perm *outbox.PermanentError
+	for attempt := 1; attempt < delivery.NameNotFoundAttempts; attempt++ {
+		for _, ev := range []outbox.Event{only, both} {
+			if err := handleAt(ev, attempt); err == nil || errors.As(err, &perm) || !strings.Contains(err.Error(), "no such host") {
+				t.Fatalf("attempt %d: %v; want a retryable error naming the unknown host", attempt, err)
+			}
+		}
+		hs, err := b.svc.Health().Host(b.ctx, host)
+		if err != nil || hs.State == delivery.HostHealthy || hs.ConsecutiveFailures != 2*attempt || !strings.Contains(hs.LastError, "unknown host: "+host) {
+			t.Fatalf("attempt %d: the host's health %+v, %v; want %d failures, unknown host", attempt, hs, err, 2*attempt)
+		}
+	}
+	listed, err := b.svc.Health().Hosts(b.ctx, delivery.HostQuery{})
+	if err != nil || !slices.ContainsFunc(listed, func(h delivery.HostStatus) bool { return h.Host == host }) {
+		t.Fatalf("the host list %+v, %v; want %s in it", listed, err, host)
+	}
+	last := delivery.NameNotFoundAttempts
+	if err := handleAt(only, last); !errors.As(err, &perm) || !strings.Contains(err.Error(), "no such host") {
+		t.Fatalf("attempt %d with no other recipient: %v; want a permanent failure", last, err)
+	}
+	before := len(b.rows(delivery.EventPost))
+	if err := handleAt(both, last); err != nil {
+		t.Fatalf("attempt %d with another recipient: %v", last, err)
+	}
+	var got []string
+	for _, r := range b.rows(delivery.EventPost)[before:] {
+		var p delivery.Post
+		if err := json.Unmarshal(r.Event.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p.Inbox)
+	}
+	if strings.Join(got, " ") != rm.URL()+"/inbox" {
+		t.Errorf("the note goes to %v, want bob's shared inbox only", got)
 	}
 }
