@@ -170,6 +170,8 @@ func TestPostgresSettingsAndFailures(t *testing.T) {
 	}{
 		{"bad port", []string{"migrate", "--db", "postgres://courier:" + testPassword + "@127.0.0.1:notaport/courier"}, nil, 2, "invalid --db (COURIER_DB)"},
 		{"bad sslmode", []string{"serve", "--db", "postgresql://courier:" + testPassword + "@db.example/courier?sslmode=maybe"}, nil, 2, "sslmode is invalid"},
+		{"bad sslmode, password parameters", []string{"serve", "--db", "postgresql://courier@db.example/courier?sslmode=maybe&password=" + testPassword + "&sslpassword=" + testPassword}, nil, 2, "sslmode is invalid"},
+		{"unreachable, password parameter", []string{"migrate", "--db", "postgres://courier@" + freeAddr(t) + "/courier?connect_timeout=5&password=" + testPassword}, nil, 1, "password=xxxxx"},
 		{"bad URL from the environment", []string{"worker"}, map[string]string{"COURIER_DB": "postgres://courier:" + testPassword + "@[::1/courier"}, 2, "invalid --db (COURIER_DB)"},
 		{"bad URL for an actor", []string{"actor", "create", "--db", "postgres://courier:" + testPassword + "@h:x/c", "alice"}, nil, 2, "invalid --db (COURIER_DB)"},
 		{"unreachable, migrate", []string{"migrate", "--db", nobody}, nil, 1, "postgres: connect to postgres://courier:xxxxx@"},
