@@ -243,6 +243,10 @@ func (c Config) validate() error {
 	if err := checkPostgresURL(c.DB); err != nil {
 		return err
 	}
+	if keywordDSN(c.DB) {
+		// Not repeated: it may carry a password.
+		return errors.New("invalid --db (COURIER_DB): a PostgreSQL keyword/value string (host=... dbname=...) is not read; write it as a postgres:// URL, or give a SQLite file path")
+	}
 	if c.InboxHostRequests < 1 {
 		return fmt.Errorf("invalid --inbox-host-requests (COURIER_INBOX_HOST_REQUESTS) %d: must be at least 1", c.InboxHostRequests)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -65,6 +66,24 @@ func checkPostgresURL(dsn string) error {
 		return fmt.Errorf("invalid --db (COURIER_DB): %v", err)
 	}
 	return nil
+}
+
+// keywordDSN reports whether a --db value that is not a URL is a libpq
+// keyword/value string ("host=db user=courier password=..."), which would
+// otherwise be taken for a SQLite file name, created, and logged.
+func keywordDSN(db string) bool {
+	if postgres.IsURL(db) {
+		return false
+	}
+	for _, f := range strings.Fields(strings.ToLower(db)) {
+		k, _, ok := strings.Cut(f, "=")
+		switch {
+		case !ok:
+		case k == "host" || k == "hostaddr" || k == "dbname" || k == "user" || k == "password" || k == "port" || k == "sslmode":
+			return true
+		}
+	}
+	return false
 }
 
 func migrateCommand(ctx context.Context, cfg Config, stdout io.Writer, logger *slog.Logger) error {

@@ -62,6 +62,7 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 		{"ops listen port out of range", []string{"worker", "--ops-listen", "127.0.0.1:70000"}, nil, 2, `invalid --ops-listen "127.0.0.1:70000": port "70000"`},
 		{"nats url of colons", []string{"worker", "--bus", "nats"}, map[string]string{"NATS_URL": "::::"}, 2, "invalid --nats-url (NATS_URL)"},
 		{"nats url second server", []string{"worker", "--bus", "nats", "--nats-url", "nats://a.example:4222,nats://u:pw@b_c!d:4222"}, nil, 2, "server 2"},
+		{"keyword/value database string", []string{"migrate"}, map[string]string{"COURIER_DB": "host=db.example user=courier password=hunter2 dbname=courier"}, 2, "keyword/value string"},
 		{"unknown flag", []string{"serve", "--colour"}, nil, 2, "flag provided but not defined"},
 		{"unknown command", []string{"fly"}, nil, 2, `unknown command "fly"`},
 		{"missing directory", []string{"migrate", "--db", filepath.Join(dir, "no", "such", "c.db")}, nil, 1, "no such file or directory"},
@@ -85,6 +86,9 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
 			if len(lines) != 1 || !strings.HasPrefix(lines[0], "courier: ") || !strings.Contains(lines[0], c.want) {
 				t.Fatalf("stderr %q: want one line starting courier: and containing %q", stderr.String(), c.want)
+			}
+			if strings.Contains(stderr.String(), "hunter2") {
+				t.Fatalf("stderr %q repeats the password", stderr.String())
 			}
 		})
 	}
