@@ -383,7 +383,7 @@ func (a *app) Run(ctx context.Context) error {
 		serve(a.listener, a.router, "public")
 	}
 	a.logger.Info("ops listening", "addr", a.opsListener.Addr().String())
-	serve(a.opsListener, newOpsHosts(a.cfg.OpsListen, a.cfg.OpsHosts).wrap(a.opsRouter), "ops")
+	serve(a.opsListener, newOpsHosts(a.cfg.OpsListen, a.cfg.OpsHosts, a.logger).wrap(a.opsRouter), "ops")
 	if a.bus != nil {
 		a.logger.Info("worker started", "bus", a.cfg.Bus, "concurrency", a.cfg.Concurrency)
 		g.Go(func() error { return a.bus.Run(workerCtx) })

@@ -89,7 +89,7 @@ func TestPublicListenerErrorsAreJSON(t *testing.T) {
 // on every route, the console's sign-in included.
 func TestOpsListenerChecksHost(t *testing.T) {
 	t.Parallel()
-	a := runApp(t, func(c *Config) {
+	a, logs := startApp(t, func(c *Config) {
 		c.AdminToken = "6c1f0e9b57a24d83b2e47f19a0c5d836e1b9"
 		c.OpsHosts = "courier-ops.internal"
 	})
@@ -105,6 +105,10 @@ func TestOpsListenerChecksHost(t *testing.T) {
 			}
 			jsonError(t, "Host "+host+" "+p, h.Get("Content-Type"), body)
 		}
+	}
+	// Refusals are logged, a line a minute at most.
+	if n := strings.Count(logs.String(), "ops: request refused: its Host does not name this listener"); n != 1 {
+		t.Errorf("%d log lines of refusals, want 1:\n%s", n, logs.String())
 	}
 	// Sign-in with Origin = the rebound Host is refused before the console.
 	form := url.Values{"token": {"6c1f0e9b57a24d83b2e47f19a0c5d836e1b9"}}
@@ -147,7 +151,7 @@ func TestOpsHostsAllowed(t *testing.T) {
 		{"127.0.0.1:9464", "", "", false},
 		{"127.0.0.1:9464", "", "evil.example:80@127.0.0.1", false},
 	} {
-		if got := newOpsHosts(c.listen, c.extra).allowed(c.host); got != c.want {
+		if got := newOpsHosts(c.listen, c.extra, nil).allowed(c.host); got != c.want {
 			t.Errorf("listen %s, extra %q: Host %q allowed %v, want %v", c.listen, c.extra, c.host, got, c.want)
 		}
 	}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // opsHosts is the Host check of the operators' listener. A page on any site
@@ -23,10 +26,13 @@ import (
 //     operators use, such as a compose service's name.
 //
 // Any other Host is answered 421 Misdirected Request with the JSON error
-// body, before any route runs.
+// body, before any route runs, and logged (at most a line a minute) so that
+// an operator whose scraper uses a name not listed sees why.
 type opsHosts struct {
-	names map[string]bool
-	addrs map[netip.Addr]bool
+	log        *slog.Logger
+	lastLogged atomic.Int64 // unix nanoseconds
+	names      map[string]bool
+	addrs      map[netip.Addr]bool
 	// anyLocal: the listener binds every interface, so each interface
 	// address names it.
 	anyLocal bool
@@ -34,8 +40,11 @@ type opsHosts struct {
 
 // newOpsHosts builds the check for the listen address listen and the extra
 // names extra (comma-separated).
-func newOpsHosts(listen, extra string) *opsHosts {
-	h := &opsHosts{names: map[string]bool{"localhost": true}, addrs: map[netip.Addr]bool{}}
+func newOpsHosts(listen, extra string, logger *slog.Logger) *opsHosts {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &opsHosts{log: logger, names: map[string]bool{"localhost": true}, addrs: map[netip.Addr]bool{}}
 	host, _, _ := net.SplitHostPort(listen)
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ip = ip.Unmap().WithZone("")
@@ -63,6 +72,13 @@ func newOpsHosts(listen, extra string) *opsHosts {
 	return h
 }
 
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
 func normalizeHostName(s string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), ".")
 }
@@ -86,6 +102,11 @@ func (h *opsHosts) allowed(hostport string) bool {
 func (h *opsHosts) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !h.allowed(r.Host) {
+			now := time.Now().UnixNano()
+			if last := h.lastLogged.Load(); now-last >= int64(time.Minute) && h.lastLogged.CompareAndSwap(last, now) {
+				h.log.WarnContext(r.Context(), "ops: request refused: its Host does not name this listener (list the name in --ops-hosts / COURIER_OPS_HOSTS if it is yours)",
+					"host", truncate(r.Host, 100), "path", truncate(r.URL.Path, 100), "remote", r.RemoteAddr)
+			}
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 			w.WriteHeader(http.StatusMisdirectedRequest)
