@@ -212,6 +212,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	if pre.fetched != nil {
 		return im.storeFetched(ctx, tx, pre.fetched)
 	}
+	if isEmojiReaction(act) { // an EmojiReact, or a Like with an emoji: reaction.go
+		return im.react(ctx, tx, act)
+	}
 	switch act.Type {
 	case "Follow":
 		local, err := st.ActorByURITx(ctx, tx, act.ObjectID)
@@ -356,6 +359,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 func (im *Importer) undo(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object, innerType string) (string, error) {
 	st := im.st
 	innerID := act.ObjectID
+	if outcome, ok, err := im.undoEmoji(ctx, tx, act, inner, innerType); ok || err != nil { // reaction.go
+		return outcome, err
+	}
 	switch innerType {
 	case "Follow":
 		if local, err := st.ActorByURITx(ctx, tx, inner.ObjectID); err == nil {

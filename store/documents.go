@@ -49,6 +49,7 @@ type NoteDocument struct {
 	Sensitive    bool     `json:"sensitive"`
 	Likes        any      `json:"likes,omitempty"`
 	Shares       any      `json:"shares,omitempty"`
+	Reactions    any      `json:"reactions,omitempty"` // emoji reactions, served only (server/reactions.go)
 }
 
 // ObjectID implements the interface objectRef looks for.
