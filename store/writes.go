@@ -592,6 +592,11 @@ func (s *Store) UpdateActor(ctx context.Context, name string, u ActorUpdate) (*A
 		if err := validateProfile(a.DisplayName, a.Summary); err != nil {
 			return err
 		}
+		if u.Profile != nil {
+			if err := s.updateProfileTx(ctx, tx, a, u.Profile); err != nil {
+				return err
+			}
+		}
 		if u.RotateKey {
 			a.PrivateKeyPEM, a.PublicKeyPEM, a.Ed25519Key = privPEM, pubPEM, edKey
 			if _, err := tx.ExecContext(ctx, `UPDATE actors SET ed25519_seed = ? WHERE id = ?`, edKey.Seed(), a.ID); err != nil {
