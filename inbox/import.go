@@ -183,6 +183,10 @@ func (im *Importer) prepare(ctx context.Context, act *activitypub.Activity) (pre
 		default:
 			return pre, fmt.Errorf("resolve follower %s: %w", act.Actor, err)
 		}
+	case act.Type == "Move": // move.go
+		if pre.outcome, err = im.verifyMove(ctx, act); err != nil {
+			return pre, err
+		}
 	case act.Type == "Update" && act.Object != nil && act.Object.ID == act.Actor && actorTypes[act.Object.Type]:
 		if r, ok := im.cfg.Resolver.(refresher); ok {
 			if _, err := r.Refresh(ctx, act.Actor); err != nil {
@@ -340,6 +344,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 			return OutcomeNoMatch, nil
 		}
 		return OutcomeCounted, nil
+
+	case "Move":
+		return im.move(ctx, tx, eventID, receivedAt, act) // verified in prepare: move.go
 
 	case "Block":
 		local, err := st.ActorByURITx(ctx, tx, act.ObjectID)
