@@ -12,7 +12,8 @@ import (
 
 // Emoji reactions. Two shapes reach the inbox:
 //
-//   - EmojiReact (honk, Pleroma, Akkoma): "content" is the emoji, a
+//   - EmojiReact (honk, Pleroma, Akkoma; older Pleroma named it
+//     EmojiReaction, still read): "content" is the emoji, a
 //     Unicode one or a custom one's :shortcode:, whose image is the "tag"
 //     entry of type Emoji with that name ("icon": an Image with "url").
 //   - Misskey's Like with "_misskey_reaction" (and "content", the same
@@ -24,6 +25,9 @@ import (
 
 // OutcomeReacted: an emoji reaction of a local object recorded.
 const OutcomeReacted = "reacted"
+
+// emojiReactTypes are the types of an emoji reaction that is not a Like.
+var emojiReactTypes = map[string]bool{"EmojiReact": true, "EmojiReaction": true}
 
 // reactionWire is the part of a reaction's document read here.
 type reactionWire struct {
@@ -43,7 +47,7 @@ type emojiTag struct {
 // EmojiReact, or a Like that carries one) and the image URL of a custom
 // emoji; "" when raw carries no emoji.
 func emojiOf(typ string, raw json.RawMessage) (emoji, icon string) {
-	if typ != "EmojiReact" && typ != "Like" {
+	if !emojiReactTypes[typ] && typ != "Like" {
 		return "", ""
 	}
 	var w reactionWire
@@ -133,7 +137,7 @@ func isEmojiReaction(act *activitypub.Activity) bool {
 func (im *Importer) react(ctx context.Context, tx *sql.Tx, act *activitypub.Activity) (string, error) {
 	emoji, icon := emojiOf(act.Type, act.Raw)
 	if emoji == "" {
-		return "refused: an EmojiReact without content", nil
+		return "refused: an emoji reaction without content", nil
 	}
 	o, err := im.st.ObjectByURITx(ctx, tx, act.ObjectID)
 	if err != nil {
@@ -162,9 +166,9 @@ func (im *Importer) undoEmoji(ctx context.Context, tx *sql.Tx, act *activitypub.
 	r := store.EmojiReaction{ActivityURI: act.ObjectID, ActorURI: act.Actor}
 	var emoji string
 	switch innerType {
-	case "EmojiReact", "Like":
+	case "EmojiReact", "EmojiReaction", "Like":
 		emoji, _ = emojiOf(innerType, inner.Raw)
-		if emoji != "" || innerType == "EmojiReact" {
+		if emoji != "" || emojiReactTypes[innerType] {
 			r.ObjectURI, r.Emoji = inner.ObjectID, emoji
 		}
 	case "":
@@ -172,7 +176,7 @@ func (im *Importer) undoEmoji(ctx context.Context, tx *sql.Tx, act *activitypub.
 		return "", false, nil
 	}
 	if r.ActivityURI == "" && r.ObjectURI == "" {
-		if innerType == "EmojiReact" {
+		if emojiReactTypes[innerType] {
 			return OutcomeNoMatch, true, nil
 		}
 		return "", false, nil
@@ -185,7 +189,7 @@ func (im *Importer) undoEmoji(ctx context.Context, tx *sql.Tx, act *activitypub.
 	switch {
 	case removed:
 		return OutcomeUndone, true, nil
-	case innerType == "EmojiReact" || emoji != "":
+	case emojiReactTypes[innerType] || emoji != "":
 		return OutcomeNoMatch, true, nil
 	}
 	return "", false, nil // a plain Like, or an id that is no emoji reaction

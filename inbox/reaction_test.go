@@ -110,14 +110,15 @@ func TestEmojiReactions(t *testing.T) {
 	replay("misskey/like_reaction.json", inbox.OutcomeReacted)
 	replay("misskey/like_custom.json", inbox.OutcomeReacted)
 	replay("mastodon/like.json", inbox.OutcomeCounted)
+	replay("pleroma/emojireaction_legacy.json", inbox.OutcomeReacted)
 
 	doc, page := serveNote(t, b, note.LocalID)
 	if doc.Likes.TotalItems != 1 || doc.Shares.TotalItems != 0 {
 		t.Fatalf("likes %d shares %d, want 1 and 0: a Like with an emoji is no plain Like", doc.Likes.TotalItems, doc.Shares.TotalItems)
 	}
-	want := map[string]int{"🎉": 1, "👍": 1, ":blobcat:": 2, "❤": 1}
-	if got := doc.emojiCounts(); !sameCounts(got, want) || doc.Reactions.TotalItems != 5 {
-		t.Fatalf("reactions %v (total %d), want %v and 5", got, doc.Reactions.TotalItems, want)
+	want := map[string]int{"🎉": 1, "👍": 1, ":blobcat:": 2, "❤": 1, "👌": 1}
+	if got := doc.emojiCounts(); !sameCounts(got, want) || doc.Reactions.TotalItems != 6 {
+		t.Fatalf("reactions %v (total %d), want %v and 6", got, doc.Reactions.TotalItems, want)
 	}
 	if first := doc.Reactions.Items[0]; first.Content != ":blobcat:" || first.Type != "EmojiReact" ||
 		len(first.Tag) != 1 || first.Tag[0].Type != "Emoji" || !strings.HasSuffix(first.Tag[0].Icon.URL, ".png") {
@@ -160,7 +161,7 @@ func TestEmojiReactions(t *testing.T) {
 		t.Fatalf("honk's Undo by id: %q", got)
 	}
 	doc, _ = serveNote(t, b, note.LocalID)
-	if got, want := doc.emojiCounts(), map[string]int{":blobcat:": 2}; !sameCounts(got, want) || doc.Likes.TotalItems != 1 {
+	if got, want := doc.emojiCounts(), map[string]int{":blobcat:": 2, "👌": 1}; !sameCounts(got, want) || doc.Likes.TotalItems != 1 {
 		t.Fatalf("after the Undos: reactions %v likes %d, want %v and 1", got, doc.Likes.TotalItems, want)
 	}
 
