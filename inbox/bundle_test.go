@@ -85,6 +85,7 @@ type remoteActor struct {
 	key  *rsa.PrivateKey
 	gone bool
 	ed   ed25519.PrivateKey // published as a Multikey when set
+	aka  []string           // alsoKnownAs, when set
 }
 
 func newRemote(t testing.TB) *remote {
@@ -134,8 +135,18 @@ func (r *remote) serve(w http.ResponseWriter, req *http.Request) {
 		doc["assertionMethod"] = []activitypub.Multikey{
 			activitypub.NewEd25519Multikey(id+"#ed25519-key", id, a.ed.Public().(ed25519.PublicKey))}
 	}
+	if a.aka != nil {
+		doc["alsoKnownAs"] = a.aka
+	}
 	w.Header().Set("Content-Type", activitypub.ContentType)
 	_ = json.NewEncoder(w).Encode(doc)
+}
+
+// setAlsoKnownAs publishes ids as actor name's alsoKnownAs.
+func (r *remote) setAlsoKnownAs(name string, ids ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.actors["/users/"+name].aka = ids
 }
 
 // add publishes actor name at /users/{name} with key k.

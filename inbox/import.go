@@ -183,6 +183,10 @@ func (im *Importer) prepare(ctx context.Context, act *activitypub.Activity) (pre
 		default:
 			return pre, fmt.Errorf("resolve follower %s: %w", act.Actor, err)
 		}
+	case act.Type == "Move": // move.go
+		if pre.outcome, err = im.verifyMove(ctx, act); err != nil {
+			return pre, err
+		}
 	case act.Type == "Update" && act.Object != nil && act.Object.ID == act.Actor && actorTypes[act.Object.Type]:
 		if r, ok := im.cfg.Resolver.(refresher); ok {
 			if _, err := r.Refresh(ctx, act.Actor); err != nil {
@@ -211,6 +215,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	}
 	if pre.fetched != nil {
 		return im.storeFetched(ctx, tx, pre.fetched)
+	}
+	if isEmojiReaction(act) { // an EmojiReact, or a Like with an emoji: reaction.go
+		return im.react(ctx, tx, act)
 	}
 	switch act.Type {
 	case "Follow":
@@ -338,6 +345,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 		}
 		return OutcomeCounted, nil
 
+	case "Move":
+		return im.move(ctx, tx, eventID, receivedAt, act) // verified in prepare: move.go
+
 	case "Block":
 		local, err := st.ActorByURITx(ctx, tx, act.ObjectID)
 		if err != nil {
@@ -356,6 +366,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 func (im *Importer) undo(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object, innerType string) (string, error) {
 	st := im.st
 	innerID := act.ObjectID
+	if outcome, ok, err := im.undoEmoji(ctx, tx, act, inner, innerType); ok || err != nil { // reaction.go
+		return outcome, err
+	}
 	switch innerType {
 	case "Follow":
 		if local, err := st.ActorByURITx(ctx, tx, inner.ObjectID); err == nil {

@@ -216,7 +216,7 @@ func TestNotesReactionsDeletes(t *testing.T) {
 
 	// An unknown type is recorded and acknowledged.
 	flagID := b.id("flag")
-	b.mustPost(t, asBob, activity(flagID, "EmojiReact", bob, local.URI))
+	b.mustPost(t, asBob, activity(flagID, "Arrive", bob, local.URI))
 	b.drain(t)
 	if got := b.outcome(t, flagID); got != inbox.OutcomeUnsupported {
 		t.Fatalf("unknown type: %q", got)

@@ -21,6 +21,7 @@ type c2sWire struct {
 	Actor        json.RawMessage `json:"actor"`
 	AttributedTo json.RawMessage `json:"attributedTo"`
 	Object       json.RawMessage `json:"object"`
+	Target       json.RawMessage `json:"target"`
 	To           json.RawMessage `json:"to"`
 	Cc           json.RawMessage `json:"cc"`
 	Bto          json.RawMessage `json:"bto"`
@@ -220,6 +221,8 @@ func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire) (*s
 		}
 	case "Undo":
 		return s.undo(r, actor, req)
+	case "Add", "Remove":
+		return s.addRemove(r, actor, typ, req) // c2s_profile.go
 	default:
 		return nil, store.Errorf(store.EUNPROCESSABLE, "activity type %q is not supported", typ)
 	}
@@ -267,20 +270,7 @@ func (s *Server) update(r *http.Request, actor *store.Actor, req *c2sWire) (*sto
 		return nil, store.Errorf(store.EINVALID, "the updated object has no id")
 	}
 	if id == actor.URI {
-		u := store.ActorUpdate{}
-		if obj.Content != nil {
-			return nil, store.Errorf(store.EINVALID, "an actor has no content")
-		}
-		if obj.Name != nil {
-			name := str(obj.Name)
-			u.DisplayName = &name
-		}
-		if obj.Summary != nil {
-			summary := str(obj.Summary)
-			u.Summary = &summary
-		}
-		_, act, err := s.st.UpdateActor(r.Context(), actor.Name, u)
-		return act, err
+		return s.updateActor(r, actor, req.Object) // c2s_profile.go
 	}
 	if !s.uris.IsLocal(id) {
 		return nil, store.Errorf(store.EFORBIDDEN, "cannot update %q: it belongs to another server", id)

@@ -51,16 +51,21 @@ func (s *Server) instanceOutbox(w http.ResponseWriter, r *http.Request) {
 }
 
 // featured serves /users/{name}/featured, the pinned posts Mastodon and
-// GoToSocial fetch for every actor they meet; courier pins nothing, so it
-// is empty.
+// GoToSocial fetch for every actor they meet: the objects the actor
+// pinned by a C2S Add (c2s_profile.go), embedded, the latest pinned first.
 func (s *Server) featured(w http.ResponseWriter, r *http.Request) {
 	a, err := s.st.ActorByName(r.Context(), mux.Vars(r)["name"])
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	items, err := s.featuredItems(r, a)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	writeDoc(w, r, http.StatusOK, orderedCollection{
 		Context: activitypub.ActivityStreams, ID: s.uris.Featured(a.Name), Type: "OrderedCollection",
-		OrderedItems: []any{},
+		TotalItems: len(items), OrderedItems: items,
 	})
 }

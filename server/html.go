@@ -53,7 +53,7 @@ article{border-top:1px solid #ddd;padding:.75rem 0}
 <p class="meta"><a href="{{.AuthorURL}}">{{.AuthorName}}</a> @{{.AuthorHandle}}</p>
 {{if .Summary}}<p><strong>{{.Summary}}</strong></p>{{end}}
 <p class="text">{{.Text}}</p>
-<p class="meta">{{.Published}}{{if .Updated}} (edited {{.Updated}}){{end}} · {{.Likes}} likes · {{.Shares}} shares</p>
+<p class="meta">{{.Published}}{{if .Updated}} (edited {{.Updated}}){{end}} · {{.Likes}} likes · {{.Shares}} shares{{range .Emoji}} · {{.Emoji}} {{.Count}}{{end}}</p>
 </article>
 {{end}}
 </body>
@@ -78,6 +78,7 @@ type noteData struct {
 	URL, Summary, Text, Published, Updated string
 	AuthorURL, AuthorName, AuthorHandle    string
 	Likes, Shares                          int
+	Emoji                                  []emojiLine
 }
 
 func displayName(a *store.Actor) string {

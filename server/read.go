@@ -295,13 +295,20 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	emoji, err := s.st.EmojiCounts(r.Context(), o.URI)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if negotiate(r.Header.Get("Accept")) == reprHTML {
 		a, err := s.st.ActorByID(r.Context(), o.ActorID)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		s.renderHTML(w, r, notePage(s.uris, a, o, likes, shares))
+		page := notePage(s.uris, a, o, likes, shares)
+		page.Note.Emoji = emojiLines(emoji)
+		s.renderHTML(w, r, page)
 		return
 	}
 	var doc store.NoteDocument
@@ -312,6 +319,9 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	doc.Context = []any{activitypub.ActivityStreams, map[string]string{"sensitive": "as:sensitive"}}
 	doc.Likes = collection{ID: s.uris.Likes(o.LocalID), Type: "Collection", TotalItems: likes}
 	doc.Shares = collection{ID: s.uris.Shares(o.LocalID), Type: "Collection", TotalItems: shares}
+	if sum := reactionsSummary(emoji); sum != nil { // reactions.go
+		doc.Reactions = sum
+	}
 	writeDoc(w, r, http.StatusOK, doc)
 }
 

@@ -60,6 +60,10 @@ type Config struct {
 	// share one with the admin API. Nil: a throttle of the server's own
 	// with limit's defaults.
 	Failures *limit.Failures
+	// AllowPrivateAddresses accepts http URLs where a client names media by
+	// URL (a profile's icon and image), for tests on loopback; otherwise
+	// only https is accepted (--allow-private-addresses).
+	AllowPrivateAddresses bool
 }
 
 func (c Config) withDefaults() Config {

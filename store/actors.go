@@ -50,6 +50,10 @@ type Actor struct {
 	// Ed25519Key is the actor's Ed25519 key (migration 0013), published as
 	// a Multikey in assertionMethod; nil only for a row without a seed.
 	Ed25519Key ed25519.PrivateKey
+
+	// Profile is what the actor document carries beyond name and summary
+	// (profile.go).
+	Profile Profile
 }
 
 // NewActor is the input of CreateActor.
@@ -175,16 +179,20 @@ func encodeKey(key *rsa.PrivateKey) (privPEM, pubPEM string, err error) {
 }
 
 const actorColumns = `id, name, display_name, summary, manually_approves_followers,
-	private_key_pem, public_key_pem, created_at, updated_at, ed25519_seed`
+	private_key_pem, public_key_pem, created_at, updated_at, ed25519_seed, profile_json`
 
 // scanActor scans actorColumns, then any further columns into extra.
 func (s *Store) scanActor(row interface{ Scan(...any) error }, extra ...any) (*Actor, error) {
 	var a Actor
 	var created, updated int64
 	var seed []byte
+	var profile string
 	dest := []any{&a.ID, &a.Name, &a.DisplayName, &a.Summary, &a.ManuallyApprovesFollowers,
-		&a.PrivateKeyPEM, &a.PublicKeyPEM, &created, &updated, &seed}
+		&a.PrivateKeyPEM, &a.PublicKeyPEM, &created, &updated, &seed, &profile}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return nil, err
+	}
+	if err := a.Profile.decode(profile); err != nil {
 		return nil, err
 	}
 	if len(seed) == ed25519.SeedSize {
@@ -293,6 +301,8 @@ type ActorUpdate struct {
 	DisplayName               *string
 	Summary                   *string
 	ManuallyApprovesFollowers *bool
+	// Profile changes the profile fields it sets (profile.go).
+	Profile *ProfileUpdate
 	// RotateKey replaces the actor's key pair with a fresh one.
 	RotateKey bool
 }

@@ -26,6 +26,12 @@ func actorContext() []any {
 			"manuallyApprovesFollowers": "as:manuallyApprovesFollowers",
 			"toot":                      "http://joinmastodon.org/ns#",
 			"featured":                  map[string]string{"@id": "toot:featured", "@type": "@id"},
+			"discoverable":              "toot:discoverable",
+			"indexable":                 "toot:indexable",
+			"alsoKnownAs":               map[string]string{"@id": "as:alsoKnownAs", "@type": "@id"},
+			"schema":                    "http://schema.org#",
+			"PropertyValue":             "schema:PropertyValue",
+			"value":                     "schema:value",
 		},
 	}
 }
@@ -49,6 +55,7 @@ type NoteDocument struct {
 	Sensitive    bool     `json:"sensitive"`
 	Likes        any      `json:"likes,omitempty"`
 	Shares       any      `json:"shares,omitempty"`
+	Reactions    any      `json:"reactions,omitempty"` // emoji reactions, served only (server/reactions.go)
 }
 
 // ObjectID implements the interface objectRef looks for.
@@ -114,6 +121,13 @@ type ActorDocument struct {
 	PublicKey                 PublicKeyDocument `json:"publicKey"`
 	// AssertionMethod publishes the actor's Ed25519 key (FEP-521a).
 	AssertionMethod []activitypub.Multikey `json:"assertionMethod,omitempty"`
+	// The profile beyond name and summary (profile.go); absent when unset.
+	Icon         *ImageDocument          `json:"icon,omitempty"`
+	Image        *ImageDocument          `json:"image,omitempty"`
+	Attachment   []PropertyValueDocument `json:"attachment,omitempty"`
+	Discoverable *bool                   `json:"discoverable,omitempty"`
+	Indexable    *bool                   `json:"indexable,omitempty"`
+	AlsoKnownAs  []string                `json:"alsoKnownAs,omitempty"`
 }
 
 // ObjectID implements the interface objectRef looks for.
@@ -126,7 +140,7 @@ func (s *Store) ActorDocument(a *Actor) *ActorDocument {
 	if name == "" {
 		name = a.Name
 	}
-	return &ActorDocument{
+	d := &ActorDocument{
 		Context:                   actorContext(),
 		ID:                        u.Actor(a.Name),
 		Type:                      "Person",
@@ -149,6 +163,8 @@ func (s *Store) ActorDocument(a *Actor) *ActorDocument {
 		},
 		AssertionMethod: assertionMethod(u, a),
 	}
+	d.setProfile(a.Profile)
+	return d
 }
 
 // assertionMethod returns the Multikey entries of a's actor document.

@@ -322,6 +322,9 @@ func (s *Store) TombstoneTx(ctx context.Context, tx *sql.Tx, uri, actorURI strin
 	if _, err := tx.ExecContext(ctx, `DELETE FROM reactions WHERE object_uri = ?`, uri); err != nil {
 		return false, wrap("tombstone", err)
 	}
+	if err := s.forgetObjectTx(ctx, tx, uri); err != nil {
+		return false, wrap("tombstone", err)
+	}
 	if _, err := tx.ExecContext(ctx, `UPDATE activities SET withdrawn_at = ?
 		WHERE object_uri = ? AND type IN ('Announce', 'Like') AND withdrawn_at IS NULL`, ms(t), uri); err != nil {
 		return false, wrap("tombstone", err)
@@ -348,6 +351,7 @@ func (s *Store) DeleteActorContentTx(ctx context.Context, tx *sql.Tx, actorURI s
 		`DELETE FROM followers WHERE follower_uri = ?`,
 		`DELETE FROM following WHERE target_uri = ?`,
 		`DELETE FROM reactions WHERE actor_uri = ?`,
+		`DELETE FROM emoji_reactions WHERE actor_uri = ?`,
 		`DELETE FROM blocks WHERE remote_uri = ?`,
 	} {
 		if _, err := tx.ExecContext(ctx, q, actorURI); err != nil {

@@ -30,12 +30,14 @@ func (s *Store) HoldsRemoteActor(ctx context.Context, uri string) (bool, error) 
 }
 
 // HoldsActivity reports whether the activity id by actorURI is stored: a
-// reaction, a follow of a local actor or a block of one.
+// reaction (an emoji one too), a follow of a local actor or a block of
+// one.
 func (s *Store) HoldsActivity(ctx context.Context, id, actorURI string) (bool, error) {
 	return s.holds(ctx, "holds activity", `SELECT
 		EXISTS (SELECT 1 FROM reactions WHERE activity_uri = ?) OR
+		EXISTS (SELECT 1 FROM emoji_reactions WHERE activity_uri = ?) OR
 		EXISTS (SELECT 1 FROM followers WHERE follower_uri = ? AND follow_activity_id = ?) OR
-		EXISTS (SELECT 1 FROM blocks WHERE remote_uri = ? AND activity_id = ?)`, id, actorURI, id, actorURI, id)
+		EXISTS (SELECT 1 FROM blocks WHERE remote_uri = ? AND activity_id = ?)`, id, id, actorURI, id, actorURI, id)
 }
 
 func (s *Store) holds(ctx context.Context, op, q string, args ...any) (bool, error) {

@@ -240,6 +240,9 @@ func (s *Store) DeleteNote(ctx context.Context, actor *Actor, uri string) (*Acti
 		if _, err := tx.ExecContext(ctx, `DELETE FROM reactions WHERE object_uri = ?`, o.URI); err != nil {
 			return err
 		}
+		if err := s.forgetObjectTx(ctx, tx, o.URI); err != nil {
+			return err
+		}
 		// Its Create and Updates leave the outbox; the Delete takes their place.
 		if _, err := tx.ExecContext(ctx, `UPDATE activities SET withdrawn_at = ?
 			WHERE object_uri = ? AND type IN ('Create', 'Update') AND withdrawn_at IS NULL`, ms(ev.At), o.URI); err != nil {
@@ -588,6 +591,11 @@ func (s *Store) UpdateActor(ctx context.Context, name string, u ActorUpdate) (*A
 		}
 		if err := validateProfile(a.DisplayName, a.Summary); err != nil {
 			return err
+		}
+		if u.Profile != nil {
+			if err := s.updateProfileTx(ctx, tx, a, u.Profile); err != nil {
+				return err
+			}
 		}
 		if u.RotateKey {
 			a.PrivateKeyPEM, a.PublicKeyPEM, a.Ed25519Key = privPEM, pubPEM, edKey

@@ -250,6 +250,12 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 	execSQL(t, w, `INSERT INTO domain_blocks (domain, reason, created_at) VALUES ('spam.example', 'spam', ?)`, now)
 	execSQL(t, w, `INSERT INTO reactions (activity_uri, type, actor_uri, object_uri, created_at)
 		VALUES ('https://h1.example/likes/1', 'Like', 'https://h1.example/users/f', ?, ?)`, base+"/objects/1", now)
+	execSQL(t, w, `INSERT INTO emoji_reactions (activity_uri, actor_uri, object_uri, emoji, emoji_icon, created_at)
+		VALUES ('https://h1.example/react/1', 'https://h1.example/users/f', ?, ':blobcat:', 'https://h1.example/emoji/blobcat.png', ?),
+		       ('https://h1.example/react/2', 'https://h1.example/users/f', ?, '👍', '', ?)`, base+"/objects/1", now, base+"/objects/1", now)
+	execSQL(t, w, `INSERT INTO featured (actor_id, object_uri, created_at)
+		SELECT id, ?, ? FROM actors WHERE name = 'alice'`, base+"/objects/1", now)
+	execSQL(t, w, `UPDATE actors SET profile_json = '{"discoverable":true}' WHERE name = 'alice'`)
 	execSQL(t, w, `INSERT INTO remote_actors (uri, inbox, shared_inbox, key_id, public_key_pem, document, fetched_at, gone_at)
 		VALUES ('https://h1.example/users/f', 'https://h1.example/users/f/inbox', 'https://h1.example/inbox', 'https://h1.example/users/f#main-key', 'PEM', '{}', ?, NULL),
 		       ('https://gone.example/users/g', 'https://gone.example/users/g/inbox', NULL, NULL, NULL, '{}', ?, ?)`, now, now, now)

@@ -29,6 +29,8 @@ var tables = []table{
 	{name: "blocks"},
 	{name: "domain_blocks"},
 	{name: "reactions"},
+	{name: "emoji_reactions"},
+	{name: "featured"},
 	{name: "remote_actors"},
 	{name: "relays"},
 	// package outbox: the queue, its payloads, its counts and the ledger.

@@ -294,7 +294,8 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 	// Load balancers probe the public port.
 	r.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
 	srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version,
-		Keys: a.resolver, AuthorizedFetch: a.cfg.AuthorizedFetch, Failures: a.failures})
+		Keys: a.resolver, AuthorizedFetch: a.cfg.AuthorizedFetch, Failures: a.failures,
+		AllowPrivateAddresses: a.cfg.AllowPrivateAddresses})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,98 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+)
+
+// An inbound Move: a remote account announces it moved to another
+// (Mastodon's account migration). It is believed only when its actor and
+// its object are the old account and the new account's document, fetched
+// afresh before the import's transaction, lists the old account in
+// alsoKnownAs (Mastodon's rule). Every local actor that follows the old
+// account then stops following it (an Undo of its Follow is sent) and
+// follows the new one (a Follow enqueued in the import's transaction, as a
+// client's Follow is), unless it blocks the new account or follows it
+// already (store.MoveFollowsTx).
+
+// OutcomeMoved: a verified Move moved local actors' follows to its target.
+const OutcomeMoved = "moved"
+
+// actorFetcher is the Resolver method the verification uses: a fresh
+// fetch, so that an alsoKnownAs just added is seen.
+type actorFetcher interface {
+	Refresh(ctx context.Context, id string) (*activitypub.Actor, error)
+}
+
+// verifyMove checks a Move before its transaction. It returns the outcome
+// that ends the import ("" when the Move is verified and concerns local
+// follows), or an error worth a retry (the new account's server did not
+// answer).
+func (im *Importer) verifyMove(ctx context.Context, act *activitypub.Activity) (string, error) {
+	switch {
+	case act.ObjectID != act.Actor:
+		return "refused: a Move's object must be its actor", nil
+	case act.Target == "" || act.Target == act.Actor:
+		return "refused: a Move needs a target other than its actor", nil
+	case im.st.URIs().IsLocal(act.Target):
+		return "refused: a Move to a local actor is not supported", nil
+	}
+	followed, err := im.st.SubscribedTo(ctx, act.Actor)
+	if err != nil {
+		return "", err
+	}
+	if !followed {
+		return OutcomeNoMatch, nil
+	}
+	if blocked, err := im.st.IsDomainBlocked(ctx, act.Target); err != nil || blocked {
+		return "refused: the Move's target is on a blocked domain", err
+	}
+	var target *activitypub.Actor
+	if f, ok := im.cfg.Resolver.(actorFetcher); ok {
+		target, err = f.Refresh(ctx, act.Target)
+	} else {
+		target, err = im.cfg.Resolver.Actor(ctx, act.Target)
+	}
+	switch {
+	case errors.Is(err, activitypub.ErrGone) || errors.Is(err, activitypub.ErrNotFound):
+		return "refused: the Move's target is gone", nil
+	case err != nil:
+		return "", fmt.Errorf("fetch the Move's target %s: %w", act.Target, err)
+	case target.ID != act.Target:
+		return "refused: the Move's target document has another id", nil
+	}
+	if !slices.Contains(alsoKnownAs(target), act.Actor) {
+		return "refused: the Move's target does not list its actor in alsoKnownAs", nil
+	}
+	return "", nil
+}
+
+// alsoKnownAs returns the ids of a fetched actor's alsoKnownAs.
+func alsoKnownAs(a *activitypub.Actor) []string {
+	var d struct {
+		AKA json.RawMessage `json:"alsoKnownAs"`
+	}
+	if len(a.Raw) == 0 || json.Unmarshal(a.Raw, &d) != nil {
+		return nil
+	}
+	return activitypub.IDs(d.AKA)
+}
+
+// move applies a verified Move in tx.
+func (im *Importer) move(ctx context.Context, tx *sql.Tx, eventID string, receivedAt time.Time, act *activitypub.Activity) (string, error) {
+	moved, err := im.st.MoveFollowsTx(ctx, tx, eventID, receivedAt, act.Actor, act.Target)
+	if err != nil {
+		return refusal(err, "")
+	}
+	if len(moved) == 0 {
+		return OutcomeNoMatch, nil
+	}
+	return OutcomeMoved, nil
+}
