@@ -612,47 +612,6 @@ func (s *Store) UpdateActor(ctx context.Context, name string, u ActorUpdate) (*A
 	return a, act, nil
 }
 
-// ApproveFollower accepts the pending follower followerURI of the
-// manually-approving actor and enqueues the Accept of its Follow, in one
-// transaction. An unknown or already accepted follower is ENOTFOUND.
-func (s *Store) ApproveFollower(ctx context.Context, actor *Actor, followerURI string) (*Activity, error) {
-	return s.answerFollower(ctx, actor, followerURI, "Accept")
-}
-
-// RejectFollower removes the pending follower followerURI and enqueues
-// the Reject of its Follow, in one transaction.
-func (s *Store) RejectFollower(ctx context.Context, actor *Actor, followerURI string) (*Activity, error) {
-	return s.answerFollower(ctx, actor, followerURI, "Reject")
-}
-
-func (s *Store) answerFollower(ctx context.Context, actor *Actor, followerURI, typ string) (*Activity, error) {
-	ev := s.newEvent()
-	var act *Activity
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		// One conditional statement answers the pending request: of an
-		// approval and a rejection at once, the second finds no pending row.
-		q := `UPDATE followers SET state = 'accepted', updated_at = ?
-			WHERE actor_id = ? AND follower_uri = ? AND state = 'pending' RETURNING COALESCE(follow_activity_id, '')`
-		args := []any{ms(ev.At), actor.ID, followerURI}
-		if typ != "Accept" {
-			q = `DELETE FROM followers
-				WHERE actor_id = ? AND follower_uri = ? AND state = 'pending' RETURNING COALESCE(follow_activity_id, '')`
-			args = args[1:]
-		}
-		var followID string
-		if err := tx.QueryRowContext(ctx, q, args...).Scan(&followID); err != nil {
-			return notFound(err, ENOTFOUND, "no pending follow request from %q", followerURI)
-		}
-		var err error
-		act, err = s.emitTx(ctx, tx, ev, actor, typ, FollowObject(followID, followerURI, actor.URI), []string{followerURI}, nil)
-		return err
-	})
-	if err != nil {
-		return nil, wrap(typ+" follower", err)
-	}
-	return act, nil
-}
-
 // FollowObject is the Follow embedded in an Accept or Reject: the remote
 // follower's Follow, by id when known.
 func FollowObject(followID, follower, followee string) map[string]any {

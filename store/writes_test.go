@@ -522,7 +522,7 @@ func TestApproveAndRejectFollower(t *testing.T) {
 	if ok, _ := b.store.IsFollower(b.ctx, a.ID, remoteActor); !ok {
 		t.Fatal("not accepted")
 	}
-	if _, err := b.store.ApproveFollower(b.ctx, a, remoteActor); !errors.Is(err, ErrNotFound) {
+	if _, err := b.store.ApproveFollower(b.ctx, a, remoteActor); !errors.Is(err, ErrConflict) {
 		t.Fatalf("approve twice: %v", err)
 	}
 	rej, err := b.store.RejectFollower(b.ctx, a, "https://remote.test/users/carl")

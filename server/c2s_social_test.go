@@ -1,0 +1,101 @@
+package server
+
+import (
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/courier-ap/courier/store"
+)
+
+// pendingFollowers makes alice lock her account and gives her a pending
+// follower per uri, each with the Follow uri + "/follows/1".
+func (b *testBundle) pendingFollowers(t *testing.T, uris ...string) {
+	t.Helper()
+	locked := true
+	a, _, err := b.st.UpdateActor(b.ctx, "alice", store.ActorUpdate{ManuallyApprovesFollowers: &locked})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.alice = a
+	if err := b.st.Tx(b.ctx, func(tx *sql.Tx) error {
+		for _, uri := range uris {
+			if _, err := b.st.AddFollowerTx(b.ctx, tx, store.Follower{ActorID: a.ID, URI: uri, Inbox: uri + "/inbox",
+				FollowActivityID: uri + "/follows/1", State: store.StatePending}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantErrorBody(t *testing.T, r response, status int, substr string) {
+	t.Helper()
+	wantStatus(t, r, status)
+	var body struct{ Error string }
+	if err := json.Unmarshal(r.Body, &body); err != nil || !strings.Contains(body.Error, substr) {
+		t.Fatalf("error body %s, want one naming %q", r.Body, substr)
+	}
+}
+
+// TestC2SAcceptRejectFollow: a locked actor accepts a pending Follow by its
+// id and rejects another embedded; a Reject of an accepted follower ends
+// its follow; each answer goes to the follower with the Follow embedded.
+func TestC2SAcceptRejectFollow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	carl := "https://remote.test/users/carl"
+	b.pendingFollowers(t, remoteActor, carl)
+
+	act := b.created(t, b.post(t, "alice", b.token, map[string]any{
+		"type": "Accept", "object": remoteActor + "/follows/1"}), "Accept")
+	if act.Object == nil || act.Object.Type != "Follow" || act.Object.ID != remoteActor+"/follows/1" ||
+		act.Object.Actor != remoteActor || act.Object.ObjectID != b.alice.URI || strings.Join(act.To, " ") != remoteActor {
+		t.Fatalf("Accept %+v to %v", act.Object, act.To)
+	}
+	if ok, _ := b.st.IsFollower(b.ctx, b.alice.ID, remoteActor); !ok {
+		t.Fatal("the accepted follower does not follow")
+	}
+	wantErrorBody(t, b.post(t, "alice", b.token, map[string]any{
+		"type": "Accept", "object": remoteActor + "/follows/1"}), http.StatusConflict, "already an accepted follower")
+
+	b.created(t, b.post(t, "alice", b.token, map[string]any{
+		"type": "Reject", "object": map[string]any{"type": "Follow", "actor": carl, "object": b.alice.URI}}), "Reject")
+	if _, total, _ := b.st.Followers(b.ctx, b.alice.ID, store.StatePending, 0, 10); total != 0 {
+		t.Fatalf("%d pending after the Reject", total)
+	}
+	// Mastodon's way to remove a follower: Reject its accepted Follow.
+	rej := b.created(t, b.post(t, "alice", b.token, map[string]any{
+		"type": "Reject", "object": map[string]any{"id": remoteActor + "/follows/1", "type": "Follow"}}), "Reject")
+	if rej.Object == nil || rej.Object.Actor != remoteActor {
+		t.Fatalf("Reject %+v", rej.Object)
+	}
+	if ok, _ := b.st.IsFollower(b.ctx, b.alice.ID, remoteActor); ok {
+		t.Fatal("a rejected follower still follows")
+	}
+
+	for _, c := range []struct {
+		name   string
+		body   map[string]any
+		status int
+		msg    string
+	}{
+		{"unknown Follow", map[string]any{"type": "Accept", "object": "https://remote.test/follows/none"}, http.StatusNotFound, "no Follow"},
+		{"no object", map[string]any{"type": "Accept"}, http.StatusBadRequest, "needs the Follow"},
+		{"another actor's Follow", map[string]any{"type": "Accept", "object": map[string]any{
+			"type": "Follow", "actor": carl, "object": b.base + "/users/bob"}}, http.StatusForbidden, "not of"},
+		{"not a Follow", map[string]any{"type": "Reject", "object": map[string]any{
+			"type": "Like", "actor": carl, "object": b.alice.URI}}, http.StatusUnprocessableEntity, "only a Follow"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantErrorBody(t, b.post(t, "alice", b.token, c.body), c.status, c.msg)
+		})
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM activities WHERE type IN ('Accept', 'Reject')`); n != 3 {
+		t.Fatalf("%d answers stored, want 3", n)
+	}
+}
