@@ -99,3 +99,36 @@ func TestC2SAcceptRejectFollow(t *testing.T) {
 		t.Fatalf("%d answers stored, want 3", n)
 	}
 }
+
+// TestC2SFollowTwice: a second Follow of an actor followed or asked
+// answers 409 with JSON naming the standing Follow, as a second Like is
+// refused; nothing more is enqueued.
+func TestC2SFollowTwice(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	follow := b.created(t, b.post(t, "alice", b.token, map[string]any{"type": "Follow", "object": remoteActor}), "Follow")
+	again := b.post(t, "alice", b.token, map[string]any{"type": "Follow", "object": remoteActor})
+	wantErrorBody(t, again, http.StatusConflict, "already follow")
+	var body struct{ Existing string }
+	if err := json.Unmarshal(again.Body, &body); err != nil || body.Existing != follow.ID {
+		t.Fatalf("409 body %s, want existing %s", again.Body, follow.ID)
+	}
+	// Accepted, the same.
+	if err := b.st.Tx(b.ctx, func(tx *sql.Tx) error {
+		_, err := b.st.SetFollowingStateTx(b.ctx, tx, store.FollowingRef{Target: remoteActor, FollowActivityID: follow.ID}, store.StateAccepted)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	again = b.post(t, "alice", b.token, map[string]any{"type": "Follow", "object": map[string]any{"id": remoteActor}})
+	wantErrorBody(t, again, http.StatusConflict, "(accepted)")
+	if err := json.Unmarshal(again.Body, &body); err != nil || body.Existing != follow.ID {
+		t.Fatalf("409 body %s, want existing %s", again.Body, follow.ID)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM activities WHERE type = 'Follow'`); n != 1 {
+		t.Fatalf("%d Follows stored", n)
+	}
+	// Oneself is refused.
+	wantErrorBody(t, b.post(t, "alice", b.token, map[string]any{"type": "Follow", "object": b.alice.URI}),
+		http.StatusBadRequest, "cannot follow itself")
+}

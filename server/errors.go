@@ -60,6 +60,9 @@ func status(code store.Code) int {
 // errorBody is the JSON body of every error response.
 type errorBody struct {
 	Error string `json:"error"`
+	// Existing is the id of the activity that already stands for the
+	// request (a second Follow of one actor: the first).
+	Existing string `json:"existing,omitempty"`
 }
 
 // writeError answers err as {"error": "..."} with the status of its code.
@@ -83,7 +86,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &te) {
 		w.Header().Set("Retry-After", limit.RetryAfter(te.wait))
 	}
-	writeJSON(w, st, "application/json; charset=utf-8", errorBody{Error: msg})
+	body := errorBody{Error: msg}
+	var ex *store.ExistingError
+	if errors.As(err, &ex) {
+		body.Existing = ex.ID
+	}
+	writeJSON(w, st, "application/json; charset=utf-8", body)
 }
 
 // NotFoundHandler answers a path no route serves: 404 with the JSON error

@@ -100,3 +100,32 @@ func (s *Store) answerFollower(ctx context.Context, actor *Actor, req FollowRequ
 	}
 	return act, nil
 }
+
+// ExistingError is an ECONFLICT whose request already stands as the
+// activity ID (a second Follow of one actor names the first), so that its
+// answer can name it.
+type ExistingError struct {
+	Err *Error
+	ID  string
+}
+
+func (e *ExistingError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the *Error, for ErrorCode and errors.Is.
+func (e *ExistingError) Unwrap() error { return e.Err }
+
+// checkFollowTarget validates the id of the actor a local actor follows:
+// an absolute URL on a domain not blocked, or a local actor other than
+// actor itself.
+func (s *Store) checkFollowTarget(ctx context.Context, actor *Actor, target string) error {
+	if !s.uris.IsLocal(target) {
+		return s.checkRemoteActor(ctx, target)
+	}
+	if target == actor.URI {
+		return Errorf(EINVALID, "an actor cannot follow itself")
+	}
+	if _, err := s.localActor(ctx, s.db.Read, target); err != nil {
+		return err
+	}
+	return nil
+}
