@@ -129,3 +129,21 @@ func (s *Store) checkFollowTarget(ctx context.Context, actor *Actor, target stri
 	}
 	return nil
 }
+
+// RemoveLocalTiesTx ends, in tx, the follows between the deleted local
+// actor actorURI and the other local actors, both ways: the import of its
+// Delete for them.
+func (s *Store) RemoveLocalTiesTx(ctx context.Context, tx *sql.Tx, actorURI string) error {
+	if !s.uris.IsLocal(actorURI) {
+		return Errorf(EINVALID, "actor %q is not local", actorURI)
+	}
+	for _, q := range []string{
+		`DELETE FROM followers WHERE follower_uri = ?`,
+		`DELETE FROM following WHERE target_uri = ?`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, actorURI); err != nil {
+			return wrap("remove local ties", err)
+		}
+	}
+	return nil
+}
