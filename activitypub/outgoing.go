@@ -32,6 +32,7 @@ type activityDoc struct {
 	Type      string   `json:"type"`
 	Actor     string   `json:"actor"`
 	Object    any      `json:"object"`
+	Target    any      `json:"target,omitempty"`
 	To        []string `json:"to,omitempty"`
 	Cc        []string `json:"cc,omitempty"`
 	Published string   `json:"published"`
@@ -46,6 +47,13 @@ type activityDoc struct {
 // value encoding/json can marshal (an embedded object). It returns the
 // bytes and the id.
 func NewActivity(baseURL, eventID, typ, actor string, object any, to, cc []string, published time.Time) ([]byte, string, error) {
+	return NewTargetedActivity(baseURL, eventID, typ, actor, object, nil, to, cc, published)
+}
+
+// NewTargetedActivity is NewActivity for an activity with a target (a
+// Move: object the actor, target its new account); a nil target is left
+// out, as NewActivity does.
+func NewTargetedActivity(baseURL, eventID, typ, actor string, object, target any, to, cc []string, published time.Time) ([]byte, string, error) {
 	switch {
 	case baseURL == "" || eventID == "" || typ == "" || actor == "":
 		return nil, "", fmt.Errorf("%w: baseURL, eventID, type and actor are required", ErrBuild)
@@ -66,6 +74,7 @@ func NewActivity(baseURL, eventID, typ, actor string, object any, to, cc []strin
 		Type:      typ,
 		Actor:     actor,
 		Object:    object,
+		Target:    target,
 		To:        to,
 		Cc:        cc,
 		Published: published.UTC().Truncate(time.Second).Format(time.RFC3339),

@@ -21,6 +21,7 @@ type c2sWire struct {
 	Actor        json.RawMessage `json:"actor"`
 	AttributedTo json.RawMessage `json:"attributedTo"`
 	Object       json.RawMessage `json:"object"`
+	Target       json.RawMessage `json:"target"`
 	To           json.RawMessage `json:"to"`
 	Cc           json.RawMessage `json:"cc"`
 	Bto          json.RawMessage `json:"bto"`

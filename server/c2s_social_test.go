@@ -1,11 +1,16 @@
 package server
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
 
 	"github.com/courier-ap/courier/store"
 )
@@ -131,4 +136,73 @@ func TestC2SFollowTwice(t *testing.T) {
 	// Oneself is refused.
 	wantErrorBody(t, b.post(t, "alice", b.token, map[string]any{"type": "Follow", "object": b.alice.URI}),
 		http.StatusBadRequest, "cannot follow itself")
+}
+
+// lazyActors lets a test build the Resolver after the store exists.
+type lazyActors struct{ r *activitypub.Resolver }
+
+func (l *lazyActors) Refresh(ctx context.Context, id string) (*activitypub.Actor, error) {
+	return l.r.Refresh(ctx, id)
+}
+
+// TestC2SMoveRefused: a Move names the actor itself and a remote account
+// courier can fetch, which lists the actor in alsoKnownAs; anything else is
+// refused by name, and an account that cannot be reached now is 503 with
+// Retry-After. Nothing is enqueued.
+func TestC2SMoveRefused(t *testing.T) {
+	t.Parallel()
+	actors := &lazyActors{}
+	b := setupBase(t, "", Config{Actors: actors})
+	inst, err := b.st.InstanceActor(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := activitypub.NewFetcher(activitypub.FetcherConfig{
+		Client: activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, Timeout: 10 * time.Second}),
+		Signer: inst.Signer(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if actors.r, err = activitypub.NewResolver(activitypub.ResolverConfig{Fetcher: f, Store: b.st}); err != nil {
+		t.Fatal(err)
+	}
+	peer := newPeer(t, peerKey(t, 0), "/users/new") // its document has no alsoKnownAs
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	for _, c := range []struct {
+		name   string
+		body   map[string]any
+		status int
+		msg    string
+	}{
+		{"no target", map[string]any{"type": "Move", "object": b.alice.URI}, http.StatusBadRequest, "needs the actor"},
+		{"another actor", map[string]any{"type": "Move", "object": b.base + "/users/bob", "target": peer.actor("/users/new")},
+			http.StatusForbidden, "can be moved"},
+		{"to itself", map[string]any{"type": "Move", "object": b.alice.URI, "target": b.alice.URI}, http.StatusBadRequest, "itself"},
+		{"to a local actor", map[string]any{"type": "Move", "object": b.alice.URI, "target": b.base + "/users/bob"},
+			http.StatusUnprocessableEntity, "local actor"},
+		{"not a URL", map[string]any{"type": "Move", "object": b.alice.URI, "target": "acct:x@y"}, http.StatusBadRequest, "not an absolute"},
+		{"no alias", map[string]any{"type": "Move", "object": b.alice.URI, "target": peer.actor("/users/new")},
+			http.StatusUnprocessableEntity, "alsoKnownAs"},
+		{"no such account", map[string]any{"type": "Move", "object": b.alice.URI, "target": peer.srv.URL + "/users/none"},
+			http.StatusUnprocessableEntity, "not an actor courier can fetch"},
+		{"unreachable", map[string]any{"type": "Move", "object": b.alice.URI, "target": gone.URL + "/users/x"},
+			http.StatusServiceUnavailable, "could not be fetched now"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := b.post(t, "alice", b.token, c.body)
+			wantErrorBody(t, r, c.status, c.msg)
+			if c.status == http.StatusServiceUnavailable && r.Header.Get("Retry-After") == "" {
+				t.Fatal("503 without Retry-After")
+			}
+		})
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM activities WHERE type = 'Move'`); n != 0 {
+		t.Fatalf("%d Moves stored", n)
+	}
+	// A server that cannot fetch refuses every Move.
+	plain := setup(t)
+	wantErrorBody(t, plain.post(t, "alice", plain.token, map[string]any{"type": "Move", "object": plain.alice.URI,
+		"target": peer.actor("/users/new")}), http.StatusUnprocessableEntity, "cannot fetch")
 }

@@ -24,6 +24,9 @@ const (
 	eSignature store.Code = "bad_signature"
 	// eThrottled is a client that used up its failed token attempts.
 	eThrottled store.Code = "too_many_requests"
+	// eUnavailable is a request that needs a remote server courier could
+	// not reach now (a Move's target): try again later.
+	eUnavailable store.Code = "unavailable"
 )
 
 // status maps an error code to its HTTP status. It is the only place that
@@ -52,6 +55,8 @@ func status(code store.Code) int {
 		return http.StatusMethodNotAllowed
 	case eThrottled:
 		return http.StatusTooManyRequests
+	case eUnavailable:
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError
 	}
@@ -72,7 +77,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := store.ErrorCode(err)
 	st := status(code)
 	msg := store.ErrorMessage(err)
-	if st >= 500 {
+	if st >= 500 && code != eUnavailable {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", st, "err", err)
 		msg = "internal error"
 	}
@@ -81,6 +86,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
 	case eSignature:
 		w.Header().Set("WWW-Authenticate", `Signature realm="courier",headers="(request-target) host date"`)
+	case eUnavailable:
+		w.Header().Set("Retry-After", "30")
 	}
 	var te *throttledError
 	if errors.As(err, &te) {

@@ -114,6 +114,8 @@ type ActorDocument struct {
 	PublicKey                 PublicKeyDocument `json:"publicKey"`
 	// AssertionMethod publishes the actor's Ed25519 key (FEP-521a).
 	AssertionMethod []activitypub.Multikey `json:"assertionMethod,omitempty"`
+	// MovedTo is the account the actor moved to (MoveActor), if any.
+	MovedTo string `json:"movedTo,omitempty"`
 }
 
 // ObjectID implements the interface objectRef looks for.
