@@ -186,6 +186,20 @@ func TestLocalActorsTalk(t *testing.T) {
 	if ok, _ := b.st.IsFollower(b.ctx, bob.ID, alice.URI); ok {
 		t.Fatal("alice still follows bob after her Undo")
 	}
+	// bob follows alice, then alice removes him (a Reject of his accepted
+	// Follow): gone from her followers and from his following.
+	settled(b.mustAct(b.st.Follow(b.ctx, bob, alice.URI)), inbox.OutcomeFollowed)
+	waitFor(t, "bob following alice", func() bool {
+		st, _ := b.st.FollowingState(b.ctx, bob.ID, alice.URI)
+		return st == store.StateAccepted
+	})
+	settled(b.mustAct(b.st.AnswerFollow(b.ctx, alice, store.FollowRequest{Follower: bob.URI}, "Reject")), inbox.OutcomeAnswered)
+	if _, err := b.st.FollowingState(b.ctx, bob.ID, alice.URI); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("bob still follows alice after her Reject: %v", err)
+	}
+	if ok, _ := b.st.IsFollower(b.ctx, alice.ID, bob.URI); ok {
+		t.Fatal("bob is still alice's follower after her Reject")
+	}
 	if n := len(b.rows(delivery.EventPost)); n != 0 {
 		t.Fatalf("%d POSTs enqueued for local actors", n)
 	}
