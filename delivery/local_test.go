@@ -222,3 +222,39 @@ func (b *bundle) count(q string, args ...any) int {
 	}
 	return n
 }
+
+// TestLocalActorDeleted: a deleted local actor's Delete reaches its local
+// followers through the import, which ends the follows between it and
+// them both ways; its notes are tombstones.
+func TestLocalActorDeleted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.withImporter()
+	alice, bob := b.actor("alice"), b.actor("bob")
+	b.startWorker(4)
+	b.mustAct(b.st.Follow(b.ctx, bob, alice.URI))
+	b.mustAct(b.st.Follow(b.ctx, alice, bob.URI))
+	waitFor(t, "both follows accepted", func() bool {
+		s1, _ := b.st.FollowingState(b.ctx, bob.ID, alice.URI)
+		s2, _ := b.st.FollowingState(b.ctx, alice.ID, bob.URI)
+		return s1 == store.StateAccepted && s2 == store.StateAccepted
+	})
+	_, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "bye", To: []string{activitypub.Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := b.mustAct(b.st.DeleteActor(b.ctx, "alice"))
+	waitFor(t, "the Delete imported", func() bool { o, _, _ := b.imported(del.URI); return o != "" })
+	if o, box, n := b.imported(del.URI); o != inbox.OutcomeActorGone || box != "bob" || n != 1 {
+		t.Fatalf("the Delete imported as %q for %q by %d events", o, box, n)
+	}
+	if _, err := b.st.FollowingState(b.ctx, bob.ID, alice.URI); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("bob still follows deleted alice: %v", err)
+	}
+	if ok, _ := b.st.IsFollower(b.ctx, bob.ID, alice.URI); ok {
+		t.Fatal("deleted alice still follows bob")
+	}
+	if o, err := b.st.ObjectByURI(b.ctx, note.URI); err != nil || !o.Deleted() || o.FormerType != "Note" {
+		t.Fatalf("alice's note after her deletion: %+v, %v", o, err)
+	}
+}
