@@ -69,7 +69,7 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 	if err != nil {
 		return fmt.Errorf("delivery: fan-out %s: %w", ev.ID, err)
 	}
-	targets, err := s.audience(ctx, ev.ID, actor, act)
+	targets, local, err := s.audience(ctx, ev.ID, actor, act)
 	if err != nil {
 		return err
 	}
@@ -102,6 +102,11 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 		if err := s.store.UpsertDeliveredActivityTx(ctx, tx, stored); err != nil {
 			return err
 		}
+		if len(local.names) > 0 {
+			if err := recordLocalTx(ctx, tx, act, out.Activity, local, ev.OccurredAt); err != nil {
+				return err
+			}
+		}
 		if len(events) == 0 {
 			return nil
 		}
@@ -120,19 +125,27 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 		return fmt.Errorf("delivery: fan-out %s: %w", ev.ID, err)
 	}
 	s.log.DebugContext(ctx, "delivery: fanned out", "event_id", ev.ID, "activity_id", act.ID,
-		"inboxes", len(events))
+		"inboxes", len(events), "local_recipients", len(local.names))
 	return nil
 }
 
 // audience resolves the activity's to, cc, bto, bcc and audience to target
-// inboxes, interleaved by host. A named recipient whose host name does not
-// exist (NXDOMAIN) past NameNotFoundAttempts is left out; when nothing is
-// left to deliver to, the fan-out fails for good (dead-lettered, where the
-// operator sees it and may retry it) instead of succeeding with nothing.
-func (s *Service) audience(ctx context.Context, eventID string, actor *store.Actor, act *activitypub.Activity) ([]target, error) {
+// inboxes, interleaved by host, and the local actors among its recipients
+// (reached without HTTP: recordLocalTx). A named recipient whose host name
+// does not exist (NXDOMAIN) past NameNotFoundAttempts is left out; when
+// nothing is left to deliver to, remote or local, the fan-out fails for good
+// (dead-lettered, where the operator sees it and may retry it) instead of
+// succeeding with nothing.
+func (s *Service) audience(ctx context.Context, eventID string, actor *store.Actor, act *activitypub.Activity) ([]target, localAudience, error) {
 	followers := s.uris.Followers(actor.Name)
 	self := strings.ToLower(s.uris.Host())
 	byInbox := map[string]*target{}
+	var local localAudience
+	addLocal := func(uri string) {
+		if name := s.localName(uri); name != "" && name != actor.Name {
+			local.add(name)
+		}
+	}
 	// skipped are the inboxes not POSTed to. An inbox is parsed once,
 	// however many followers share it (a big instance's shared inbox
 	// stands for thousands).
@@ -151,8 +164,10 @@ func (s *Service) audience(ctx context.Context, eventID string, actor *store.Act
 				return
 			}
 			if s.uris.IsLocal(inbox) || host == self {
-				skipped[inbox] = true
-				return // our own actors are not POSTed over HTTP
+				// Our own actors are not POSTed over HTTP: the
+				// activity is imported for them (recordLocalTx).
+				addLocal(inbox)
+				return
 			}
 			t = &target{inbox: inbox, host: host}
 			byInbox[inbox] = t
@@ -189,16 +204,20 @@ func (s *Service) audience(ctx context.Context, eventID string, actor *store.Act
 			case r == followers:
 				boxes, err := s.store.DeliveryInboxes(ctx, actor.ID)
 				if err != nil {
-					return nil, fmt.Errorf("delivery: followers of %s: %w", actor.URI, err)
+					return nil, local, fmt.Errorf("delivery: followers of %s: %w", actor.URI, err)
 				}
 				for _, b := range boxes {
 					add(b.URL, b.Recipient, b.Shared, b.Several)
 				}
 			case s.uris.IsLocal(r):
-				// A local actor or another local collection: nothing to POST.
+				// A local actor (imported for it, without HTTP) or another
+				// local collection (nothing to POST).
+				if err := s.namedLocal(ctx, r, addLocal); err != nil {
+					return nil, local, err
+				}
 			default:
 				if err := named(r); err != nil {
-					return nil, err
+					return nil, local, err
 				}
 			}
 		}
@@ -207,17 +226,17 @@ func (s *Service) audience(ctx context.Context, eventID string, actor *store.Act
 	// addressing does not name when courier had not stored the object.
 	author, err := s.reactionAuthor(ctx, act)
 	if err != nil {
-		return nil, err
+		return nil, local, err
 	}
 	if author != "" && !seen[author] && !s.uris.IsLocal(author) {
 		if err := named(author); err != nil {
-			return nil, err
+			return nil, local, err
 		}
 	}
-	if len(byInbox) == 0 && len(unknown) > 0 {
-		return nil, outbox.Permanent(errors.Join(unknown...))
+	if len(byInbox) == 0 && len(local.names) == 0 && len(unknown) > 0 {
+		return nil, local, outbox.Permanent(errors.Join(unknown...))
 	}
-	return interleave(byInbox), nil
+	return interleave(byInbox), local, nil
 }
 
 // reactionAuthor returns the author of the remote object a Like or Announce

@@ -57,6 +57,7 @@ const (
 	OutcomeNoMatch     = "no_match"     // nothing known that the activity could change
 	OutcomeIgnored     = "ignored"      // not about anything local, or not courier's business
 	OutcomeUnsupported = "unsupported"  // a type courier does not import; recorded and acknowledged
+	OutcomeLocal       = "local"        // a local actor's activity whose effect its own write made
 )
 
 // objectTypes are the object types a Create or Update stores.
@@ -167,6 +168,9 @@ type refresher interface {
 func (im *Importer) prepare(ctx context.Context, act *activitypub.Activity) (prepared, error) {
 	var pre prepared
 	var err error
+	if im.st.URIs().IsLocal(act.Actor) {
+		return im.prepareLocal(ctx, act)
+	}
 	if pre.fetched, pre.outcome, err = im.dereference(ctx, act); err != nil {
 		return pre, err
 	}
@@ -206,6 +210,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	innerType := ""
 	if inner != nil {
 		innerType = inner.Type
+	}
+	if outcome, ok, err := im.applyLocal(ctx, tx, act); ok || err != nil {
+		return outcome, err
 	}
 	if outcome, ok, err := im.relayImport(ctx, tx, eventID, receivedAt, act); ok || err != nil {
 		return outcome, err

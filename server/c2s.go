@@ -223,6 +223,10 @@ func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire) (*s
 		return s.undo(r, actor, req)
 	case "Add", "Remove":
 		return s.addRemove(r, actor, typ, req) // c2s_profile.go
+	case "Accept", "Reject":
+		return s.answerFollow(r, actor, typ, req)
+	case "Move":
+		return s.move(r, actor, req)
 	default:
 		return nil, store.Errorf(store.EUNPROCESSABLE, "activity type %q is not supported", typ)
 	}

@@ -347,7 +347,7 @@ func TestC2SBadInput(t *testing.T) {
 		{"bad recipient", "", []byte(`{"type": "Note", "content": "x", "to": "javascript:alert(1)"}`), nil, 400},
 		{"Follow without object", "", []byte(`{"type": "Follow"}`), nil, 400},
 		{"unknown type", "", []byte(`{"type": "Dance", "object": "x"}`), nil, 422},
-		{"unsupported type", "", []byte(`{"type": "Move", "object": "https://a.test/u"}`), nil, 422},
+		{"unsupported type", "", []byte(`{"type": "Arrive", "object": "https://a.test/u"}`), nil, 422},
 		{"Create of an Article", "", []byte(`{"type": "Create", "object": {"type": "Article", "content": "x"}}`), nil, 422},
 		{"bcc", "", []byte(`{"type": "Note", "content": "x", "to": "as:Public", "bcc": ["https://a.test/u"]}`), nil, 422},
 		{"bto in the object", "", []byte(`{"type": "Create", "object": {"type": "Note", "content": "x", "to": "as:Public", "bto": "https://a.test/u"}}`), nil, 422},

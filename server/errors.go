@@ -24,6 +24,9 @@ const (
 	eSignature store.Code = "bad_signature"
 	// eThrottled is a client that used up its failed token attempts.
 	eThrottled store.Code = "too_many_requests"
+	// eUnavailable is a request that needs a remote server courier could
+	// not reach now (a Move's target): try again later.
+	eUnavailable store.Code = "unavailable"
 )
 
 // status maps an error code to its HTTP status. It is the only place that
@@ -52,6 +55,8 @@ func status(code store.Code) int {
 		return http.StatusMethodNotAllowed
 	case eThrottled:
 		return http.StatusTooManyRequests
+	case eUnavailable:
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError
 	}
@@ -60,6 +65,9 @@ func status(code store.Code) int {
 // errorBody is the JSON body of every error response.
 type errorBody struct {
 	Error string `json:"error"`
+	// Existing is the id of the activity that already stands for the
+	// request (a second Follow of one actor: the first).
+	Existing string `json:"existing,omitempty"`
 }
 
 // writeError answers err as {"error": "..."} with the status of its code.
@@ -69,7 +77,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := store.ErrorCode(err)
 	st := status(code)
 	msg := store.ErrorMessage(err)
-	if st >= 500 {
+	if st >= 500 && code != eUnavailable {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", st, "err", err)
 		msg = "internal error"
 	}
@@ -78,12 +86,19 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
 	case eSignature:
 		w.Header().Set("WWW-Authenticate", `Signature realm="courier",headers="(request-target) host date"`)
+	case eUnavailable:
+		w.Header().Set("Retry-After", "30")
 	}
 	var te *throttledError
 	if errors.As(err, &te) {
 		w.Header().Set("Retry-After", limit.RetryAfter(te.wait))
 	}
-	writeJSON(w, st, "application/json; charset=utf-8", errorBody{Error: msg})
+	body := errorBody{Error: msg}
+	var ex *store.ExistingError
+	if errors.As(err, &ex) {
+		body.Existing = ex.ID
+	}
+	writeJSON(w, st, "application/json; charset=utf-8", body)
 }
 
 // NotFoundHandler answers a path no route serves: 404 with the JSON error

@@ -46,7 +46,14 @@ func (s *Server) actor(w http.ResponseWriter, r *http.Request) {
 		s.renderHTML(w, r, profilePage(s.uris, a, notes))
 		return
 	}
-	writeDoc(w, r, http.StatusOK, s.st.ActorDocument(a))
+	doc := s.st.ActorDocument(a)
+	moved, err := s.st.MovedTo(r.Context(), a.ID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	doc.SetMovedTo(moved)
+	writeDoc(w, r, http.StatusOK, doc)
 }
 
 // Collection and CollectionPage documents.

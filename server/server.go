@@ -45,6 +45,10 @@ type Config struct {
 	// read, and such items are served to their author only. Required with
 	// AuthorizedFetch.
 	Keys KeyResolver
+	// Actors fetches remote actor documents afresh (a Move's target must
+	// list the moving actor in alsoKnownAs). Nil: Keys when it can (the
+	// Resolver does), else a Move is refused.
+	Actors ActorFetcher
 	// AuthorizedFetch requires a verified signature on every ActivityPub
 	// GET of a document (actors, collections, objects, activities), except
 	// the instance actor and its key, so that fetching the key of a signed
@@ -78,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PageSize <= 0 {
 		c.PageSize = store.DefaultPageSize
+	}
+	if f, ok := c.Keys.(ActorFetcher); ok && c.Actors == nil {
+		c.Actors = f
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -216,7 +216,11 @@ func (s *Store) emitOnceTx(ctx context.Context, tx *sql.Tx, ev pendingEvent, act
 }
 
 func (s *Store) emit(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Actor, typ string, object any, to, cc []string, once bool) (*Activity, bool, error) {
-	doc, id, err := activitypub.NewTargetedActivity(s.uris.Base, ev.ID, typ, actor.URI, object, ev.Target, to, cc, ev.At)
+	target := ev.Target
+	if t, ok := object.(targeted); ok {
+		object, target = t.Object, t.Target
+	}
+	doc, id, err := activitypub.NewTargetedActivity(s.uris.Base, ev.ID, typ, actor.URI, object, target, to, cc, ev.At)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: build %s: %w", typ, err)
 	}

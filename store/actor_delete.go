@@ -16,7 +16,8 @@ import (
 // Authenticate), but its row, key and followers stay, so the fan-out finds
 // every follower and every delivery of the Delete is still signed
 // (ActorByURI, which signing uses, still returns it); ReapDeletedActors
-// removes the row once every delivery has finished or died. An unknown or
+// removes the row once every delivery has finished or died. Its objects
+// become tombstones in the same transaction (410 Gone). An unknown or
 // already deleted actor is ENOTFOUND.
 func (s *Store) DeleteActor(ctx context.Context, name string) (*Activity, error) {
 	var act *Activity
@@ -34,6 +35,12 @@ func (s *Store) DeleteActor(ctx context.Context, name string) (*Activity, error)
 		}
 		if act, err = s.emitTx(ctx, tx, ev, a, "Delete", a.URI, []string{Public}, []string{s.uris.Followers(a.Name)}); err != nil {
 			return err
+		}
+		// Its objects become tombstones: they answer 410 Gone with a
+		// Tombstone (formerType, deleted), as peers that drop an actor's
+		// content on its Delete expect, and outlive the actor's row.
+		if _, err := tombstoneObjects(ctx, tx, ev.At, `actor_id = ? AND deleted_at IS NULL`, a.ID); err != nil {
+			return wrap("delete actor", err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO deleted_actors (name, deleted_at) VALUES (?, ?)
 			ON CONFLICT (name) DO NOTHING`, a.Name, ms(ev.At)); err != nil {
@@ -72,7 +79,7 @@ type DeliveryFinisher interface {
 
 // ReapDeletedActors removes each deleted local actor, its key with it,
 // whose Delete is past delivery (d), and returns how many it removed. Its
-// activities, objects and follows go with it.
+// activities and follows go with it; its objects' tombstones stay.
 func (s *Store) ReapDeletedActors(ctx context.Context, d DeliveryFinisher) (int, error) {
 	rows, err := s.db.Read.QueryContext(ctx, `SELECT a.id, a.name, COALESCE(act.uri, ''), COALESCE(act.event_id, '')
 		FROM actors a
@@ -111,6 +118,12 @@ func (s *Store) ReapDeletedActors(ctx context.Context, d DeliveryFinisher) (int,
 			}
 		}
 		if err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+			// The tombstones of its objects stay, detached, so their
+			// URLs go on answering 410 rather than 404.
+			if _, err := tx.ExecContext(ctx, `UPDATE objects SET actor_id = NULL
+				WHERE actor_id = ? AND deleted_at IS NOT NULL`, g.id); err != nil {
+				return err
+			}
 			_, err := tx.ExecContext(ctx, `DELETE FROM actors WHERE id = ? AND deleted_at IS NOT NULL`, g.id)
 			return err
 		}); err != nil {

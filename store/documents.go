@@ -128,6 +128,8 @@ type ActorDocument struct {
 	Discoverable *bool                   `json:"discoverable,omitempty"`
 	Indexable    *bool                   `json:"indexable,omitempty"`
 	AlsoKnownAs  []string                `json:"alsoKnownAs,omitempty"`
+	// MovedTo is the account the actor moved to (MoveActor), if any.
+	MovedTo string `json:"movedTo,omitempty"`
 }
 
 // ObjectID implements the interface objectRef looks for.

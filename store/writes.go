@@ -276,12 +276,13 @@ func (s *Store) checkRemoteActor(ctx context.Context, target string) error {
 	return nil
 }
 
-// Follow records actor's (pending) follow of the remote actor target and
-// enqueues the Follow, in one transaction. Following an actor already
-// followed is ECONFLICT; a pending follow is sent again with a new id.
-// Fetching the target is the delivery worker's job.
+// Follow records actor's (pending) follow of the actor target (remote, or
+// another local actor) and enqueues the Follow, in one transaction. A
+// follow of an actor already followed or asked (pending) is an
+// *ExistingError (ECONFLICT) naming the standing Follow. Fetching the
+// target is the delivery worker's job.
 func (s *Store) Follow(ctx context.Context, actor *Actor, target string) (*Activity, error) {
-	if err := s.checkRemoteActor(ctx, target); err != nil {
+	if err := s.checkFollowTarget(ctx, actor, target); err != nil {
 		return nil, err
 	}
 	ev := s.newEvent()
@@ -296,21 +297,20 @@ func (s *Store) Follow(ctx context.Context, actor *Actor, target string) (*Activ
 		if blocked {
 			return Errorf(ECONFLICT, "you block %q; undo the block first", target)
 		}
-		// New, or a pending follow sent again with a new id; an accepted
-		// one (also when its Accept lands beside this) is left alone.
 		id := activitypub.ActivityID(s.uris.Base, ev.ID, "Follow")
-		var state string
-		err = tx.QueryRowContext(ctx, `INSERT INTO following (actor_id, target_uri, follow_activity_id, state, created_at, updated_at)
-			VALUES (?, ?, ?, 'pending', ?, ?)
-			ON CONFLICT (actor_id, target_uri) DO UPDATE SET follow_activity_id = excluded.follow_activity_id, updated_at = excluded.updated_at
-			WHERE following.state <> 'accepted'
-			RETURNING state`,
-			actor.ID, target, id, ms(ev.At), ms(ev.At)).Scan(&state)
-		if errors.Is(err, sql.ErrNoRows) {
-			return Errorf(ECONFLICT, "already following %q", target)
-		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO following (actor_id, target_uri, follow_activity_id, state, created_at, updated_at)
+			VALUES (?, ?, ?, 'pending', ?, ?) ON CONFLICT (actor_id, target_uri) DO NOTHING`,
+			actor.ID, target, id, ms(ev.At), ms(ev.At))
 		if err != nil {
 			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			var existing, state string
+			if err := tx.QueryRowContext(ctx, `SELECT follow_activity_id, state FROM following WHERE actor_id = ? AND target_uri = ?`,
+				actor.ID, target).Scan(&existing, &state); err != nil {
+				return err
+			}
+			return &ExistingError{Err: Errorf(ECONFLICT, "you already follow %q (%s): Follow %s", target, state, existing), ID: existing}
 		}
 		act, err = s.emitTx(ctx, tx, ev, actor, "Follow", target, []string{target}, nil)
 		return err
@@ -618,47 +618,6 @@ func (s *Store) UpdateActor(ctx context.Context, name string, u ActorUpdate) (*A
 		return nil, nil, wrap("update actor", err)
 	}
 	return a, act, nil
-}
-
-// ApproveFollower accepts the pending follower followerURI of the
-// manually-approving actor and enqueues the Accept of its Follow, in one
-// transaction. An unknown or already accepted follower is ENOTFOUND.
-func (s *Store) ApproveFollower(ctx context.Context, actor *Actor, followerURI string) (*Activity, error) {
-	return s.answerFollower(ctx, actor, followerURI, "Accept")
-}
-
-// RejectFollower removes the pending follower followerURI and enqueues
-// the Reject of its Follow, in one transaction.
-func (s *Store) RejectFollower(ctx context.Context, actor *Actor, followerURI string) (*Activity, error) {
-	return s.answerFollower(ctx, actor, followerURI, "Reject")
-}
-
-func (s *Store) answerFollower(ctx context.Context, actor *Actor, followerURI, typ string) (*Activity, error) {
-	ev := s.newEvent()
-	var act *Activity
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		// One conditional statement answers the pending request: of an
-		// approval and a rejection at once, the second finds no pending row.
-		q := `UPDATE followers SET state = 'accepted', updated_at = ?
-			WHERE actor_id = ? AND follower_uri = ? AND state = 'pending' RETURNING COALESCE(follow_activity_id, '')`
-		args := []any{ms(ev.At), actor.ID, followerURI}
-		if typ != "Accept" {
-			q = `DELETE FROM followers
-				WHERE actor_id = ? AND follower_uri = ? AND state = 'pending' RETURNING COALESCE(follow_activity_id, '')`
-			args = args[1:]
-		}
-		var followID string
-		if err := tx.QueryRowContext(ctx, q, args...).Scan(&followID); err != nil {
-			return notFound(err, ENOTFOUND, "no pending follow request from %q", followerURI)
-		}
-		var err error
-		act, err = s.emitTx(ctx, tx, ev, actor, typ, FollowObject(followID, followerURI, actor.URI), []string{followerURI}, nil)
-		return err
-	})
-	if err != nil {
-		return nil, wrap(typ+" follower", err)
-	}
-	return act, nil
 }
 
 // FollowObject is the Follow embedded in an Accept or Reject: the remote

@@ -257,18 +257,19 @@ func TestFollowAndAnswers(t *testing.T) {
 	if st, _ := b.store.FollowingState(b.ctx, a.ID, remoteActor); st != StatePending {
 		t.Fatalf("state %q", st)
 	}
-	// A pending follow may be sent again, with a new id.
-	f2, err := b.store.Follow(b.ctx, a, remoteActor)
-	if err != nil {
-		t.Fatal(err)
+	// A pending follow is not sent twice: the second names the first.
+	var ex *ExistingError
+	if _, err := b.store.Follow(b.ctx, a, remoteActor); !errors.Is(err, ErrConflict) || !errors.As(err, &ex) || ex.ID != f.URI {
+		t.Fatalf("follow while pending: %v", err)
 	}
+	f2 := f
 	// An answer from someone else, or for the old Follow, changes nothing.
 	b.tx(t, func(tx *sql.Tx) error {
 		n, err := b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: "https://evil.test/users/eve", FollowActivityID: f2.URI}, StateAccepted)
 		if n != 0 || err != nil {
 			t.Errorf("foreign accept: %d, %v", n, err)
 		}
-		n, err = b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: remoteActor, FollowActivityID: f.URI}, StateAccepted)
+		n, err = b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: remoteActor, FollowActivityID: f.URI + "-old"}, StateAccepted)
 		if n != 0 || err != nil {
 			t.Errorf("stale accept: %d, %v", n, err)
 		}
@@ -281,16 +282,20 @@ func TestFollowAndAnswers(t *testing.T) {
 	if st, _ := b.store.FollowingState(b.ctx, a.ID, remoteActor); st != StateAccepted {
 		t.Fatalf("state %q", st)
 	}
-	if _, err := b.store.Follow(b.ctx, a, remoteActor); !errors.Is(err, ErrConflict) {
+	if _, err := b.store.Follow(b.ctx, a, remoteActor); !errors.Is(err, ErrConflict) || !errors.As(err, &ex) || ex.ID != f.URI {
 		t.Fatalf("follow again: %v", err)
 	}
 	fs, total, err := b.store.FollowingOf(b.ctx, a.ID, 0, 10)
 	if err != nil || total != 1 || fs[0].TargetURI != remoteActor || fs[0].FollowActivityID != f2.URI {
 		t.Fatalf("FollowingOf = %+v, %d, %v", fs, total, err)
 	}
-	// Local and malformed targets are refused; a blocked domain is forbidden.
+	// Oneself, unknown local actors and malformed targets are refused; a
+	// blocked domain is forbidden.
 	if _, err := b.store.Follow(b.ctx, a, testBase+"/users/alice"); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("follow local: %v", err)
+		t.Fatalf("follow oneself: %v", err)
+	}
+	if _, err := b.store.Follow(b.ctx, a, testBase+"/users/nobody"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("follow an unknown local actor: %v", err)
 	}
 	if _, err := b.store.Follow(b.ctx, a, "not a url"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("follow garbage: %v", err)
@@ -522,7 +527,7 @@ func TestApproveAndRejectFollower(t *testing.T) {
 	if ok, _ := b.store.IsFollower(b.ctx, a.ID, remoteActor); !ok {
 		t.Fatal("not accepted")
 	}
-	if _, err := b.store.ApproveFollower(b.ctx, a, remoteActor); !errors.Is(err, ErrNotFound) {
+	if _, err := b.store.ApproveFollower(b.ctx, a, remoteActor); !errors.Is(err, ErrConflict) {
 		t.Fatalf("approve twice: %v", err)
 	}
 	rej, err := b.store.RejectFollower(b.ctx, a, "https://remote.test/users/carl")

@@ -179,6 +179,13 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mover, _, err := s.CreateActor(ctx, store.NewActor{Name: "mover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MoveActor(ctx, mover, "https://mastodon.example/users/mover"); err != nil {
+		t.Fatal(err)
+	}
 	dave, _, err := s.CreateActor(ctx, store.NewActor{Name: "dave"})
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ type table struct {
 var tables = []table{
 	// package store: actors and what hangs off them (foreign keys to actors).
 	{name: "actors"},
+	{name: "actor_moves"},
 	{name: "deleted_actors"},
 	{name: "instance_actor"},
 	{name: "objects"},

@@ -9,13 +9,17 @@ import (
 	"github.com/courier-ap/courier/store"
 )
 
-const actorUsage = "usage: courier actor create NAME [--display-name TEXT] [--summary TEXT] [--json] | courier actor delete NAME"
+const actorUsage = "usage: courier actor create NAME [--display-name TEXT] [--summary TEXT] [--json] | courier actor delete NAME" +
+	" | courier actor followers NAME [--pending] | courier actor followers approve|reject NAME FOLLOWER"
 
 // actorCommand runs `courier actor create NAME ...` or `courier actor
 // delete NAME` against the database.
 func actorCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) > 0 && args[0] == "delete" {
 		return deleteActorCommand(ctx, args[1:], stdout, getenv)
+	}
+	if len(args) > 0 && args[0] == "followers" {
+		return followersCommand(ctx, args[1:], stdout, getenv)
 	}
 	if len(args) == 0 || args[0] != "create" {
 		return usageError(actorUsage)

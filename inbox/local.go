@@ -1,0 +1,80 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/store"
+)
+
+// Activities of local actors reach the local actors they address through
+// the same import as a remote actor's: the delivery fan-out records them
+// here instead of POSTing to courier itself. What differs:
+//
+//   - nothing is fetched: a local follower's inboxes are known, and what a
+//     local activity names is in the store or embedded;
+//   - what the local actor's own write already did is not done twice: the
+//     note of its Create, Update or Delete is the store's own, and its Like
+//     or Announce (and their Undo) was counted when it was written. These
+//     import as OutcomeLocal;
+//   - a local actor's Delete of itself ends the follows between it and the
+//     other local actors.
+//
+// Everything else (Follow, Accept, Reject, Undo of a Follow, Block) is
+// applied as for a remote actor.
+
+// prepareLocal is prepare for an activity of a local actor.
+func (im *Importer) prepareLocal(ctx context.Context, act *activitypub.Activity) (prepared, error) {
+	var pre prepared
+	if act.Type != "Follow" {
+		return pre, nil
+	}
+	if _, err := im.st.ActorByURI(ctx, act.ObjectID); err != nil {
+		return pre, nil // not a local actor: nothing to resolve
+	}
+	follower, err := im.st.ActorByURI(ctx, act.Actor)
+	if err != nil {
+		if store.ErrorCode(err) == store.ENOTFOUND {
+			return pre, nil // deleted meanwhile
+		}
+		return pre, err
+	}
+	uris := im.st.URIs()
+	pre.follower = &activitypub.Actor{ID: follower.URI, Type: "Person", PreferredUsername: follower.Name,
+		Inbox: uris.Inbox(follower.Name)}
+	return pre, nil
+}
+
+// applyLocal applies, in tx, what differs for an activity of a local
+// actor; it reports false for an activity to apply as any other.
+func (im *Importer) applyLocal(ctx context.Context, tx *sql.Tx, act *activitypub.Activity) (string, bool, error) {
+	uris := im.st.URIs()
+	if !uris.IsLocal(act.Actor) {
+		return "", false, nil
+	}
+	switch act.Type {
+	case "Create", "Update":
+		if uris.IsLocal(act.ObjectID) {
+			return OutcomeLocal, true, nil
+		}
+	case "Delete":
+		if isActorDelete(act) {
+			if err := im.st.RemoveLocalTiesTx(ctx, tx, act.Actor); err != nil {
+				out, err := refusal(err, "")
+				return out, true, err
+			}
+			return OutcomeActorGone, true, nil
+		}
+		if uris.IsLocal(act.ObjectID) {
+			return OutcomeLocal, true, nil
+		}
+	case "Like", "Announce":
+		return OutcomeLocal, true, nil
+	case "Undo":
+		if act.Object != nil && (act.Object.Type == "Like" || act.Object.Type == "Announce") {
+			return OutcomeLocal, true, nil
+		}
+	}
+	return "", false, nil
+}
