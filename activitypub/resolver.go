@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,11 @@ type ResolverConfig struct {
 	// Deletes a gone actor sends (one per inbox, each retried) cost one key
 	// fetch, not one each. Default 10 min.
 	GoneTTL time.Duration
+	// KeyJoinWait is how long Key waits for a fetch of the same key that
+	// another caller has in flight (a burst of requests signed with one
+	// new key shares one fetch) before it gives up with ErrHostBusy.
+	// Default 10 s.
+	KeyJoinWait time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives warnings about the store and stale fallbacks.
@@ -56,6 +62,9 @@ func (c ResolverConfig) withDefaults() ResolverConfig {
 	}
 	if c.GoneTTL <= 0 {
 		c.GoneTTL = 10 * time.Minute
+	}
+	if c.KeyJoinWait <= 0 {
+		c.KeyJoinWait = 10 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -179,7 +188,7 @@ func (r *Resolver) Key(ctx context.Context, keyID string, refresh bool) (crypto.
 	if err := r.goneErr(keyID); err != nil {
 		return nil, "", err
 	}
-	c := r.do(ctx, "key\x00"+keyID, func() *call {
+	c := r.do(ctx, "key\x00"+keyID, r.cfg.KeyJoinWait, func() *call {
 		pub, a, err := r.cfg.Fetcher.FetchKey(ctx, keyID)
 		if err == nil {
 			r.store(ctx, a)
@@ -200,7 +209,7 @@ func (r *Resolver) Key(ctx context.Context, keyID string, refresh bool) (crypto.
 }
 
 func (r *Resolver) fetchActor(ctx context.Context, id string) (*Actor, error) {
-	c := r.do(ctx, "actor\x00"+id, func() *call {
+	c := r.do(ctx, "actor\x00"+id, joinWait, func() *call {
 		a, err := r.cfg.Fetcher.FetchActor(ctx, id)
 		if err == nil {
 			r.store(ctx, a)
@@ -217,14 +226,14 @@ func (r *Resolver) fetchActor(ctx context.Context, id string) (*Actor, error) {
 const joinWait = 2 * time.Second
 
 // do runs fn once for concurrent callers with the same key. A caller whose
-// context ends, or finds another's fetch in flight for joinWait, stops waiting;
-// the fetch itself is bounded by the client's timeout and the first
-// caller's context.
-func (r *Resolver) do(ctx context.Context, key string, fn func() *call) *call {
+// context ends, or finds another's fetch in flight for wait, stops waiting
+// (ErrHostBusy); the fetch itself is bounded by the client's timeout and the
+// first caller's context.
+func (r *Resolver) do(ctx context.Context, key string, wait time.Duration, fn func() *call) *call {
 	r.mu.Lock()
 	if c, ok := r.inflight[key]; ok {
 		r.mu.Unlock()
-		t := time.NewTimer(max(joinWait-time.Since(c.start), 0))
+		t := time.NewTimer(max(wait-time.Since(c.start), 0))
 		defer t.Stop()
 		select {
 		case <-c.done:
@@ -232,7 +241,8 @@ func (r *Resolver) do(ctx context.Context, key string, fn func() *call) *call {
 		case <-ctx.Done():
 			return &call{err: fmt.Errorf("activitypub: resolve: %w", ctx.Err())}
 		case <-t.C:
-			return &call{err: fmt.Errorf("activitypub: resolve: %w: its fetch has been in flight for over %s", ErrHostBusy, joinWait)}
+			return &call{err: fmt.Errorf("activitypub: resolve: %w", &BusyError{Host: hostOf(key), Wait: busyWait,
+				Why: fmt.Sprintf("has had the fetch this needs in flight for over %s", wait)})}
 		}
 	}
 	c := &call{done: make(chan struct{}), start: time.Now()}
@@ -342,4 +352,17 @@ func (r *Resolver) remember(keyID, owner string) {
 		clear(r.keyOwner)
 	}
 	r.keyOwner[keyID] = owner
+}
+
+// hostOf returns the host of the URL at the end of an in-flight key
+// ("key\x00{url}"), "" when it has none.
+func hostOf(key string) string {
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		key = key[i+1:]
+	}
+	u, err := url.Parse(key)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }

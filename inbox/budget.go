@@ -146,6 +146,20 @@ func (b *budgets) ignored(host string) {
 	}
 }
 
+// deferred counts a request of host answered 503 for a temporary
+// condition on courier's side.
+func (b *budgets) deferred(host string) {
+	if host == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.stats(host); s != nil {
+		s.Deferred++
+		s.LastDeferredAt = b.now().UTC()
+	}
+}
+
 // stats returns host's figures, nil when the table is full; the caller
 // holds b.mu.
 func (b *budgets) stats(host string) *HostBudget {
@@ -175,6 +189,12 @@ type HostBudget struct {
 	// LastThrottledAt when the last one was.
 	Throttled       int64     `json:"throttled"`
 	LastThrottledAt time.Time `json:"last_throttled_at,omitzero"`
+	// Deferred is how many requests were answered 503 with Retry-After
+	// because courier could not verify or store them then (its fetch of
+	// the key was busy or failed for a while, the database was busy), and
+	// LastDeferredAt when the last one was.
+	Deferred       int64     `json:"deferred"`
+	LastDeferredAt time.Time `json:"last_deferred_at,omitzero"`
 	// RequestsPerMinute and BytesPerMinute are its budget.
 	RequestsPerMinute float64 `json:"requests_per_minute"`
 	BytesPerMinute    float64 `json:"bytes_per_minute"`
@@ -197,6 +217,9 @@ func (h *Handler) HostBudgets() []HostBudget {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Throttled != out[j].Throttled {
 			return out[i].Throttled > out[j].Throttled
+		}
+		if out[i].Deferred != out[j].Deferred {
+			return out[i].Deferred > out[j].Deferred
 		}
 		if out[i].Requests != out[j].Requests {
 			return out[i].Requests > out[j].Requests

@@ -27,6 +27,23 @@
 // that peers that try an RFC 9421 signature first fall back to
 // draft-cavage.
 //
+// Courier's own busyness is never a verdict on a request. When the key
+// cannot be resolved now for a temporary reason (activitypub.Temporary: the
+// fetch gate holds the key's host because it has fetches in flight or
+// answered slowly, the fetch timed out, failed on the network or got a
+// 5xx, 408 or 429), or the database is busy (SQLite BUSY or LOCKED,
+// PostgreSQL serialization failure, deadlock, lock or connection limits),
+// the request is deferred: 503 with Retry-After (the wait the gate or the
+// remote gave, 1 s to 5 min) and a JSON error, counted in
+// courier_inbox_deferred_total{reason} and against the host in the admin
+// inbound view. 401 stays for what is wrong: a bad signature, a key the
+// remote does not serve (404, 410, another 4xx, a document without it).
+// Requests signed with one new key share one fetch of it (the Resolver
+// waits up to KeyJoinWait for a fetch in flight); fetches of different
+// actors of one host run side by side up to the gate's PerHost (8), and a
+// burst beyond that is deferred, so ten people of one instance following
+// at once all get their Accept.
+//
 // A verified activity that concerns no one here (see Handler.concerns: no
 // local actor follows its sender, is addressed, mentioned or owns what it
 // acts on, and it is no Follow of a local actor, no Delete or Update of

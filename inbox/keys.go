@@ -72,6 +72,9 @@ func (h *Handler) key(ctx context.Context, keyID string, refresh bool) (cachedKe
 	}
 	pub, owner, err := h.cfg.Resolver.Key(ctx, keyID, refresh)
 	if err != nil {
+		if activitypub.Temporary(err) && ctx.Err() == nil {
+			return cachedKey{}, deferFetch(keyID, err)
+		}
 		return cachedKey{}, fmt.Errorf("%w: %s: %w", ErrUnknownKey, keyID, err)
 	}
 	k := cachedKey{pub: pub, owner: owner}
@@ -97,6 +100,9 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte
 		fresh, ferr := h.key(ctx, keyID, true)
 		if ferr != nil {
 			h.log.DebugContext(ctx, "inbox: key refetch after a failed signature", "key_id", keyID, "err", ferr)
+			if d := deferral(ferr); d != nil {
+				return "", d // the key may have rotated: not a verdict yet
+			}
 			return "", err
 		}
 		if fresh.pub != nil && !samePublicKey(fresh.pub, k.pub) {
