@@ -311,3 +311,66 @@ func deferredCount(t *testing.T, b *testBundle, reason string) int {
 	}
 	return 0
 }
+
+// TestKeyFetchFailuresDefer: a key whose fetch fails for a temporary
+// reason (a 5xx, 429, a connection dropped before the answer) defers the
+// request, 503 with Retry-After; what the remote answers for good (404, a
+// document without the key) stays 401.
+func TestKeyFetchFailuresDefer(t *testing.T) {
+	b := setup(t)
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch path.Base(r.URL.Path) {
+		case "e500":
+			http.Error(w, "oops", http.StatusInternalServerError)
+		case "e503":
+			w.Header().Set("Retry-After", "120")
+			http.Error(w, "later", http.StatusServiceUnavailable)
+		case "e429":
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		case "drop":
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				c.Close()
+			}
+		case "nokey":
+			id := "http://" + r.Host + r.URL.Path
+			w.Header().Set("Content-Type", activitypub.ContentType)
+			_ = json.NewEncoder(w).Encode(map[string]any{"@context": activitypub.ActivityStreams, "id": id,
+				"type": "Person", "inbox": id + "/inbox"})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(flaky.Close)
+	local := b.localActor(t, "ana", false)
+	for _, c := range []struct {
+		name       string
+		status     int
+		retryAfter string
+	}{
+		{"e500", http.StatusServiceUnavailable, "30"},
+		{"e503", http.StatusServiceUnavailable, "120"},
+		{"e429", http.StatusServiceUnavailable, "30"},
+		{"drop", http.StatusServiceUnavailable, "30"},
+		{"missing", http.StatusUnauthorized, ""},
+		{"nokey", http.StatusUnauthorized, ""},
+	} {
+		actor := flaky.URL + "/users/" + c.name
+		s := signer{keyID: actor + "#main-key", key: key(t, keyRemote)}
+		req := b.request(t, "/inbox", mustJSON(t, activity(actor+"/follows/1", "Follow", actor, local.URI)), s)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || resp.Header.Get("Retry-After") != c.retryAfter ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			t.Errorf("key host answering %s: %d Retry-After %q %s, want %d Retry-After %q", c.name, resp.StatusCode,
+				resp.Header.Get("Retry-After"), body, c.status, c.retryAfter)
+		}
+	}
+	if got := deferredCount(t, b, metrics.InboxDeferredKeyHostUnavailable); got != 4 {
+		t.Errorf("courier_inbox_deferred_total{reason=key_host_unavailable} = %d, want 4", got)
+	}
+}
