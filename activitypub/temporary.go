@@ -22,7 +22,7 @@ func Temporary(err error) bool {
 		return false
 	}
 	for _, final := range []error{ErrGone, ErrNotFound, ErrPrivateAddress, ErrIDMismatch, ErrContentType,
-		ErrTooLarge, ErrKeyNotFound, ErrBadURL, ErrMalformed, ErrBadKey} {
+		ErrTooLarge, ErrKeyNotFound, ErrBadURL, ErrMalformed, ErrBadKey, ErrFetchRefused} {
 		if errors.Is(err, final) {
 			return false
 		}

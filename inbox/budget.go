@@ -47,7 +47,10 @@ const maxBudgetHosts = 10000
 // bytes per minute, each a token bucket holding one minute's worth. A
 // request is refused (429) before its body is read when its host's bucket
 // of requests or of bytes is empty; a request is charged only once its
-// signature verified, so no one can spend another host's budget.
+// signature verified, so no one can spend another host's budget. The
+// fetches of a request's key (and their bytes) are charged before they are
+// made, verified or not, to the key host's key-fetch budget (as large, and
+// apart), refused with 429 when it is spent.
 type budgets struct {
 	requests, bytes float64            // per minute, the default budget
 	factors         map[string]float64 // host -> multiple of the default
@@ -134,6 +137,57 @@ func (b *budgets) charge(host string, n int) {
 	}
 }
 
+// spendFetch takes one request of host's key-fetch budget for a fetch of a
+// key of host, before it is made, or refuses it (*ThrottledError) when that
+// budget is spent. The key-fetch budget is as large as the request budget
+// and apart from it: requests naming ever new keys of a host spend it and
+// get 429, while the requests of keys courier holds go on.
+func (b *budgets) spendFetch(ctx context.Context, host string) error {
+	if host == "" {
+		return nil
+	}
+	hb, _ := b.of(host)
+	key := fetchBudgetKey(host)
+	if wait := max(hb.requests.Wait(key), hb.bytes.Wait(key)); wait > 0 {
+		b.mu.Lock()
+		if s := b.stats(host); s != nil {
+			s.Throttled++
+			s.LastThrottledAt = b.now().UTC()
+		}
+		b.mu.Unlock()
+		if ok, _ := b.warned.Take(key, 1); ok {
+			b.log.WarnContext(ctx, "inbox: a remote host's requests need more key fetches than its budget; they get 429 until it slows down",
+				"host", host, "retry_after", limit.RetryAfter(wait)+"s")
+		}
+		return &ThrottledError{Host: host, Wait: wait}
+	}
+	hb.requests.Charge(key, 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.stats(host); s != nil {
+		s.KeyFetches++
+	}
+	return nil
+}
+
+// chargeFetched charges n bytes read by a fetch of a key of host to its
+// key-fetch budget.
+func (b *budgets) chargeFetched(host string, n int) {
+	if host == "" {
+		return
+	}
+	hb, _ := b.of(host)
+	hb.bytes.Charge(fetchBudgetKey(host), float64(n))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.stats(host); s != nil {
+		s.KeyFetchBytes += int64(n)
+	}
+}
+
+// fetchBudgetKey is the bucket key of host's key-fetch budget.
+func fetchBudgetKey(host string) string { return "key fetches\x00" + host }
+
 // ignored counts a verified request of host that concerned no one here.
 func (b *budgets) ignored(host string) {
 	if host == "" {
@@ -182,6 +236,11 @@ type HostBudget struct {
 	// Requests and Bytes are its verified requests and their body bytes.
 	Requests int64 `json:"requests"`
 	Bytes    int64 `json:"bytes"`
+	// KeyFetches and KeyFetchBytes are the fetches courier made to
+	// resolve the keys of its requests, and the bytes they read, charged
+	// to its budget before the signatures were checked.
+	KeyFetches    int64 `json:"key_fetches"`
+	KeyFetchBytes int64 `json:"key_fetch_bytes"`
 	// Ignored is how many of them concerned no one here: answered 202,
 	// counted, not stored.
 	Ignored int64 `json:"ignored"`

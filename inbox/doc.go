@@ -44,6 +44,18 @@
 // burst beyond that is deferred, so ten people of one instance following
 // at once all get their Accept.
 //
+// A key's fetch is paid for before it is made: each fetch the Resolver
+// makes for a request's key, and the bytes it reads, are charged to the key
+// host's key-fetch budget (as large as its request budget, and apart from
+// it, so requests naming ever new keys of a host get 429 while the
+// requests of keys courier holds go on). The actor fetched for a key is
+// held in memory (bounded) and stored in remote_actors only once a
+// signature verified with one of its keys; a stored document is at most
+// store.MaxRemoteActorDocument, and Importer.Run deletes actors not fetched
+// for Retention. A key resolution that failed for good (the document does
+// not carry the key...) is remembered per key id for the Resolver's
+// FailTTL, so repeated requests naming it cost one fetch.
+//
 // A verified activity that concerns no one here (see Handler.concerns: no
 // local actor follows its sender, is addressed, mentioned or owns what it
 // acts on, and it is no Follow of a local actor, no Delete or Update of
