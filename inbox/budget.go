@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -288,13 +290,36 @@ func (h *Handler) HostBudgets() []HostBudget {
 	return out
 }
 
-// keyHost returns the host of keyID with its port, lower case, or "".
+// keyHost returns the host of keyID in one spelling per server, or "": a
+// name in lower case without a trailing dot, an address in netip's
+// canonical form (an IPv4-mapped IPv6 address as IPv4, IPv6 compressed and
+// bracketed), and the port as an integer, left out when it is the
+// scheme's default. Budgets are kept per keyHost, so a server named in
+// several spellings ([::0:1], [0:0:0:0:0:0:0:1], port 0443) has one.
 func keyHost(keyID string) string {
 	u, err := url.Parse(keyID)
-	if err != nil {
+	if err != nil || u.Host == "" {
 		return ""
 	}
-	return strings.ToLower(u.Host)
+	name := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if a, err := netip.ParseAddr(name); err == nil {
+		name = a.Unmap().WithZone("").String()
+	}
+	if strings.Contains(name, ":") {
+		name = "[" + name + "]"
+	}
+	port := u.Port()
+	if port == "" {
+		return name
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return strings.ToLower(u.Host) // not a port: as written
+	}
+	if (p == 443 && u.Scheme == "https") || (p == 80 && u.Scheme == "http") {
+		return name
+	}
+	return name + ":" + strconv.FormatUint(p, 10)
 }
 
 // requestHost returns the host of the key id of the request's signature,
