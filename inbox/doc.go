@@ -6,7 +6,13 @@
 // else 421), its sender's host must be within its budget of requests and
 // bytes a minute (else 429 with Retry-After; only verified requests are
 // charged), and it must carry an ActivityPub content type and a body of at most
-// MaxBody bytes holding an activity with id, type and actor. Its draft-cavage
+// MaxBody bytes holding an activity with id, type and actor. A body that
+// is not valid UTF-8 or holds a NUL character (\u0000), or whose URL
+// fields (id, actor, object, inReplyTo, audience, attributedTo, tag hrefs,
+// of the activity and of its object) hold a control character, is refused
+// 400: SQLite would keep it, PostgreSQL refuses it, and a store copy from
+// one to the other would stop on it (the store refuses such remote objects
+// and actors too, EINVALID). Its draft-cavage
 // HTTP Signature must sign (request-target), host, date and digest, its
 // Digest must match the body and its Date lie within DateWindow. The key is
 // resolved from the signature's keyId through the Resolver (a fetch of the

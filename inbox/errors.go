@@ -151,6 +151,8 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, "malformed_json"
 	case errors.Is(err, ErrBadURL):
 		return http.StatusBadRequest, "bad_url"
+	case errors.Is(err, activitypub.ErrText):
+		return http.StatusBadRequest, "bad_text"
 	case errors.Is(err, activitypub.ErrNoSignature):
 		return http.StatusUnauthorized, "no_signature"
 	case errors.Is(err, activitypub.ErrRFC9421):
@@ -186,7 +188,7 @@ func classify(err error) (int, string) {
 func Results() []string {
 	return []string{
 		metrics.InboxAccepted, metrics.InboxDuplicate, resultDroppedDelete, resultIgnored, resultThrottled, resultDeferred,
-		"bad_content_type", "body_too_large", "unknown_inbox", "missing_field", "malformed_json", "bad_url",
+		"bad_content_type", "body_too_large", "unknown_inbox", "missing_field", "malformed_json", "bad_url", "bad_text",
 		"no_signature", "rfc9421_signature", "malformed_signature", "unsigned_header", "digest_mismatch",
 		"date_out_of_window", "unsupported_key", "bad_signature", "unknown_key", "actor_not_key_owner",
 		"domain_blocked", "actor_blocked", "origin_mismatch", "wrong_host", resultInternal,

@@ -177,6 +177,9 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return "", err
 	}
+	if err := activitypub.CheckText(body); err != nil {
+		return "", err
+	}
 	sig, err := activitypub.RequestSignature(r)
 	if err != nil {
 		return "", err
@@ -187,6 +190,9 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	var refs urls
 	if err := checkURLs(&refs, act); err != nil {
+		return "", err
+	}
+	if err := activitypub.CheckActivityURLs(act); err != nil {
 		return "", err
 	}
 	if h.st.URIs().IsLocal(act.Actor) {

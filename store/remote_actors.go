@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/courier-ap/courier/activitypub"
 )
@@ -45,6 +47,10 @@ const MaxRemoteActorDocument = 256 << 10
 func (s *Store) PutRemoteActor(ctx context.Context, a *activitypub.Actor, raw []byte, fetchedAt time.Time) error {
 	if a == nil || a.ID == "" || a.Inbox == "" {
 		return Errorf(EINVALID, "remote actor needs an id and an inbox")
+	}
+	if err := checkRemoteText(raw, "id", a.ID, "inbox", a.Inbox, "sharedInbox", a.SharedInbox,
+		"publicKey.id", a.PublicKey.ID); err != nil {
+		return err
 	}
 	if len(raw) > MaxRemoteActorDocument {
 		return Errorf(EINVALID, "remote actor %q document is %d bytes, over the %d kept", a.ID, len(raw), MaxRemoteActorDocument)
@@ -120,4 +126,38 @@ func (s *Store) SweepRemoteActors(ctx context.Context, cutoff time.Time, batch i
 			return total, nil
 		}
 	}
+}
+
+// checkRemoteText refuses (EINVALID) a remote document that is not valid
+// UTF-8 or holds a NUL character, and URL fields (given as name, value
+// pairs) with a control character: SQLite would keep them, PostgreSQL
+// refuses them, so a store copy would stop on them.
+func checkRemoteText(doc []byte, fields ...string) error {
+	if err := activitypub.CheckText(doc); err != nil {
+		return Errorf(EINVALID, "%v", err)
+	}
+	for i := 0; i+1 < len(fields); i += 2 {
+		if err := activitypub.CheckURL(fields[i], fields[i+1]); err != nil {
+			return Errorf(EINVALID, "%v", err)
+		}
+	}
+	return nil
+}
+
+// checkRemoteObjectText is checkRemoteText for a remote object: its
+// document, id, author, inReplyTo and audience.
+func checkRemoteObjectText(o RemoteObject) error {
+	fields := []string{"id", o.URI, "attributedTo", o.AttributedTo, "inReplyTo", o.InReplyTo}
+	for _, v := range append(append([]string(nil), o.To...), o.CC...) {
+		fields = append(fields, "audience", v)
+	}
+	if err := checkRemoteText(o.Document, fields...); err != nil {
+		return err
+	}
+	for _, v := range []string{o.Content, o.Summary, o.Type} {
+		if strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+			return Errorf(EINVALID, "remote object %q: text not valid UTF-8 or with a NUL character", o.URI)
+		}
+	}
+	return nil
 }
