@@ -143,6 +143,10 @@ func TestFetchKeyGoToSocialCapture(t *testing.T) {
 	if !wantPub.(*rsa.PublicKey).Equal(pub) || owner != "https://"+gtsHost+"/users/bob" {
 		t.Fatalf("key of %q does not match the actor's", owner)
 	}
+	if cached, _, err := store.GetRemoteActor(context.Background(), owner); err != nil || cached != nil {
+		t.Fatalf("owner stored before a signature verified with its key: %v %v", cached, err)
+	}
+	r.Verified(context.Background(), keyID)
 	cached, _, err := store.GetRemoteActor(context.Background(), owner)
 	if err != nil || cached == nil || cached.Inbox != want.Inbox {
 		t.Fatalf("cached owner %+v %v: want the whole actor with inbox %s", cached, err, want.Inbox)

@@ -34,6 +34,33 @@ var (
 	ErrBadURL = errors.New("activitypub: bad URL")
 )
 
+// ErrFetchRefused: a FetchHook's Before refused the fetch (its caller's
+// budget is spent); nothing was sent.
+var ErrFetchRefused = errors.New("activitypub: fetch refused by its caller's budget")
+
+// FetchHook lets the caller of a fetch account for it: Before runs before
+// each request a Fetcher sends on ctx's behalf (redirects and a key's owner
+// included) and refuses it by returning an error; After reports the bytes
+// of each body read. The inbox charges them to the budget of the host
+// whose key needs them, so an unverified sender cannot make courier fetch
+// without bound.
+type FetchHook struct {
+	Before func(host string) error
+	After  func(host string, n int)
+}
+
+type fetchHookKey struct{}
+
+// WithFetchHook returns ctx carrying h for the fetches made with it.
+func WithFetchHook(ctx context.Context, h FetchHook) context.Context {
+	return context.WithValue(ctx, fetchHookKey{}, h)
+}
+
+func fetchHookOf(ctx context.Context) FetchHook {
+	h, _ := ctx.Value(fetchHookKey{}).(FetchHook)
+	return h
+}
+
 // StatusError is a non-2xx answer other than 404 and 410.
 type StatusError struct {
 	// URL is the URL fetched.
@@ -129,6 +156,12 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (body []byte, finalU
 		if err := f.cfg.Signer.Sign(req, nil, f.cfg.Now()); err != nil {
 			return nil, "", err
 		}
+		hook := fetchHookOf(ctx)
+		if hook.Before != nil {
+			if err := hook.Before(u.Host); err != nil {
+				return nil, "", fmt.Errorf("activitypub: fetch %s: %w: %w", cur, ErrFetchRefused, err)
+			}
+		}
 		resp, err := f.cfg.Client.Do(req)
 		if err != nil {
 			return nil, "", fmt.Errorf("activitypub: fetch %s: %w", cur, err)
@@ -149,6 +182,14 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (body []byte, finalU
 			continue
 		}
 		body, err := f.read(resp, cur)
+		if hook.After != nil {
+			switch {
+			case err == nil:
+				hook.After(u.Host, len(body))
+			case errors.Is(err, ErrTooLarge):
+				hook.After(u.Host, int(f.cfg.MaxBody))
+			}
+		}
 		if err != nil {
 			return nil, "", err
 		}

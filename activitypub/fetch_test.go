@@ -473,6 +473,11 @@ func TestResolverGoToSocialKeyCached(t *testing.T) {
 	if b.remote.count("/gts/users/bob/main-key") != 1 || b.remote.count("/gts/users/bob") != 1 {
 		t.Fatalf("fetches: key %d, actor %d", b.remote.count("/gts/users/bob/main-key"), b.remote.count("/gts/users/bob"))
 	}
+	// Nothing is stored before a signature verified with the key.
+	if a, _, err := r.cfg.Store.GetRemoteActor(ctx, b.remote.url("/gts/users/bob")); err != nil || a != nil {
+		t.Fatalf("stored before any signature verified: %v %v", a, err)
+	}
+	r.Verified(ctx, keyID)
 	// A fresh resolver (restart) finds the owner in the store by path.
 	r2, err := NewResolver(ResolverConfig{Fetcher: b.fetcher, Store: r.cfg.Store, Now: b.clock.Now})
 	if err != nil {

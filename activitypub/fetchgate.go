@@ -16,6 +16,26 @@ import (
 // embedded document) or comes back later.
 var ErrHostBusy = errors.New("activitypub: host busy: a fetch from it is in flight or it answered slowly")
 
+// BusyError is ErrHostBusy for one host, with how long it is likely to stay
+// busy: the rest of its SlowFor when it answered slowly, else a few seconds.
+type BusyError struct {
+	// Host is the host refused.
+	Host string
+	// Wait is how long until a fetch from it may be admitted.
+	Wait time.Duration
+	// Why says what makes it busy.
+	Why string
+}
+
+func (e *BusyError) Error() string { return fmt.Sprintf("%v: %s %s", ErrHostBusy, e.Host, e.Why) }
+
+// Unwrap makes the error match ErrHostBusy.
+func (e *BusyError) Unwrap() error { return ErrHostBusy }
+
+// busyWait is the wait a BusyError of a host with fetches in flight
+// carries: about how long one fetch takes.
+const busyWait = 2 * time.Second
+
 // FetchGateOptions configure NewFetchGate.
 type FetchGateOptions struct {
 	// PerHost bounds the fetches in flight to one host. Default 8.
@@ -96,15 +116,16 @@ func (g *FetchGate) enter(host string) (leave func(slow bool), err error) {
 		case age >= g.opts.MaxHold:
 			delete(h.inFlight, id)
 		case age >= g.opts.SlowAfter:
-			return nil, fmt.Errorf("%w: %s has a fetch in flight for %s", ErrHostBusy, host, age.Round(time.Second))
+			return nil, &BusyError{Host: host, Wait: g.opts.SlowFor,
+				Why: fmt.Sprintf("has a fetch in flight for %s", age.Round(time.Second))}
 		}
 	}
 	if now.Before(h.slowUntil) {
-		return nil, fmt.Errorf("%w: %s answered slowly; not fetched again before %s", ErrHostBusy, host,
-			h.slowUntil.UTC().Format(time.RFC3339))
+		return nil, &BusyError{Host: host, Wait: h.slowUntil.Sub(now),
+			Why: "answered slowly; not fetched again before " + h.slowUntil.UTC().Format(time.RFC3339)}
 	}
 	if len(h.inFlight) >= g.opts.PerHost {
-		return nil, fmt.Errorf("%w: %s has %d fetches in flight", ErrHostBusy, host, len(h.inFlight))
+		return nil, &BusyError{Host: host, Wait: busyWait, Why: fmt.Sprintf("has %d fetches in flight", len(h.inFlight))}
 	}
 	h.next++
 	id := h.next

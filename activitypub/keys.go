@@ -125,15 +125,26 @@ func ParsePublicKeyPEM(s string) (crypto.PublicKey, error) {
 	}
 	switch k := pub.(type) {
 	case *rsa.PublicKey:
-		if n := k.N.BitLen(); n < MinRemoteKeyBits || n > MaxRemoteKeyBits {
-			return nil, fmt.Errorf("%w: RSA key of %d bits (accepted: %d to %d)", ErrBadKey, n, MinRemoteKeyBits, MaxRemoteKeyBits)
-		}
-		if k.E < 3 || k.E > MaxRemoteKeyExponent || k.E%2 == 0 {
-			return nil, fmt.Errorf("%w: RSA exponent %d (accepted: odd, 3 to %d)", ErrBadKey, k.E, MaxRemoteKeyExponent)
+		if err := checkRemoteRSA(k); err != nil {
+			return nil, err
 		}
 		return k, nil
 	case ed25519.PublicKey:
 		return k, nil
 	}
 	return nil, fmt.Errorf("%w: unsupported key type %T", ErrBadKey, pub)
+}
+
+// checkRemoteRSA refuses an RSA key outside what the fediverse publishes
+// (MinRemoteKeyBits to MaxRemoteKeyBits, an odd exponent of at most
+// MaxRemoteKeyExponent), whatever encoding carried it (PEM or Multikey):
+// each verification with a larger key or exponent costs more CPU.
+func checkRemoteRSA(k *rsa.PublicKey) error {
+	if n := k.N.BitLen(); n < MinRemoteKeyBits || n > MaxRemoteKeyBits {
+		return fmt.Errorf("%w: RSA key of %d bits (accepted: %d to %d)", ErrBadKey, n, MinRemoteKeyBits, MaxRemoteKeyBits)
+	}
+	if k.E < 3 || k.E > MaxRemoteKeyExponent || k.E%2 == 0 {
+		return fmt.Errorf("%w: RSA exponent %d (accepted: odd, 3 to %d)", ErrBadKey, k.E, MaxRemoteKeyExponent)
+	}
+	return nil
 }

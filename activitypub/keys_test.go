@@ -140,3 +140,52 @@ func TestParsePublicKeyPEMBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestParseMultikeyRSABounds: a FEP-521a RSA Multikey is held to the PEM
+// path's bounds, 1024 to 4096 bits and an odd exponent of at most 65537 (a
+// 23,792-bit key with e = 2^31-1 costs 37 to 130 times a 2048-bit key's
+// verification).
+func TestParseMultikeyRSABounds(t *testing.T) {
+	t.Parallel()
+	modulus := func(bits int) *big.Int { // odd, of exactly bits bits
+		n := new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+		return n.Add(n, big.NewInt(1))
+	}
+	for _, c := range []struct {
+		bits, e int
+		ok      bool
+	}{
+		{1024, 65537, true},
+		{2048, 65537, true},
+		{4096, 65537, true},
+		{2048, 3, true},
+		{1023, 65537, false},
+		{4097, 65537, false},
+		{23792, 65537, false},
+		{23792, 1<<31 - 1, false},
+		{2048, 1<<31 - 1, false},
+		{2048, 65539, false},
+		{2048, 65536, false},
+		{2048, 1, false},
+	} {
+		mk, err := EncodeMultikey(&rsa.PublicKey{N: modulus(c.bits), E: c.e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ParseMultikey(mk)
+		if c.ok && err != nil {
+			t.Errorf("%d bits, e=%d: %v", c.bits, c.e, err)
+		}
+		if !c.ok && !errors.Is(err, ErrBadKey) {
+			t.Errorf("%d bits, e=%d: %v, want ErrBadKey", c.bits, c.e, err)
+		}
+		// The PEM path agrees.
+		pem, err := EncodePublicKeyPEM(&rsa.PublicKey{N: modulus(c.bits), E: c.e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParsePublicKeyPEM(pem); (err == nil) != c.ok {
+			t.Errorf("PEM of %d bits, e=%d: %v", c.bits, c.e, err)
+		}
+	}
+}

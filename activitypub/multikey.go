@@ -83,7 +83,9 @@ const maxMultibase = 4096
 
 // ParseMultikey decodes a FEP-521a Multikey's publicKeyMultibase: base58btc
 // ("z" prefix) of a multicodec-tagged Ed25519 or RSA public key. RSA keys
-// shorter than 1024 bits and anything else give an error matching ErrBadKey.
+// outside the PEM path's bounds (MinRemoteKeyBits to MaxRemoteKeyBits, an
+// odd exponent of at most MaxRemoteKeyExponent) and anything else give an
+// error matching ErrBadKey.
 func ParseMultikey(s string) (crypto.PublicKey, error) {
 	if len(s) < 2 || s[0] != 'z' {
 		return nil, fmt.Errorf("%w: multibase: not base58btc", ErrBadKey)
@@ -107,8 +109,8 @@ func ParseMultikey(s string) (crypto.PublicKey, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: RSA multikey: %v", ErrBadKey, err)
 		}
-		if k.N.BitLen() < 1024 {
-			return nil, fmt.Errorf("%w: RSA key of %d bits", ErrBadKey, k.N.BitLen())
+		if err := checkRemoteRSA(k); err != nil {
+			return nil, fmt.Errorf("RSA multikey: %w", err)
 		}
 		return k, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,18 @@ type ResolverConfig struct {
 	// Deletes a gone actor sends (one per inbox, each retried) cost one key
 	// fetch, not one each. Default 10 min.
 	GoneTTL time.Duration
+	// FailTTL is how long another key resolution that failed for good (the
+	// document does not carry the key, cannot be parsed, names another
+	// owner...) is answered with the same error without fetching again, so
+	// that requests naming a key nobody serves cost one fetch, not one
+	// each. Temporary failures (see Temporary) are not remembered.
+	// Default 5 min.
+	FailTTL time.Duration
+	// KeyJoinWait is how long Key waits for a fetch of the same key that
+	// another caller has in flight (a burst of requests signed with one
+	// new key shares one fetch) before it gives up with ErrHostBusy.
+	// Default 10 s.
+	KeyJoinWait time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives warnings about the store and stale fallbacks.
@@ -56,6 +69,12 @@ func (c ResolverConfig) withDefaults() ResolverConfig {
 	}
 	if c.GoneTTL <= 0 {
 		c.GoneTTL = 10 * time.Minute
+	}
+	if c.FailTTL <= 0 {
+		c.FailTTL = 5 * time.Minute
+	}
+	if c.KeyJoinWait <= 0 {
+		c.KeyJoinWait = 10 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -80,6 +99,14 @@ func (c ResolverConfig) validate() error {
 // times); when full they are cleared, which only costs a store lookup.
 const maxRemembered = 10000
 
+// Bounds of the actors fetched for a key and held in memory until a
+// signature verifies with it (see Verified); when either is reached the
+// held actors are dropped, which only costs a refetch.
+const (
+	maxHeld      = 1000
+	maxHeldBytes = 32 << 20
+)
+
 // Resolver resolves remote actors and signature keys through a TTL cache
 // (ActorStore) in front of a Fetcher. Concurrent requests for the same
 // actor or key share one fetch. It is safe for concurrent use.
@@ -89,8 +116,19 @@ type Resolver struct {
 	mu        sync.Mutex
 	keyOwner  map[string]string    // keyID -> actor id
 	refreshed map[string]time.Time // keyID -> last forced refetch
-	gone      map[string]goneKey   // keyID -> its fetch's 410 or 404
+	gone      map[string]goneKey   // keyID -> its fetch's failure (410, 404, or for good)
 	inflight  map[string]*call
+	// held are actors fetched for a key, by id, kept in memory until a
+	// signature verifies with one of their keys; heldBytes is the size of
+	// their documents.
+	held      map[string]heldActor
+	heldBytes int
+}
+
+// heldActor is an actor fetched for a key and not yet stored.
+type heldActor struct {
+	actor *Actor
+	at    time.Time
 }
 
 // call is one in-flight fetch shared by concurrent callers.
@@ -114,6 +152,7 @@ func NewResolver(cfg ResolverConfig) (*Resolver, error) {
 		refreshed: map[string]time.Time{},
 		gone:      map[string]goneKey{},
 		inflight:  map[string]*call{},
+		held:      map[string]heldActor{},
 	}, nil
 }
 
@@ -179,12 +218,20 @@ func (r *Resolver) Key(ctx context.Context, keyID string, refresh bool) (crypto.
 	if err := r.goneErr(keyID); err != nil {
 		return nil, "", err
 	}
-	c := r.do(ctx, "key\x00"+keyID, func() *call {
+	c := r.do(ctx, "key\x00"+keyID, r.cfg.KeyJoinWait, func() *call {
 		pub, a, err := r.cfg.Fetcher.FetchKey(ctx, keyID)
-		if err == nil {
-			r.store(ctx, a)
-		} else if errors.Is(err, ErrGone) || errors.Is(err, ErrNotFound) {
-			r.rememberGone(keyID, err)
+		switch {
+		case err == nil:
+			// Kept in memory only: a document anyone can make courier fetch
+			// by naming it in a signature is stored once a signature
+			// verified with it (Verified).
+			r.hold(a)
+		case errors.Is(err, ErrGone) || errors.Is(err, ErrNotFound):
+			r.rememberGone(keyID, err, r.cfg.Now())
+		case !Temporary(err) && !errors.Is(err, ErrFetchRefused) && ctx.Err() == nil:
+			// Remembered as long as a 404 would be, less what GoneTTL
+			// exceeds FailTTL by.
+			r.rememberGone(keyID, err, r.cfg.Now().Add(r.cfg.FailTTL-r.cfg.GoneTTL))
 		}
 		return &call{pub: pub, actor: a, err: err}
 	})
@@ -200,7 +247,7 @@ func (r *Resolver) Key(ctx context.Context, keyID string, refresh bool) (crypto.
 }
 
 func (r *Resolver) fetchActor(ctx context.Context, id string) (*Actor, error) {
-	c := r.do(ctx, "actor\x00"+id, func() *call {
+	c := r.do(ctx, "actor\x00"+id, joinWait, func() *call {
 		a, err := r.cfg.Fetcher.FetchActor(ctx, id)
 		if err == nil {
 			r.store(ctx, a)
@@ -217,14 +264,14 @@ func (r *Resolver) fetchActor(ctx context.Context, id string) (*Actor, error) {
 const joinWait = 2 * time.Second
 
 // do runs fn once for concurrent callers with the same key. A caller whose
-// context ends, or finds another's fetch in flight for joinWait, stops waiting;
-// the fetch itself is bounded by the client's timeout and the first
-// caller's context.
-func (r *Resolver) do(ctx context.Context, key string, fn func() *call) *call {
+// context ends, or finds another's fetch in flight for wait, stops waiting
+// (ErrHostBusy); the fetch itself is bounded by the client's timeout and the
+// first caller's context.
+func (r *Resolver) do(ctx context.Context, key string, wait time.Duration, fn func() *call) *call {
 	r.mu.Lock()
 	if c, ok := r.inflight[key]; ok {
 		r.mu.Unlock()
-		t := time.NewTimer(max(joinWait-time.Since(c.start), 0))
+		t := time.NewTimer(max(wait-time.Since(c.start), 0))
 		defer t.Stop()
 		select {
 		case <-c.done:
@@ -232,7 +279,8 @@ func (r *Resolver) do(ctx context.Context, key string, fn func() *call) *call {
 		case <-ctx.Done():
 			return &call{err: fmt.Errorf("activitypub: resolve: %w", ctx.Err())}
 		case <-t.C:
-			return &call{err: fmt.Errorf("activitypub: resolve: %w: its fetch has been in flight for over %s", ErrHostBusy, joinWait)}
+			return &call{err: fmt.Errorf("activitypub: resolve: %w", &BusyError{Host: hostOf(key), Wait: busyWait,
+				Why: fmt.Sprintf("has had the fetch this needs in flight for over %s", wait)})}
 		}
 	}
 	c := &call{done: make(chan struct{}), start: time.Now()}
@@ -248,8 +296,48 @@ func (r *Resolver) do(ctx context.Context, key string, fn func() *call) *call {
 	return c
 }
 
-// load reads the store, treating errors as a miss (logged).
+// Verified tells the Resolver that a signature verified with keyID: the
+// actor fetched for it, held in memory until now, is stored.
+func (r *Resolver) Verified(ctx context.Context, keyID string) {
+	r.mu.Lock()
+	owner, ok := r.keyOwner[keyID]
+	h, held := r.held[owner]
+	if ok && held {
+		delete(r.held, owner)
+		r.heldBytes -= len(h.actor.Raw)
+	}
+	r.mu.Unlock()
+	if ok && held {
+		if err := r.cfg.Store.PutRemoteActor(ctx, h.actor, h.actor.Raw, h.at); err != nil {
+			r.cfg.Logger.WarnContext(ctx, "activitypub: store remote actor", "actor", h.actor.ID, "err", err)
+		}
+	}
+}
+
+// hold keeps a, fetched for a key, in memory until Verified.
+func (r *Resolver) hold(a *Actor) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.held[a.ID]; ok {
+		r.heldBytes -= len(old.actor.Raw)
+	}
+	if len(r.held) >= maxHeld || r.heldBytes+len(a.Raw) > maxHeldBytes {
+		clear(r.held)
+		r.heldBytes = 0
+	}
+	r.held[a.ID] = heldActor{actor: a, at: r.cfg.Now()}
+	r.heldBytes += len(a.Raw)
+}
+
+// load returns the actor id as held in memory (fetched for a key, not yet
+// verified) or else as stored, treating store errors as a miss (logged).
 func (r *Resolver) load(ctx context.Context, id string) (*Actor, time.Time) {
+	r.mu.Lock()
+	h, ok := r.held[id]
+	r.mu.Unlock()
+	if ok {
+		return h.actor, h.at
+	}
 	a, at, err := r.cfg.Store.GetRemoteActor(ctx, id)
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
@@ -263,6 +351,12 @@ func (r *Resolver) load(ctx context.Context, id string) (*Actor, time.Time) {
 // store writes a fetched actor; a failure is logged, not returned: the
 // actor was fetched and is usable, only the cache is behind.
 func (r *Resolver) store(ctx context.Context, a *Actor) {
+	r.mu.Lock()
+	if old, ok := r.held[a.ID]; ok {
+		delete(r.held, a.ID)
+		r.heldBytes -= len(old.actor.Raw)
+	}
+	r.mu.Unlock()
 	if err := r.cfg.Store.PutRemoteActor(ctx, a, a.Raw, r.cfg.Now()); err != nil {
 		r.cfg.Logger.WarnContext(ctx, "activitypub: store remote actor", "actor", a.ID, "err", err)
 	}
@@ -302,14 +396,15 @@ func (r *Resolver) claimRefresh(keyID string) bool {
 	return true
 }
 
-// goneKey is a key fetch that answered 410 or 404.
+// goneKey is a key fetch that answered 410 or 404, or failed for good.
 type goneKey struct {
 	err error
 	at  time.Time
 }
 
 // goneErr returns the error of keyID's fetch when it answered 410 or 404
-// less than GoneTTL ago, else nil.
+// less than GoneTTL ago (or failed for good less than FailTTL ago), else
+// nil.
 func (r *Resolver) goneErr(keyID string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -324,14 +419,15 @@ func (r *Resolver) goneErr(keyID string) error {
 	return g.err
 }
 
-// rememberGone records that keyID's fetch answered 410 or 404 (err).
-func (r *Resolver) rememberGone(keyID string, err error) {
+// rememberGone records that keyID's fetch failed with err, counting its
+// age from at.
+func (r *Resolver) rememberGone(keyID string, err error, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.gone) >= maxRemembered {
 		clear(r.gone)
 	}
-	r.gone[keyID] = goneKey{err: err, at: r.cfg.Now()}
+	r.gone[keyID] = goneKey{err: err, at: at}
 }
 
 // remember records the owner of keyID.
@@ -342,4 +438,17 @@ func (r *Resolver) remember(keyID, owner string) {
 		clear(r.keyOwner)
 	}
 	r.keyOwner[keyID] = owner
+}
+
+// hostOf returns the host of the URL at the end of an in-flight key
+// ("key\x00{url}"), "" when it has none.
+func hostOf(key string) string {
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		key = key[i+1:]
+	}
+	u, err := url.Parse(key)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }

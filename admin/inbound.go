@@ -46,14 +46,14 @@ func renderInbound(w io.Writer, v InboundHosts) {
 	fmt.Fprintf(w, "default budget per remote host: %s requests and %s bytes a minute\n\n",
 		float(v.RequestsPerMinute), float(v.BytesPerMinute))
 	tw := newTable(w)
-	row(tw, "HOST", "REQUESTS", "BYTES", "IGNORED", "THROTTLED", "LAST THROTTLED", "BUDGET REQ/MIN", "BUDGET BYTES/MIN")
+	row(tw, "HOST", "REQUESTS", "BYTES", "IGNORED", "THROTTLED", "LAST THROTTLED", "DEFERRED", "BUDGET REQ/MIN", "BUDGET BYTES/MIN")
 	for _, h := range v.Hosts {
 		last := "-"
 		if !h.LastThrottledAt.IsZero() {
 			last = ts(h.LastThrottledAt)
 		}
 		row(tw, cell(h.Host), num(h.Requests), num(h.Bytes), num(h.Ignored), num(h.Throttled), last,
-			float(h.RequestsPerMinute), float(h.BytesPerMinute))
+			num(h.Deferred), float(h.RequestsPerMinute), float(h.BytesPerMinute))
 	}
 	_ = tw.Flush()
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,7 +49,10 @@ const maxBudgetHosts = 10000
 // bytes per minute, each a token bucket holding one minute's worth. A
 // request is refused (429) before its body is read when its host's bucket
 // of requests or of bytes is empty; a request is charged only once its
-// signature verified, so no one can spend another host's budget.
+// signature verified, so no one can spend another host's budget. The
+// fetches of a request's key (and their bytes) are charged before they are
+// made, verified or not, to the key host's key-fetch budget (as large, and
+// apart), refused with 429 when it is spent.
 type budgets struct {
 	requests, bytes float64            // per minute, the default budget
 	factors         map[string]float64 // host -> multiple of the default
@@ -134,6 +139,57 @@ func (b *budgets) charge(host string, n int) {
 	}
 }
 
+// spendFetch takes one request of host's key-fetch budget for a fetch of a
+// key of host, before it is made, or refuses it (*ThrottledError) when that
+// budget is spent. The key-fetch budget is as large as the request budget
+// and apart from it: requests naming ever new keys of a host spend it and
+// get 429, while the requests of keys courier holds go on.
+func (b *budgets) spendFetch(ctx context.Context, host string) error {
+	if host == "" {
+		return nil
+	}
+	hb, _ := b.of(host)
+	key := fetchBudgetKey(host)
+	if wait := max(hb.requests.Wait(key), hb.bytes.Wait(key)); wait > 0 {
+		b.mu.Lock()
+		if s := b.stats(host); s != nil {
+			s.Throttled++
+			s.LastThrottledAt = b.now().UTC()
+		}
+		b.mu.Unlock()
+		if ok, _ := b.warned.Take(key, 1); ok {
+			b.log.WarnContext(ctx, "inbox: a remote host's requests need more key fetches than its budget; they get 429 until it slows down",
+				"host", host, "retry_after", limit.RetryAfter(wait)+"s")
+		}
+		return &ThrottledError{Host: host, Wait: wait}
+	}
+	hb.requests.Charge(key, 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.stats(host); s != nil {
+		s.KeyFetches++
+	}
+	return nil
+}
+
+// chargeFetched charges n bytes read by a fetch of a key of host to its
+// key-fetch budget.
+func (b *budgets) chargeFetched(host string, n int) {
+	if host == "" {
+		return
+	}
+	hb, _ := b.of(host)
+	hb.bytes.Charge(fetchBudgetKey(host), float64(n))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.stats(host); s != nil {
+		s.KeyFetchBytes += int64(n)
+	}
+}
+
+// fetchBudgetKey is the bucket key of host's key-fetch budget.
+func fetchBudgetKey(host string) string { return "key fetches\x00" + host }
+
 // ignored counts a verified request of host that concerned no one here.
 func (b *budgets) ignored(host string) {
 	if host == "" {
@@ -143,6 +199,20 @@ func (b *budgets) ignored(host string) {
 	defer b.mu.Unlock()
 	if s := b.stats(host); s != nil {
 		s.Ignored++
+	}
+}
+
+// deferred counts a request of host answered 503 for a temporary
+// condition on courier's side.
+func (b *budgets) deferred(host string) {
+	if host == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.stats(host); s != nil {
+		s.Deferred++
+		s.LastDeferredAt = b.now().UTC()
 	}
 }
 
@@ -168,6 +238,11 @@ type HostBudget struct {
 	// Requests and Bytes are its verified requests and their body bytes.
 	Requests int64 `json:"requests"`
 	Bytes    int64 `json:"bytes"`
+	// KeyFetches and KeyFetchBytes are the fetches courier made to
+	// resolve the keys of its requests, and the bytes they read, charged
+	// to its budget before the signatures were checked.
+	KeyFetches    int64 `json:"key_fetches"`
+	KeyFetchBytes int64 `json:"key_fetch_bytes"`
 	// Ignored is how many of them concerned no one here: answered 202,
 	// counted, not stored.
 	Ignored int64 `json:"ignored"`
@@ -175,6 +250,12 @@ type HostBudget struct {
 	// LastThrottledAt when the last one was.
 	Throttled       int64     `json:"throttled"`
 	LastThrottledAt time.Time `json:"last_throttled_at,omitzero"`
+	// Deferred is how many requests were answered 503 with Retry-After
+	// because courier could not verify or store them then (its fetch of
+	// the key was busy or failed for a while, the database was busy), and
+	// LastDeferredAt when the last one was.
+	Deferred       int64     `json:"deferred"`
+	LastDeferredAt time.Time `json:"last_deferred_at,omitzero"`
 	// RequestsPerMinute and BytesPerMinute are its budget.
 	RequestsPerMinute float64 `json:"requests_per_minute"`
 	BytesPerMinute    float64 `json:"bytes_per_minute"`
@@ -198,6 +279,9 @@ func (h *Handler) HostBudgets() []HostBudget {
 		if out[i].Throttled != out[j].Throttled {
 			return out[i].Throttled > out[j].Throttled
 		}
+		if out[i].Deferred != out[j].Deferred {
+			return out[i].Deferred > out[j].Deferred
+		}
 		if out[i].Requests != out[j].Requests {
 			return out[i].Requests > out[j].Requests
 		}
@@ -206,13 +290,36 @@ func (h *Handler) HostBudgets() []HostBudget {
 	return out
 }
 
-// keyHost returns the host of keyID with its port, lower case, or "".
+// keyHost returns the host of keyID in one spelling per server, or "": a
+// name in lower case without a trailing dot, an address in netip's
+// canonical form (an IPv4-mapped IPv6 address as IPv4, IPv6 compressed and
+// bracketed), and the port as an integer, left out when it is the
+// scheme's default. Budgets are kept per keyHost, so a server named in
+// several spellings ([::0:1], [0:0:0:0:0:0:0:1], port 0443) has one.
 func keyHost(keyID string) string {
 	u, err := url.Parse(keyID)
-	if err != nil {
+	if err != nil || u.Host == "" {
 		return ""
 	}
-	return strings.ToLower(u.Host)
+	name := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if a, err := netip.ParseAddr(name); err == nil {
+		name = a.Unmap().WithZone("").String()
+	}
+	if strings.Contains(name, ":") {
+		name = "[" + name + "]"
+	}
+	port := u.Port()
+	if port == "" {
+		return name
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return strings.ToLower(u.Host) // not a port: as written
+	}
+	if (p == 443 && u.Scheme == "https") || (p == 80 && u.Scheme == "http") {
+		return name
+	}
+	return name + ":" + strconv.FormatUint(p, 10)
 }
 
 // requestHost returns the host of the key id of the request's signature,

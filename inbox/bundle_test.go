@@ -226,6 +226,9 @@ type options struct {
 	// byte budget is 100 KiB per request.
 	budget      float64
 	budgetBytes int64 // the byte budget a minute, when set
+	// gate puts the production fetch gate (activitypub.FetchGate with its
+	// defaults) in front of the resolver's client, as cmd/courier does.
+	gate bool
 }
 
 // openDB opens and migrates the store at loc (storetest.Location: a SQLite
@@ -254,7 +257,11 @@ func setup(t testing.TB, opts ...options) *testBundle {
 	b.st = store.New(b.db, b.base, nil)
 	b.remote = newRemote(t)
 
-	client := activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, Timeout: 10 * time.Second})
+	copts := activitypub.ClientOptions{AllowPrivate: true, Timeout: 10 * time.Second}
+	if o.gate {
+		copts.Gate = activitypub.NewFetchGate(activitypub.FetchGateOptions{})
+	}
+	client := activitypub.NewClient(copts)
 	if o.loopbackOnly {
 		remoteAddr := b.remote.srv.Listener.Addr().String()
 		var d net.Dialer

@@ -6,7 +6,13 @@
 // else 421), its sender's host must be within its budget of requests and
 // bytes a minute (else 429 with Retry-After; only verified requests are
 // charged), and it must carry an ActivityPub content type and a body of at most
-// MaxBody bytes holding an activity with id, type and actor. Its draft-cavage
+// MaxBody bytes holding an activity with id, type and actor. A body that
+// is not valid UTF-8 or holds a NUL character (\u0000), or whose URL
+// fields (id, actor, object, inReplyTo, audience, attributedTo, tag hrefs,
+// of the activity and of its object) hold a control character, is refused
+// 400: SQLite would keep it, PostgreSQL refuses it, and a store copy from
+// one to the other would stop on it (the store refuses such remote objects
+// and actors too, EINVALID). Its draft-cavage
 // HTTP Signature must sign (request-target), host, date and digest, its
 // Digest must match the body and its Date lie within DateWindow. The key is
 // resolved from the signature's keyId through the Resolver (a fetch of the
@@ -26,6 +32,35 @@
 // Config.DomainBlockTTL. What cannot be verified gets 401, never 202, so
 // that peers that try an RFC 9421 signature first fall back to
 // draft-cavage.
+//
+// Courier's own busyness is never a verdict on a request. When the key
+// cannot be resolved now for a temporary reason (activitypub.Temporary: the
+// fetch gate holds the key's host because it has fetches in flight or
+// answered slowly, the fetch timed out, failed on the network or got a
+// 5xx, 408 or 429), or the database is busy (SQLite BUSY or LOCKED,
+// PostgreSQL serialization failure, deadlock, lock or connection limits),
+// the request is deferred: 503 with Retry-After (the wait the gate or the
+// remote gave, 1 s to 5 min) and a JSON error, counted in
+// courier_inbox_deferred_total{reason} and against the host in the admin
+// inbound view. 401 stays for what is wrong: a bad signature, a key the
+// remote does not serve (404, 410, another 4xx, a document without it).
+// Requests signed with one new key share one fetch of it (the Resolver
+// waits up to KeyJoinWait for a fetch in flight); fetches of different
+// actors of one host run side by side up to the gate's PerHost (8), and a
+// burst beyond that is deferred, so ten people of one instance following
+// at once all get their Accept.
+//
+// A key's fetch is paid for before it is made: each fetch the Resolver
+// makes for a request's key, and the bytes it reads, are charged to the key
+// host's key-fetch budget (as large as its request budget, and apart from
+// it, so requests naming ever new keys of a host get 429 while the
+// requests of keys courier holds go on). The actor fetched for a key is
+// held in memory (bounded) and stored in remote_actors only once a
+// signature verified with one of its keys; a stored document is at most
+// store.MaxRemoteActorDocument, and Importer.Run deletes actors not fetched
+// for Retention. A key resolution that failed for good (the document does
+// not carry the key...) is remembered per key id for the Resolver's
+// FailTTL, so repeated requests naming it cost one fetch.
 //
 // A verified activity that concerns no one here (see Handler.concerns: no
 // local actor follows its sender, is addressed, mentioned or owns what it

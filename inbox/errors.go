@@ -2,9 +2,12 @@ package inbox
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/metrics"
 )
 
@@ -33,6 +36,89 @@ var (
 	ErrBadURL = errors.New("inbox: activity id and actor must be absolute http(s) URLs")
 )
 
+// ErrDeferred: a temporary condition on courier's side (the fetch gate, the
+// key's host slow, busy or failing, the database busy) kept courier from
+// verifying or storing the request now. It is answered 503 with
+// Retry-After, never 401: the sender retries, and nothing says its
+// signature is wrong. See *DeferredError.
+var ErrDeferred = errors.New("inbox: the request cannot be verified or stored now; retry later")
+
+// DeferredError is ErrDeferred with its reason (a metrics.InboxDeferred
+// constant), the wait its answer's Retry-After carries and the cause.
+type DeferredError struct {
+	Reason string
+	Wait   time.Duration
+	Err    error
+}
+
+func (e *DeferredError) Error() string {
+	return fmt.Sprintf("%v (%s; retry in %ss): %v", ErrDeferred, e.Reason, limit.RetryAfter(e.Wait), e.Err)
+}
+
+// Unwrap makes the error match ErrDeferred and its cause.
+func (e *DeferredError) Unwrap() []error { return []error{ErrDeferred, e.Err} }
+
+// Bounds and defaults of a deferred request's Retry-After.
+const (
+	minDeferWait           = time.Second
+	maxDeferWait           = 5 * time.Minute
+	defaultUnavailableWait = 30 * time.Second
+)
+
+// deferral returns err as a *DeferredError when it is one or says the
+// database is busy, else nil.
+func deferral(err error) *DeferredError {
+	var d *DeferredError
+	if errors.As(err, &d) {
+		return d
+	}
+	if dbBusy(err) {
+		return &DeferredError{Reason: metrics.InboxDeferredDatabaseBusy, Wait: minDeferWait, Err: err}
+	}
+	return nil
+}
+
+// deferFetch returns the *DeferredError of a key fetch that failed for a
+// temporary reason (activitypub.Temporary), with the wait the remote or the
+// fetch gate gave, bounded.
+func deferFetch(keyID string, err error) *DeferredError {
+	reason, wait := metrics.InboxDeferredKeyHostUnavailable, activitypub.RetryAfterOf(err)
+	if errors.Is(err, activitypub.ErrHostBusy) {
+		reason = metrics.InboxDeferredKeyHostBusy
+	} else if wait == 0 {
+		wait = defaultUnavailableWait
+	}
+	return &DeferredError{Reason: reason, Wait: min(max(wait, minDeferWait), maxDeferWait),
+		Err: fmt.Errorf("key %s: %w", keyID, err)}
+}
+
+// dbBusy reports whether err says the database cannot take the work now:
+// SQLite's SQLITE_BUSY or SQLITE_LOCKED, or PostgreSQL's serialization
+// failure, deadlock, lock not available, too many connections or a server
+// starting up or shutting down.
+func dbBusy(err error) bool {
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		switch coded.Code() & 0xff {
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return true
+		}
+	}
+	var pg interface{ SQLState() string }
+	if errors.As(err, &pg) {
+		switch pg.SQLState() {
+		case "40001", "40P01", "55P03", "53300", "57P01", "57P03":
+			return true
+		}
+	}
+	return false
+}
+
+// resultDeferred: a request answered 503 (label result of
+// courier_inbox_requests_total; courier_inbox_deferred_total has the
+// reason).
+const resultDeferred = "deferred"
+
 // Results of requests that are not rejections, beside metrics.InboxAccepted
 // and metrics.InboxDuplicate.
 const (
@@ -47,6 +133,8 @@ const (
 func classify(err error) (int, string) {
 	var missing *activitypub.MissingFieldError
 	switch {
+	case deferral(err) != nil:
+		return http.StatusServiceUnavailable, resultDeferred
 	case errors.Is(err, ErrThrottled):
 		return http.StatusTooManyRequests, resultThrottled
 	case errors.Is(err, ErrWrongHost):
@@ -63,6 +151,8 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, "malformed_json"
 	case errors.Is(err, ErrBadURL):
 		return http.StatusBadRequest, "bad_url"
+	case errors.Is(err, activitypub.ErrText):
+		return http.StatusBadRequest, "bad_text"
 	case errors.Is(err, activitypub.ErrNoSignature):
 		return http.StatusUnauthorized, "no_signature"
 	case errors.Is(err, activitypub.ErrRFC9421):
@@ -97,8 +187,8 @@ func classify(err error) (int, string) {
 // tests: accepted, duplicate, the dropped Delete, and each rejection.
 func Results() []string {
 	return []string{
-		metrics.InboxAccepted, metrics.InboxDuplicate, resultDroppedDelete, resultIgnored, resultThrottled,
-		"bad_content_type", "body_too_large", "unknown_inbox", "missing_field", "malformed_json", "bad_url",
+		metrics.InboxAccepted, metrics.InboxDuplicate, resultDroppedDelete, resultIgnored, resultThrottled, resultDeferred,
+		"bad_content_type", "body_too_large", "unknown_inbox", "missing_field", "malformed_json", "bad_url", "bad_text",
 		"no_signature", "rfc9421_signature", "malformed_signature", "unsigned_header", "digest_mismatch",
 		"date_out_of_window", "unsupported_key", "bad_signature", "unknown_key", "actor_not_key_owner",
 		"domain_blocked", "actor_blocked", "origin_mismatch", "wrong_host", resultInternal,

@@ -99,6 +99,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) {
 	if err != nil {
 		status, result := classify(err)
 		h.cfg.Metrics.Request(result)
+		if d := deferral(err); d != nil && ctx.Err() == nil {
+			h.deferred(ctx, w, r, name, d)
+			return
+		}
 		if status >= http.StatusInternalServerError && ctx.Err() != nil {
 			h.log.DebugContext(ctx, "inbox: request ended by its client", "inbox", inboxLabel(name), "err", err)
 			writeError(w, status, "request cancelled")
@@ -120,6 +124,19 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	h.cfg.Metrics.Request(res)
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// deferred answers a request courier cannot verify or store now 503 with
+// Retry-After, counts it by reason, and records it against the sender's
+// host for the admin view.
+func (h *Handler) deferred(ctx context.Context, w http.ResponseWriter, r *http.Request, name string, d *DeferredError) {
+	h.cfg.Metrics.Deferred(d.Reason)
+	host := requestHost(activitypub.RequestSignature(r))
+	h.budgets.deferred(host)
+	h.log.InfoContext(ctx, "inbox: request deferred (503) for a temporary condition", "inbox", inboxLabel(name),
+		"host", host, "reason", d.Reason, "retry_after", limit.RetryAfter(d.Wait)+"s", "err", d.Err)
+	w.Header().Set("Retry-After", limit.RetryAfter(d.Wait))
+	writeError(w, http.StatusServiceUnavailable, d.Error())
 }
 
 func inboxLabel(name string) string {
@@ -160,6 +177,9 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return "", err
 	}
+	if err := activitypub.CheckText(body); err != nil {
+		return "", err
+	}
 	sig, err := activitypub.RequestSignature(r)
 	if err != nil {
 		return "", err
@@ -170,6 +190,9 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	var refs urls
 	if err := checkURLs(&refs, act); err != nil {
+		return "", err
+	}
+	if err := activitypub.CheckActivityURLs(act); err != nil {
 		return "", err
 	}
 	if h.st.URIs().IsLocal(act.Actor) {

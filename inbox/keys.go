@@ -63,15 +63,27 @@ func (c *keyCache) put(keyID string, k cachedKey) {
 }
 
 // key resolves keyID: from memory unless refresh, else through the
-// Resolver (refresh=true asks it to refetch).
+// Resolver (refresh=true asks it to refetch). Each fetch the Resolver makes
+// for it, and the bytes it reads, are charged to the budget of the key's
+// host before the signature is checked: a fetch is refused (429) once that
+// budget is spent, so that signatures naming ever new keys cannot make
+// courier fetch without bound.
 func (h *Handler) key(ctx context.Context, keyID string, refresh bool) (cachedKey, error) {
 	if !refresh {
 		if k, ok := h.keys.get(keyID); ok {
 			return k, nil
 		}
 	}
+	host := keyHost(keyID)
+	ctx = activitypub.WithFetchHook(ctx, activitypub.FetchHook{
+		Before: func(string) error { return h.budgets.spendFetch(ctx, host) },
+		After:  func(_ string, n int) { h.budgets.chargeFetched(host, n) },
+	})
 	pub, owner, err := h.cfg.Resolver.Key(ctx, keyID, refresh)
 	if err != nil {
+		if activitypub.Temporary(err) && ctx.Err() == nil {
+			return cachedKey{}, deferFetch(keyID, err)
+		}
 		return cachedKey{}, fmt.Errorf("%w: %s: %w", ErrUnknownKey, keyID, err)
 	}
 	k := cachedKey{pub: pub, owner: owner}
@@ -97,6 +109,9 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte
 		fresh, ferr := h.key(ctx, keyID, true)
 		if ferr != nil {
 			h.log.DebugContext(ctx, "inbox: key refetch after a failed signature", "key_id", keyID, "err", ferr)
+			if d := deferral(ferr); d != nil {
+				return "", d // the key may have rotated: not a verdict yet
+			}
 			return "", err
 		}
 		if fresh.pub != nil && !samePublicKey(fresh.pub, k.pub) {
@@ -105,6 +120,11 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, body []byte
 	}
 	if err != nil {
 		return "", err
+	}
+	if v, ok := h.cfg.Resolver.(interface {
+		Verified(ctx context.Context, keyID string)
+	}); ok {
+		v.Verified(ctx, keyID) // the actor fetched for the key may now be stored
 	}
 	return k.owner, nil
 }

@@ -28,7 +28,21 @@ func (im *Importer) Sweep(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
-// Run applies Retention every SweepInterval until ctx ends, then returns
+// sweepBatch bounds the rows one sweep transaction deletes.
+const sweepBatch = 1000
+
+// SweepRemoteActors deletes the cached remote actors not fetched for
+// Retention (see store.SweepRemoteActors) and returns how many it deleted.
+func (im *Importer) SweepRemoteActors(ctx context.Context) (int, error) {
+	n, err := im.cfg.Store.SweepRemoteActors(ctx, im.cfg.Now().Add(-im.cfg.Retention), sweepBatch)
+	if err != nil {
+		return n, fmt.Errorf("inbox: sweep remote actors: %w", err)
+	}
+	return n, nil
+}
+
+// Run applies Retention (to recorded activities and cached remote actors)
+// every SweepInterval until ctx ends, then returns
 // nil. A failed sweep is logged and tried again at the next interval.
 func (im *Importer) Run(ctx context.Context) error {
 	t := time.NewTicker(im.cfg.SweepInterval)
@@ -45,6 +59,13 @@ func (im *Importer) Run(ctx context.Context) error {
 			im.log.WarnContext(ctx, "inbox: retention sweep failed", "err", err)
 		case n > 0:
 			im.log.InfoContext(ctx, "inbox: retention sweep", "deleted", n)
+		}
+		n, err = im.SweepRemoteActors(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			im.log.WarnContext(ctx, "inbox: remote actor sweep failed", "err", err)
+		case n > 0:
+			im.log.InfoContext(ctx, "inbox: remote actor sweep", "deleted", n)
 		}
 	}
 }

@@ -69,6 +69,9 @@ func (m *Metrics) Init(k Known) {
 	for _, res := range append([]string{InboxAccepted, InboxDuplicate}, k.InboxResults...) {
 		in.requests.WithLabelValues(in.results.value(res))
 	}
+	for _, reason := range inboxDeferReasons {
+		in.deferred.WithLabelValues(in.reasons.value(reason))
+	}
 	m.stats.know(k.EventTypes, k.HostStates)
 }
 

@@ -25,6 +25,7 @@ var wantNames = []string{
 	"courier_delivery_hosts",
 	"courier_delivery_parked",
 	"courier_delivery_parked_total",
+	"courier_inbox_deferred_total",
 	"courier_inbox_requests_total",
 	"courier_outbox_events_dead_lettered_total",
 	"courier_outbox_events_enqueued_total",
@@ -100,6 +101,7 @@ func recordOneOfEach(m *metrics.Metrics) {
 	m.Delivery().Attempt(metrics.DeliveryDelivered, 202, 150*time.Millisecond)
 	m.Delivery().Parked("unavailable")
 	m.Inbox().Request(metrics.InboxAccepted)
+	m.Inbox().Deferred(metrics.InboxDeferredKeyHostBusy)
 	m.Relay().SetPaused(true)
 	m.Relay().SetLag(1500 * time.Millisecond)
 }

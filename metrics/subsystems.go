@@ -210,11 +210,25 @@ const (
 	InboxDuplicate = "duplicate" // an activity already stored, answered 202
 )
 
+// Reasons an inbound request is deferred (answered 503 with Retry-After,
+// label reason of courier_inbox_deferred_total): a temporary condition on
+// courier's side, never a verdict on the request.
+const (
+	InboxDeferredKeyHostBusy        = "key_host_busy"        // the fetch gate holds the key's host, or the key's fetch is in flight too long
+	InboxDeferredKeyHostUnavailable = "key_host_unavailable" // the key's fetch timed out, failed on the network or got a 5xx
+	InboxDeferredDatabaseBusy       = "database_busy"        // the database was locked or refused the transaction for now
+)
+
+// inboxDeferReasons are the reasons Init creates series for.
+var inboxDeferReasons = []string{InboxDeferredKeyHostBusy, InboxDeferredKeyHostUnavailable, InboxDeferredDatabaseBusy}
+
 // Inbox records inbound requests to the inboxes. A nil *Inbox records
 // nothing.
 type Inbox struct {
 	requests *prometheus.CounterVec
 	results  *labelGuard
+	deferred *prometheus.CounterVec
+	reasons  *labelGuard
 }
 
 func newInbox(r *registrar) *Inbox {
@@ -222,7 +236,19 @@ func newInbox(r *registrar) *Inbox {
 		requests: counterVec(r, "inbox", "requests_total",
 			"Inbound inbox POSTs by result: accepted, duplicate, or the rejection reason.", "result"),
 		results: r.guard(),
+		deferred: counterVec(r, "inbox", "deferred_total",
+			"Inbound inbox POSTs answered 503 with Retry-After for a temporary condition on courier's side, by reason.", "reason"),
+		reasons: r.guard(),
 	}
+}
+
+// Deferred counts one inbound request answered 503 for reason (one of the
+// InboxDeferred constants).
+func (i *Inbox) Deferred(reason string) {
+	if i == nil {
+		return
+	}
+	i.deferred.WithLabelValues(i.reasons.value(reason)).Inc()
 }
 
 // Request counts one inbound request ending with result: InboxAccepted,

@@ -184,6 +184,9 @@ func (s *Store) UpsertRemoteObjectTx(ctx context.Context, tx *sql.Tx, o RemoteOb
 	if len(o.Document) == 0 || !json.Valid(o.Document) {
 		return false, Errorf(EINVALID, "remote object %q has no valid JSON document", o.URI)
 	}
+	if err := checkRemoteObjectText(o); err != nil {
+		return false, err
+	}
 	t := s.clock()
 	if o.Published.IsZero() {
 		o.Published = t

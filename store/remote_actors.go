@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/courier-ap/courier/activitypub"
 )
@@ -34,11 +36,24 @@ func (s *Store) GetRemoteActor(ctx context.Context, id string) (*activitypub.Act
 	return a, fromMS(fetched), nil
 }
 
+// MaxRemoteActorDocument bounds the document of a cached remote actor: a
+// larger one is not kept (the actor is used as fetched and fetched again
+// when needed). Actors of the fediverse's servers weigh a few kilobytes.
+const MaxRemoteActorDocument = 256 << 10
+
 // PutRemoteActor caches a, keyed by a.ID, with its document exactly as
-// fetched. A fresh fetch clears a gone mark.
+// fetched. A fresh fetch clears a gone mark. A document over
+// MaxRemoteActorDocument is refused (EINVALID).
 func (s *Store) PutRemoteActor(ctx context.Context, a *activitypub.Actor, raw []byte, fetchedAt time.Time) error {
 	if a == nil || a.ID == "" || a.Inbox == "" {
 		return Errorf(EINVALID, "remote actor needs an id and an inbox")
+	}
+	if err := checkRemoteText(raw, "id", a.ID, "inbox", a.Inbox, "sharedInbox", a.SharedInbox,
+		"publicKey.id", a.PublicKey.ID); err != nil {
+		return err
+	}
+	if len(raw) > MaxRemoteActorDocument {
+		return Errorf(EINVALID, "remote actor %q document is %d bytes, over the %d kept", a.ID, len(raw), MaxRemoteActorDocument)
 	}
 	if len(raw) == 0 {
 		b, err := json.Marshal(a)
@@ -82,4 +97,67 @@ func (s *Store) RemoteActorGone(ctx context.Context, id string) (bool, time.Time
 func (s *Store) MarkRemoteActorGoneTx(ctx context.Context, tx *sql.Tx, id string) error {
 	_, err := tx.ExecContext(ctx, `UPDATE remote_actors SET gone_at = ? WHERE uri = ? AND gone_at IS NULL`, ms(s.clock()), id)
 	return wrap("mark remote actor gone", err)
+}
+
+// SweepRemoteActors deletes the cached remote actors fetched before cutoff
+// (and marked gone before it, if at all), at most batch rows a
+// transaction, and returns how many it deleted. The cache refreshes what
+// is in use every day or so; a row older than cutoff is an actor no one
+// here has needed since, refetched should it be needed again.
+func (s *Store) SweepRemoteActors(ctx context.Context, cutoff time.Time, batch int) (int, error) {
+	total := 0
+	for {
+		var n int64
+		err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM remote_actors WHERE uri IN (
+				SELECT uri FROM remote_actors WHERE fetched_at < ? AND (gone_at IS NULL OR gone_at < ?) LIMIT ?)`,
+				ms(cutoff), ms(cutoff), batch)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, wrap("sweep remote actors", err)
+		}
+		total += int(n)
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}
+
+// checkRemoteText refuses (EINVALID) a remote document that is not valid
+// UTF-8 or holds a NUL character, and URL fields (given as name, value
+// pairs) with a control character: SQLite would keep them, PostgreSQL
+// refuses them, so a store copy would stop on them.
+func checkRemoteText(doc []byte, fields ...string) error {
+	if err := activitypub.CheckText(doc); err != nil {
+		return Errorf(EINVALID, "%v", err)
+	}
+	for i := 0; i+1 < len(fields); i += 2 {
+		if err := activitypub.CheckURL(fields[i], fields[i+1]); err != nil {
+			return Errorf(EINVALID, "%v", err)
+		}
+	}
+	return nil
+}
+
+// checkRemoteObjectText is checkRemoteText for a remote object: its
+// document, id, author, inReplyTo and audience.
+func checkRemoteObjectText(o RemoteObject) error {
+	fields := []string{"id", o.URI, "attributedTo", o.AttributedTo, "inReplyTo", o.InReplyTo}
+	for _, v := range append(append([]string(nil), o.To...), o.CC...) {
+		fields = append(fields, "audience", v)
+	}
+	if err := checkRemoteText(o.Document, fields...); err != nil {
+		return err
+	}
+	for _, v := range []string{o.Content, o.Summary, o.Type} {
+		if strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+			return Errorf(EINVALID, "remote object %q: text not valid UTF-8 or with a NUL character", o.URI)
+		}
+	}
+	return nil
 }
