@@ -57,6 +57,7 @@ func testKey(t testing.TB) *rsa.PrivateKey {
 type bundle struct {
 	ctx    context.Context
 	db     *sqldb.DB
+	loc    string // where db lives, to open it again as another process would
 	st     *store.Store
 	rec    *app.Recorder
 	app    *app.Handler
@@ -69,7 +70,8 @@ type bundle struct {
 func setup(t testing.TB, cfg app.Config) *bundle {
 	t.Helper()
 	b := &bundle{ctx: context.Background()}
-	b.db = storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
+	b.loc = storetest.Location(t)
+	b.db = storetest.Open(t, b.loc, storetest.Options{Synchronous: "NORMAL"})
 	b.srv = httptest.NewUnstartedServer(nil)
 	b.base = "http://" + b.srv.Listener.Addr().String()
 	b.st = store.New(b.db, b.base, nil)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -13,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/mux"
+
 	"github.com/courier-ap/courier/app"
+	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -398,6 +402,55 @@ func TestStream(t *testing.T) {
 			n++
 		case strings.TrimSpace(line) != "":
 			t.Fatalf("idle stream sent %q", line)
+		}
+	}
+}
+
+// TestStreamSeesOtherProcesses: a stream served by one process sees the
+// items another process records. On PostgreSQL the recording transaction
+// announces itself and the stream's process, listening, wakes at once (the
+// stream's poll is an hour); on SQLite, whose processes share no signal,
+// the poll finds them.
+func TestStreamSeesOtherProcesses(t *testing.T) {
+	b := setup(t, app.Config{})
+	alice, tok := b.actor(t, "alice", false)
+	poll := time.Hour
+	if !b.db.Postgres() {
+		poll = 100 * time.Millisecond
+	}
+	// The other process: its own pools, listening, its own handler.
+	other := storetest.Open(t, b.loc, storetest.Options{Synchronous: "NORMAL", Listen: true})
+	h, err := app.New(app.Config{DB: other, Store: store.New(other, b.base, nil), Poll: poll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	r := mux.NewRouter()
+	h.Register(r)
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	s, resp := openStream(t, ctx, srv.URL+"/users/alice/inbox/stream", tok, "0")
+	if s == nil {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	defer s.close()
+	for i := range 3 {
+		id := fmt.Sprintf("https://remote.example/activities/%d", i)
+		err := b.db.Tx(b.ctx, func(tx *sql.Tx) error {
+			return b.rec.RecordTx(b.ctx, tx, app.Item{ActorID: alice.ID, ActivityURI: id, Type: "Like", Kind: app.KindLike,
+				Activity: json.RawMessage(fmt.Sprintf(`{"id":%q,"type":"Like"}`, id))})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := s.next(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.id != fmt.Sprint(i+1) || !strings.Contains(ev.data, id) {
+			t.Errorf("event %d: %+v", i, ev)
 		}
 	}
 }

@@ -213,7 +213,7 @@ func Event(inbox, typ string, doc json.RawMessage) ([]byte, error) {
 		ev["object"] = doc
 		ev["target"] = inbox
 	}
-	if act.Object == nil {
+	if act.Object == nil && ev["type"] != "Add" {
 		delete(ev, "object")
 	}
 	return marshal(ev)
