@@ -269,6 +269,22 @@ type page struct {
 func getPage(t testing.TB, url, tok string) page {
 	t.Helper()
 	resp, body := get(t, url, tok)
+	return checkPage(t, url, resp, body)
+}
+
+// decodePage reads resp as an inbox page.
+func decodePage(t testing.TB, resp *http.Response) page {
+	t.Helper()
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checkPage(t, resp.Request.URL.String(), resp, body)
+}
+
+func checkPage(t testing.TB, url string, resp *http.Response, body []byte) page {
+	t.Helper()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
 	}
