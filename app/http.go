@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -290,15 +292,14 @@ func (f filter) query() string {
 
 func (f filter) empty() bool { return len(f.types) == 0 && !f.notifications }
 
-// where is the filter's SQL condition and arguments.
-func (f filter) where() (string, []any) {
+// where is the filter's SQL condition and arguments for one of its types
+// ("" for none).
+func (f filter) where(typ string) (string, []any) {
 	var b strings.Builder
 	var args []any
-	if len(f.types) > 0 {
-		b.WriteString(" AND type IN (?" + strings.Repeat(", ?", len(f.types)-1) + ")")
-		for _, t := range f.types {
-			args = append(args, t)
-		}
+	if typ != "" {
+		b.WriteString(" AND type = ?")
+		args = append(args, typ)
 	}
 	if f.notifications {
 		b.WriteString(" AND kind <> ''")
@@ -452,11 +453,44 @@ type row struct {
 
 // page reads up to limit items of the actor's view newest first: older
 // than maxID when set, else newer than minID when set (the limit oldest of
-// those, still returned newest first), else the newest. Each reads the
-// primary key (or the filter's index) from a cursor: a page costs the same
-// at any depth.
+// those, still returned newest first), else the newest. Each query reads
+// an index from a cursor, so that a page costs the same at any depth: the
+// primary key (actor_id, seq), the notifications' partial index, or, for
+// each type of a ?type= filter, (actor_id, type, seq); the types' reads
+// are merged here.
 func (h *Handler) page(ctx context.Context, actorID int64, f filter, maxID, minID int64, limit int) ([]row, error) {
-	cond, fargs := f.where()
+	types := f.types
+	if len(types) == 0 {
+		types = []string{""}
+	}
+	var out []row
+	for _, typ := range types {
+		rows, err := h.pageOf(ctx, actorID, f, typ, maxID, minID, limit)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	older := minID == 0 || maxID > 0
+	slices.SortFunc(out, func(a, b row) int {
+		if older {
+			return cmp.Compare(b.seq, a.seq)
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	if !older {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+// pageOf is one query of page: the items of type typ ("" for any), in
+// the cursor's order (newest first, or oldest first after min_id).
+func (h *Handler) pageOf(ctx context.Context, actorID int64, f filter, typ string, maxID, minID int64, limit int) ([]row, error) {
+	cond, fargs := f.where(typ)
 	args := []any{actorID}
 	q := `SELECT seq, type, kind, document FROM app_inbox_items WHERE actor_id = ?`
 	order := ` ORDER BY seq DESC`
@@ -488,11 +522,6 @@ func (h *Handler) page(ctx context.Context, actorID int64, f filter, maxID, minI
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("app: inbox page: %w", err)
-	}
-	if minID > 0 && maxID == 0 {
-		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-			out[i], out[j] = out[j], out[i]
-		}
 	}
 	return out, nil
 }
