@@ -181,27 +181,35 @@ func (b *bundle) follows(t testing.TB, a *store.Actor, target string) {
 // to the shared inbox; it requires 202.
 func (b *bundle) post(t testing.TB, act map[string]any) {
 	t.Helper()
+	if err := b.send(act); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// send is post for a goroutine of the test: it returns what went wrong.
+func (b *bundle) send(act map[string]any) error {
 	body, err := json.Marshal(act)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	req, err := http.NewRequest(http.MethodPost, b.base+"/inbox", bytes.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	req.Header.Set("Content-Type", activitypub.ContentType)
-	if err := activitypub.SignRequest(req, body, act["actor"].(string)+"#main-key", testKey(t), time.Now()); err != nil {
-		t.Fatal(err)
+	if err := activitypub.SignRequest(req, body, act["actor"].(string)+"#main-key", remoteKey, time.Now()); err != nil {
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer resp.Body.Close()
 	rb, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST %v: %d %s", act["id"], resp.StatusCode, rb)
+		return fmt.Errorf("POST %v: %d %s", act["id"], resp.StatusCode, rb)
 	}
+	return nil
 }
 
 // items waits until actor a's view holds n items, failing at the test's
