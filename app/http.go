@@ -360,6 +360,9 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	if maxID > 0 {
+		minID = 0 // one cursor: max_id wins
+	}
 	base := h.uris.Inbox(a.Name)
 	w.Header().Set("Cache-Control", "private, no-store")
 	if q.Get("page") == "" && maxID == 0 && minID == 0 {
@@ -384,7 +387,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	more := len(items) > h.cfg.PageSize
 	if more {
 		if minID > 0 {
-			items = items[1:] // the extra one is the oldest of the newer ones read
+			items = items[1:] // the extra one, the newest read, is the next newer page's
 		} else {
 			items = items[:h.cfg.PageSize]
 		}
