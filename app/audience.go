@@ -30,6 +30,9 @@ var timelineTypes = map[string]bool{
 	"Add": true, "Remove": true,
 }
 
+// maxLookups bounds the local ids one activity's audience looks up.
+const maxLookups = 256
+
 // kindRank orders kinds: an actor concerned twice keeps the higher.
 var kindRank = map[string]int{
 	"": 0, KindMove: 1, KindLike: 2, KindAnnounce: 2, KindReaction: 2, KindReply: 3, KindMention: 4,
@@ -99,15 +102,25 @@ func (r *Recorder) audience(ctx context.Context, tx *sql.Tx, imp Imported, c *co
 	act := imp.Activity
 	obj := act.Object
 	uris := r.st.URIs()
+	// Each local id is looked up once, and at most maxLookups of them: an
+	// activity naming thousands of local ids costs no more than that.
+	looked := map[string]*store.Actor{}
 	local := func(uri string) (*store.Actor, error) {
 		if !uris.IsLocal(uri) {
 			return nil, nil
 		}
+		if a, ok := looked[uri]; ok || len(looked) >= maxLookups {
+			return a, nil
+		}
 		a, err := r.st.ActorByURITx(ctx, tx, uri)
 		if store.ErrorCode(err) == store.ENOTFOUND {
-			return nil, nil
+			a, err = nil, nil
 		}
-		return a, err
+		if err != nil {
+			return nil, err
+		}
+		looked[uri] = a
+		return a, nil
 	}
 	localObjectOwner := func(uri string) (*store.Actor, error) {
 		if uri == "" || !uris.IsLocal(uri) {
