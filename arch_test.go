@@ -29,7 +29,7 @@ var allowed = map[string][]string{
 	"outbox":          {"metrics", "sqldb"},
 	"outbox/natsbus":  {"outbox", "metrics"},
 	"store":           {"outbox", "activitypub", "sqldb", "metrics"},
-	"delivery":        {"outbox", "activitypub", "store", "sqldb", "metrics"},
+	"delivery":        {"outbox", "activitypub", "store", "sqldb", "metrics", "app"},
 	"app":             {"outbox", "activitypub", "store", "sqldb", "metrics", "limit"},
 	"inbox":           {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "app"},
 	"server":          {"outbox", "activitypub", "store", "sqldb", "metrics", "limit"},

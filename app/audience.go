@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/courier-ap/courier/activitypub"
@@ -58,6 +59,7 @@ func (c *concerned) add(a *store.Actor, kind string) {
 }
 
 // RecordActivityTx records imp in tx for every local actor it concerns
+// but its own actor
 // (RecordTx): those it is addressed to, those its object mentions, the
 // authors of the local objects it replies or reacts to, the actor a Follow
 // asks to follow, and the local followers of its actor (for what fills a
@@ -79,9 +81,13 @@ func (r *Recorder) RecordActivityTx(ctx context.Context, tx *sql.Tx, imp Importe
 	if err != nil {
 		return nil, fmt.Errorf("app: document of %s: %w", act.ID, err)
 	}
+	self, _ := r.st.URIs().ActorName(act.Actor) // a local sender is not its own audience
 	items := make([]Item, 0, len(c.order))
 	for _, id := range c.order {
 		it := c.byID[id]
+		if self != "" && it.ActorName == self {
+			continue
+		}
 		blocked, err := blocks(ctx, tx, id, act.Actor)
 		if err != nil {
 			return nil, fmt.Errorf("app: blocks of actor %d: %w", id, err)
@@ -95,7 +101,7 @@ func (r *Recorder) RecordActivityTx(ctx context.Context, tx *sql.Tx, imp Importe
 	if err := r.RecordTx(ctx, tx, items...); err != nil {
 		return nil, err
 	}
-	return items, nil
+	return slices.DeleteFunc(items, func(it Item) bool { return it.Seq == 0 }), nil
 }
 
 func (r *Recorder) audience(ctx context.Context, tx *sql.Tx, imp Imported, c *concerned) error {

@@ -473,3 +473,58 @@ func TestStreamSeesOtherProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordOnce: RecordTx gives each item its actor's next seq and runs
+// the hooks on it in the transaction; an activity already in the actor's
+// view is not recorded again (no seq taken, no hook); a hook's error rolls
+// the whole transaction back.
+func TestRecordOnce(t *testing.T) {
+	b := setup(t, app.Config{})
+	alice, _ := b.actor(t, "alice", false)
+	bob, _ := b.actor(t, "bob", false)
+	var hooked []app.Item
+	fail := false
+	b.rec.AddHook(func(_ context.Context, tx *sql.Tx, it app.Item) error {
+		if fail {
+			return fmt.Errorf("hook refuses")
+		}
+		hooked = append(hooked, it)
+		return nil
+	})
+	item := func(a *store.Actor, id string) app.Item {
+		return app.Item{ActorID: a.ID, ActorName: a.Name, ActivityURI: id, Type: "Like", Kind: app.KindLike,
+			Activity: json.RawMessage(`{"id":"` + id + `","type":"Like"}`)}
+	}
+	record := func(items ...app.Item) ([]app.Item, error) {
+		err := b.db.Tx(b.ctx, func(tx *sql.Tx) error { return b.rec.RecordTx(b.ctx, tx, items...) })
+		return items, err
+	}
+	got, err := record(item(bob, "https://r.example/1"), item(alice, "https://r.example/1"), item(alice, "https://r.example/2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hooks run in actor order, each item with its seq.
+	if got[0].Seq != 1 || got[1].Seq != 1 || got[2].Seq != 2 || len(hooked) != 3 ||
+		hooked[0].ActorName != "alice" || hooked[1].Seq != 2 || hooked[2].ActorName != "bob" {
+		t.Fatalf("seqs %d %d %d, hooked %+v", got[0].Seq, got[1].Seq, got[2].Seq, hooked)
+	}
+	got, err = record(item(alice, "https://r.example/2"), item(alice, "https://r.example/3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Seq != 0 || got[1].Seq != 3 || len(hooked) != 4 {
+		t.Errorf("again: seqs %d %d, %d hooked", got[0].Seq, got[1].Seq, len(hooked))
+	}
+	fail = true
+	if _, err := record(item(alice, "https://r.example/4")); err == nil {
+		t.Error("a hook's error did not fail the transaction")
+	}
+	var n, counter int
+	if err := b.db.Read.QueryRow(`SELECT COUNT(*), (SELECT seq FROM app_inbox_counters WHERE actor_id = ?)
+		FROM app_inbox_items WHERE actor_id = ?`, alice.ID, alice.ID).Scan(&n, &counter); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 || counter != 3 {
+		t.Errorf("alice has %d items, counter %d; want 3 and 3", n, counter)
+	}
+}

@@ -78,6 +78,8 @@ const (
 	sqlNextSeq = `INSERT INTO app_inbox_counters (actor_id, seq) VALUES (?, 1)
 		ON CONFLICT (actor_id) DO UPDATE SET seq = app_inbox_counters.seq + 1
 		RETURNING seq`
+	sqlRecorded   = `SELECT 1 FROM app_inbox_items WHERE actor_id = ? AND activity_uri = ?`
+	sqlGiveBack   = `UPDATE app_inbox_counters SET seq = seq - 1 WHERE actor_id = ?`
 	sqlInsertItem = `INSERT INTO app_inbox_items (actor_id, seq, activity_uri, type, kind, document, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`
 )
@@ -86,7 +88,9 @@ const (
 // next Seq of its actor (items are taken in actor order, so that two
 // transactions never wait on each other's counters crosswise), and then
 // the hooks run on it. An error fails the transaction. The items' Seq are
-// set in place.
+// set in place. An activity already in an actor's view is not recorded
+// again (its item keeps Seq 0, and no hook runs for it): a handler that
+// runs twice records once.
 func (r *Recorder) RecordTx(ctx context.Context, tx *sql.Tx, items ...Item) error {
 	if len(items) == 0 {
 		return nil
@@ -113,9 +117,27 @@ func (r *Recorder) RecordTx(ctx context.Context, tx *sql.Tx, items ...Item) erro
 		if it.ActorID == 0 || it.ActivityURI == "" || it.Type == "" || len(it.Activity) == 0 {
 			return fmt.Errorf("app: record: an item needs its actor, activity id, type and document")
 		}
-		if err := tx.QueryRowContext(ctx, sqlNextSeq, it.ActorID).Scan(&it.Seq); err != nil {
+		var seq int64
+		if err := tx.QueryRowContext(ctx, sqlNextSeq, it.ActorID).Scan(&seq); err != nil {
 			return fmt.Errorf("app: record: next seq of actor %d: %w", it.ActorID, err)
 		}
+		// Under the counter's lock: an item of this activity committed
+		// by another transaction is seen here.
+		var dup int
+		err := tx.QueryRowContext(ctx, sqlRecorded, it.ActorID, it.ActivityURI).Scan(&dup)
+		switch {
+		case err == nil:
+			// Recorded already: give the seq back (the counter's row is
+			// ours until the commit, so no one took a later one).
+			if _, err := tx.ExecContext(ctx, sqlGiveBack, it.ActorID); err != nil {
+				return fmt.Errorf("app: record: %w", err)
+			}
+			it.Seq = 0
+			continue
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("app: record: %w", err)
+		}
+		it.Seq = seq
 		if _, err := tx.ExecContext(ctx, sqldb.Deferred+sqlInsertItem, it.ActorID, it.Seq, it.ActivityURI, it.Type,
 			it.Kind, string(it.Activity), now); err != nil {
 			return fmt.Errorf("app: record: %w", err)

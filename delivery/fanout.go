@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
 )
@@ -101,6 +102,13 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
 		if err := s.store.UpsertDeliveredActivityTx(ctx, tx, stored); err != nil {
 			return err
+		}
+		// Local recipients are served here, without HTTP: the inbox views
+		// of the local actors the activity concerns (package app).
+		if s.cfg.App != nil {
+			if _, err := s.cfg.App.RecordActivityTx(ctx, tx, app.Imported{Activity: act}); err != nil {
+				return err
+			}
 		}
 		if len(events) == 0 {
 			return nil

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqldb"
@@ -182,6 +183,10 @@ type Config struct {
 	// 4096); a delivery that finds them all taken comes back after about
 	// SlotDefer without spending an attempt.
 	MaxInFlight int
+	// App records each fan-out, in its transaction, in the inbox views of
+	// the local actors the activity concerns: what local actors send one
+	// another (nil records nothing).
+	App *app.Recorder
 	// BulkFanout is the most inboxes a fan-out may reach and keep its
 	// deliveries in the interactive lane (default 100); the deliveries of
 	// a larger one go in outbox.LaneBulk, claimed after interactive work

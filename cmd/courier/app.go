@@ -113,10 +113,10 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool
 		},
 		OldestDue: a.queue.OldestPendingDue,
 	})
-	if err := a.buildFederation(ctx); err != nil {
+	if err := a.buildRecorder(); err != nil {
 		return nil, err
 	}
-	if err := a.buildRecorder(); err != nil {
+	if err := a.buildFederation(ctx); err != nil {
 		return nil, err
 	}
 	if cfg.Worker {
@@ -170,6 +170,7 @@ func (a *app) buildFederation(ctx context.Context) error {
 		UnavailableAfter: a.cfg.UnavailableAfter,
 		ProbeInterval:    a.cfg.ProbeInterval,
 		ParkRecheck:      a.cfg.ParkRecheck,
+		App:              a.recorder,
 		Logger:           a.logger,
 		Metrics:          a.metrics.Delivery(),
 	})
