@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
@@ -81,6 +82,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics counts inbound requests by result (nil counts nothing).
 	Metrics *metrics.Inbox
+	// App records each import in the inbox views of the local actors it
+	// concerns, in the import's transaction (nil records nothing).
+	App *app.Recorder
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Health receives signs of life (nil: none are reported).

@@ -135,6 +135,10 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 			if outcome, err = im.apply(ctx, tx, ev.ID, time.UnixMilli(received).UTC(), act, pre); err != nil {
 				return err
 			}
+			// The application's inbox view (package app), in this transaction.
+			if err := im.recordApp(ctx, tx, act, outcome); err != nil {
+				return err
+			}
 		}
 		_, err := tx.ExecContext(ctx, sqlMarkImported, im.cfg.Now().UnixMilli(), outcome, p.ActivityID)
 		return err

@@ -17,7 +17,8 @@ import (
 )
 
 // Channel is the NOTIFY channel on which a transaction that enqueued events
-// announces them, and on which idle workers of every process listen.
+// (or appended to an actor's inbox view, package app) announces them, and on
+// which idle workers and open event streams of every process listen.
 const Channel = "courier_events"
 
 // notifyEvery is the debounce of announcements: a process sends at most one
@@ -113,7 +114,8 @@ func (heldResult) LastInsertId() (int64, error) { return 0, errHeld }
 func (heldResult) RowsAffected() (int64, error) { return 0, errHeld }
 
 func (c *conn) note(query string) {
-	if c.inTx && !c.enqueued && strings.Contains(query, "INSERT INTO event_queue") {
+	if c.inTx && !c.enqueued && (strings.Contains(query, "INSERT INTO event_queue") ||
+		strings.Contains(query, "INSERT INTO app_inbox_items")) {
 		c.enqueued = true
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/postgres"
@@ -268,6 +269,23 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 		       ('https://gone.example/users/g', 'https://gone.example/users/g/inbox', NULL, NULL, NULL, '{}', ?, ?)`, now, now, now)
 	execSQL(t, w, `INSERT INTO objects (uri, type, attributed_to, actor_id, visibility, published_at, document, created_at, modified_at)
 		VALUES ('https://h1.example/n/1', 'Note', 'https://h1.example/users/f', NULL, 'public', ?, '{"content":"remote"}', ?, ?)`, now, now, now)
+	// The application's inbox view: two items of alice's, one of bob's.
+	rec, err := app.NewRecorder(app.RecorderConfig{DB: db, Store: s, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Tx(ctx, func(tx *sql.Tx) error {
+		return rec.RecordTx(ctx, tx,
+			app.Item{ActorID: alice.ID, ActivityURI: "https://h1.example/a/1", Type: "Create", Kind: app.KindMention,
+				Activity: json.RawMessage(`{"id":"https://h1.example/a/1","type":"Create","content":"<p>é</p>"}`)},
+			app.Item{ActorID: alice.ID, ActivityURI: "https://h1.example/a/3", Type: "Announce",
+				Activity: json.RawMessage(`{"id":"https://h1.example/a/3","type":"Announce"}`)},
+			app.Item{ActorID: bob.ID, ActivityURI: "https://h2.example/a/2", Type: "Follow", Kind: app.KindFollowRequest,
+				Activity: json.RawMessage(`{"id":"https://h2.example/a/2","type":"Follow"}`)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // dump reads every row of table as sorted "column=value" strings, values

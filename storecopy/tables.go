@@ -50,6 +50,9 @@ var tables = []table{
 	// package inbox and outbox/natsbus.
 	{name: "inbox_activities"},
 	{name: "jetstream_exhausted"},
+	// package app: the inbox view and its per-actor counters.
+	{name: "app_inbox_counters"},
+	{name: "app_inbox_items"},
 }
 
 // migrationsTable is the runner's own table, migrated on the target rather

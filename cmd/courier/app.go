@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/courier-ap/courier/activitypub"
+	application "github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/limit"
@@ -70,6 +71,9 @@ type app struct {
 	bus      bus          // nil when this process runs no worker
 	nats     *natsbus.Bus // set with --bus nats
 	importer *inbox.Importer
+
+	recorder    *application.Recorder // the application's inbox views
+	application *application.Handler  // nil in a worker-only process
 }
 
 // newApp opens and migrates the database and builds every component the
@@ -109,6 +113,9 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool
 		},
 		OldestDue: a.queue.OldestPendingDue,
 	})
+	if err := a.buildRecorder(); err != nil {
+		return nil, err
+	}
 	if err := a.buildFederation(ctx); err != nil {
 		return nil, err
 	}
@@ -201,6 +208,7 @@ func (a *app) buildWorker() error {
 		Resolver: a.resolver,
 		Logger:   a.logger,
 		Metrics:  a.metrics.Inbox(),
+		App:      a.recorder,
 	})
 	if err != nil {
 		return err
@@ -322,6 +330,9 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 	}
 	in.Register(r)
 	a.inbox = in
+	if err := a.registerApplication(r); err != nil {
+		return err
+	}
 	// The admin API shows the inbox's budgets: registered after it.
 	if err := a.registerOps(ops); err != nil {
 		return err
@@ -371,6 +382,7 @@ func (a *app) Run(ctx context.Context) error {
 	var servers []*http.Server
 	serve := func(ln net.Listener, h http.Handler, what string) {
 		hs := newHTTPServer(h, a.logger)
+		a.endStreams(hs)
 		servers = append(servers, hs)
 		g.Go(func() error {
 			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

@@ -57,6 +57,9 @@ type Config struct {
 	// secret (a --db URL with a password, --admin-token): every user of the
 	// machine reads them in /proc/PID/cmdline. Start-up warns about each.
 	secretFlags []string
+	StreamKeepAlive       time.Duration
+	StreamsMax            int
+	StreamsPerActor       int
 }
 
 // setting is one flag with its environment variable.
@@ -96,6 +99,9 @@ func settings(cfg *Config) []setting {
 		{"inbox-host-requests", "COURIER_INBOX_HOST_REQUESTS", "inbound requests a minute each remote host may send; beyond it courier answers 429 with Retry-After", (*intValue)(&cfg.InboxHostRequests)},
 		{"inbox-host-bytes", "COURIER_INBOX_HOST_BYTES", "inbound body bytes a minute each remote host may send; beyond it courier answers 429 with Retry-After", (*intValue)(&cfg.InboxHostBytes)},
 		{"inbox-host-budgets", "COURIER_INBOX_HOST_BUDGETS", "remote hosts with a multiple of the inbound budgets, as host=factor,host=factor (host as its key ids name it, with a port if any)", (*stringValue)(&cfg.InboxHostBudgets)},
+		{"stream-keep-alive", "COURIER_STREAM_KEEP_ALIVE", "interval of the keep-alive comments of an idle inbox event stream", (*durationValue)(&cfg.StreamKeepAlive)},
+		{"streams-max", "COURIER_STREAMS_MAX", "inbox event streams this server keeps open at once; beyond it courier answers 503 with Retry-After", (*intValue)(&cfg.StreamsMax)},
+		{"streams-per-actor", "COURIER_STREAMS_PER_ACTOR", "inbox event streams one actor may keep open at once on this server", (*intValue)(&cfg.StreamsPerActor)},
 		{"park-recheck", "COURIER_DELIVERY_PARK_RECHECK", "how long a parked delivery sleeps before it looks at its host again (a recovering host releases it at once)", (*durationValue)(&cfg.ParkRecheck)},
 	}
 }
@@ -162,6 +168,10 @@ func defaultConfig() Config {
 		// The inbox's own defaults.
 		InboxHostRequests: inbox.DefaultHostRequests,
 		InboxHostBytes:    inbox.DefaultHostBytes,
+		// The application's event streams.
+		StreamKeepAlive: 15 * time.Second,
+		StreamsMax:      1000,
+		StreamsPerActor: 8,
 	}
 }
 
@@ -235,6 +245,7 @@ func (c Config) validate() error {
 		{"lease", c.Lease}, {"ledger-lease", c.LedgerLease}, {"nats-ack-wait", c.NATSAckWait},
 		{"delivery-timeout", c.DeliveryTimeout}, {"unavailable-after", c.UnavailableAfter},
 		{"probe-interval", c.ProbeInterval}, {"park-recheck", c.ParkRecheck},
+		{"stream-keep-alive", c.StreamKeepAlive},
 	} {
 		if d.v < time.Second {
 			return fmt.Errorf("invalid --%s %s: must be at least 1s", d.flag, d.v)
@@ -246,6 +257,9 @@ func (c Config) validate() error {
 	if keywordDSN(c.DB) {
 		// Not repeated: it may carry a password.
 		return errors.New("invalid --db (COURIER_DB): a PostgreSQL keyword/value string (host=... dbname=...) is not read; write it as a postgres:// URL, or give a SQLite file path")
+	}
+	if c.StreamsMax < 1 || c.StreamsPerActor < 1 {
+		return fmt.Errorf("invalid --streams-max %d or --streams-per-actor %d: each must be at least 1", c.StreamsMax, c.StreamsPerActor)
 	}
 	if c.InboxHostRequests < 1 {
 		return fmt.Errorf("invalid --inbox-host-requests (COURIER_INBOX_HOST_REQUESTS) %d: must be at least 1", c.InboxHostRequests)

@@ -1,0 +1,552 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/limit"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/store"
+)
+
+// Config configures a Handler.
+type Config struct {
+	// DB is the database; required.
+	DB *sqldb.DB
+	// Store is the repository of local actors; required. Its base URL is
+	// the instance's.
+	Store *store.Store
+	// Failures throttles failed bearer-token attempts per client address;
+	// share the server's. Nil: a throttle of the handler's own.
+	Failures *limit.Failures
+	// PageSize is the number of items of an inbox page (default 20, at most
+	// store.MaxPageSize).
+	PageSize int
+	// KeepAlive is the interval of a stream's keep-alive comments when it
+	// has nothing to send (default 15 s).
+	KeepAlive time.Duration
+	// Poll is how often an idle stream reads its actor's inbox view
+	// without being woken (default 1 s): wake-ups come from this process's
+	// commits and, on PostgreSQL with listening on, other processes'.
+	Poll time.Duration
+	// MaxStreams bounds the open streams of the process (default 1000);
+	// MaxStreamsPerActor those of one actor (default 8). A stream over
+	// either is answered 503 with Retry-After.
+	MaxStreams         int
+	MaxStreamsPerActor int
+	// Logger receives failures that need an operator (nil discards).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Failures == nil {
+		c.Failures = limit.NewFailures(nil)
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = store.DefaultPageSize
+	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = 15 * time.Second
+	}
+	if c.Poll <= 0 {
+		c.Poll = time.Second
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = 1000
+	}
+	if c.MaxStreamsPerActor <= 0 {
+		c.MaxStreamsPerActor = 8
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.DB == nil || c.Store == nil {
+		return errors.New("app: Config.DB and Config.Store are required")
+	}
+	if c.PageSize > store.MaxPageSize {
+		return fmt.Errorf("app: PageSize %d is over the maximum %d", c.PageSize, store.MaxPageSize)
+	}
+	return nil
+}
+
+// Handler serves the application's routes: an actor's inbox collection
+// and its event stream. It is safe for concurrent use.
+type Handler struct {
+	cfg  Config
+	db   *sqldb.DB
+	st   *store.Store
+	uris store.URIs
+	log  *slog.Logger
+
+	wake *waker
+
+	mu       sync.Mutex
+	streams  int
+	perActor map[int64]int
+	closed   chan struct{}
+	close    sync.Once
+}
+
+// New returns a Handler for cfg. It registers an OnWrite hook on cfg.DB
+// that wakes its streams.
+func New(cfg Config) (*Handler, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, db: cfg.DB, st: cfg.Store, uris: cfg.Store.URIs(), log: cfg.Logger,
+		wake: newWaker(), perActor: map[int64]int{}, closed: make(chan struct{})}
+	cfg.DB.OnWrite(h.wake.wake)
+	return h, nil
+}
+
+// Close ends the open streams (their clients reconnect with Last-Event-ID)
+// and refuses new ones; an http.Server's RegisterOnShutdown takes it, since
+// Shutdown does not end streaming responses itself.
+func (h *Handler) Close() { h.close.Do(func() { close(h.closed) }) }
+
+// Register mounts the routes on r:
+//
+//	GET /users/{name}/inbox         the actor's inbox (owner only)
+//	GET /users/{name}/inbox/stream  its Server-Sent Events (owner only)
+func (h *Handler) Register(r *mux.Router) {
+	r.HandleFunc("/users/{name}/inbox", h.inbox).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}/inbox/stream", h.stream).Methods(http.MethodGet)
+}
+
+// InboxURL is the id of the actor name's inbox collection.
+func (h *Handler) InboxURL(name string) string { return h.uris.Inbox(name) }
+
+// StreamURL is the eventStream of the actor name's inbox.
+func (h *Handler) StreamURL(name string) string { return h.uris.Inbox(name) + "/stream" }
+
+// Codes of errors the application's routes raise, beside store's.
+const (
+	eThrottled   store.Code = "too_many_requests"
+	eUnavailable store.Code = "unavailable"
+)
+
+// httpError is an error with the wait its answer's Retry-After carries.
+type httpError struct {
+	wait time.Duration
+	err  error
+}
+
+func (e *httpError) Error() string { return e.err.Error() }
+func (e *httpError) Unwrap() error { return e.err }
+
+func status(code store.Code) int {
+	switch code {
+	case store.EINVALID:
+		return http.StatusBadRequest
+	case store.EUNAUTHORIZED:
+		return http.StatusUnauthorized
+	case store.EFORBIDDEN:
+		return http.StatusForbidden
+	case store.ENOTFOUND:
+		return http.StatusNotFound
+	case eThrottled:
+		return http.StatusTooManyRequests
+	case eUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// writeError answers err as {"error": "..."} with the status of its code.
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := store.ErrorCode(err)
+	st := status(code)
+	msg := store.ErrorMessage(err)
+	if st == http.StatusInternalServerError {
+		h.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", st, "err", err)
+		msg = "internal error"
+	}
+	if code == store.EUNAUTHORIZED {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
+	}
+	var he *httpError
+	if errors.As(err, &he) {
+		w.Header().Set("Retry-After", limit.RetryAfter(he.wait))
+	}
+	body, _ := json.Marshal(map[string]string{"error": msg})
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(st)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// token is the request's bearer token: the Authorization header's, or the
+// access_token query parameter (an EventSource cannot set headers).
+func token(r *http.Request) (string, bool) {
+	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(tok), true
+	}
+	if q := r.URL.Query(); q.Has("access_token") {
+		return q.Get("access_token"), true
+	}
+	return "", false
+}
+
+// owner returns the actor of the route whose token the request carries:
+// ENOTFOUND for no such actor, EUNAUTHORIZED without a token or with a
+// wrong one (counted by Failures), EFORBIDDEN with another actor's.
+func (h *Handler) owner(r *http.Request) (*store.Actor, error) {
+	ctx := r.Context()
+	name := mux.Vars(r)["name"]
+	if _, err := h.st.ActorByName(ctx, name); err != nil {
+		return nil, err
+	}
+	tok, ok := token(r)
+	if !ok || tok == "" {
+		return nil, store.Errorf(store.EUNAUTHORIZED, "the inbox is its actor's: a bearer token is required")
+	}
+	if wait := h.cfg.Failures.Wait(r.RemoteAddr); wait > 0 {
+		return nil, &httpError{wait: wait, err: store.Errorf(eThrottled,
+			"too many failed token attempts from this address; retry in %ss", limit.RetryAfter(wait))}
+	}
+	a, err := h.st.Authenticate(ctx, name, tok)
+	if store.ErrorCode(err) != store.EUNAUTHORIZED {
+		return a, err
+	}
+	other, err2 := h.st.TokenOwner(ctx, tok)
+	switch {
+	case err2 == nil:
+		return nil, store.Errorf(store.EFORBIDDEN, "the token is %s's; the inbox of %s is its own only", other, name)
+	case store.ErrorCode(err2) != store.ENOTFOUND:
+		return nil, err2
+	}
+	h.cfg.Failures.Failed(r.RemoteAddr)
+	return nil, err
+}
+
+// filter is an inbox view's filter: ?type= and ?notifications=true.
+type filter struct {
+	types         []string
+	notifications bool
+}
+
+// maxTypes bounds the types of one ?type= filter.
+const maxTypes = 16
+
+func parseFilter(q url.Values) (filter, error) {
+	var f filter
+	if v := q.Get("type"); v != "" {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "" {
+				continue
+			}
+			if len(t) > 64 || strings.ContainsFunc(t, func(r rune) bool {
+				return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == ':')
+			}) {
+				return f, store.Errorf(store.EINVALID, "type %q is not an activity type", t)
+			}
+			f.types = append(f.types, t)
+		}
+		if len(f.types) > maxTypes {
+			return f, store.Errorf(store.EINVALID, "at most %d types in one filter", maxTypes)
+		}
+	}
+	switch v := q.Get("notifications"); v {
+	case "", "false":
+	case "true":
+		f.notifications = true
+	default:
+		return f, store.Errorf(store.EINVALID, "notifications is true or false, not %q", v)
+	}
+	return f, nil
+}
+
+// query is the filter's parameters, in a fixed order, for links.
+func (f filter) query() string {
+	var b strings.Builder
+	if len(f.types) > 0 {
+		b.WriteString("&type=" + url.QueryEscape(strings.Join(f.types, ",")))
+	}
+	if f.notifications {
+		b.WriteString("&notifications=true")
+	}
+	return b.String()
+}
+
+func (f filter) empty() bool { return len(f.types) == 0 && !f.notifications }
+
+// where is the filter's SQL condition and arguments for one of its types
+// ("" for none).
+func (f filter) where(typ string) (string, []any) {
+	var b strings.Builder
+	var args []any
+	if typ != "" {
+		b.WriteString(" AND type = ?")
+		args = append(args, typ)
+	}
+	if f.notifications {
+		b.WriteString(" AND kind <> ''")
+	}
+	return b.String(), args
+}
+
+func cursor(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, store.Errorf(store.EINVALID, "cursor %q is not a non-negative integer", v)
+	}
+	return n, nil
+}
+
+type collection struct {
+	Context     any    `json:"@context"`
+	ID          string `json:"id"`
+	Type        string `json:"type"`
+	TotalItems  *int64 `json:"totalItems,omitempty"`
+	First       string `json:"first"`
+	EventStream string `json:"eventStream"`
+}
+
+type collectionPage struct {
+	Context      any               `json:"@context"`
+	ID           string            `json:"id"`
+	Type         string            `json:"type"`
+	PartOf       string            `json:"partOf"`
+	Next         string            `json:"next,omitempty"`
+	Prev         string            `json:"prev,omitempty"`
+	OrderedItems []json.RawMessage `json:"orderedItems"`
+}
+
+// sseContext is the context of the documents naming an eventStream.
+var sseContext = []string{activitypub.ActivityStreams, "https://purl.archive.org/socialweb/sse"}
+
+// inbox serves GET /users/{name}/inbox: without page parameters the
+// OrderedCollection, with them a page, newest first, cursor-paged by seq.
+func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
+	a, err := h.owner(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	f, err := parseFilter(q)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	maxID, err1 := cursor(q.Get("max_id"))
+	minID, err2 := cursor(q.Get("min_id"))
+	if err := errors.Join(err1, err2); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if maxID > 0 {
+		minID = 0 // one cursor: max_id wins
+	}
+	base := h.uris.Inbox(a.Name)
+	w.Header().Set("Cache-Control", "private, no-store")
+	if q.Get("page") == "" && maxID == 0 && minID == 0 {
+		c := collection{Context: sseContext, ID: base, Type: "OrderedCollection",
+			First: base + "?page=true" + f.query(), EventStream: h.StreamURL(a.Name)}
+		if f.empty() {
+			n, err := h.total(r.Context(), a.ID)
+			if err != nil {
+				h.writeError(w, r, err)
+				return
+			}
+			c.TotalItems = &n
+		}
+		writeJSON(w, c)
+		return
+	}
+	items, err := h.page(r.Context(), a.ID, f, maxID, minID, h.cfg.PageSize+1)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	more := len(items) > h.cfg.PageSize
+	if more {
+		if minID > 0 {
+			items = items[1:] // the extra one, the newest read, is the next newer page's
+		} else {
+			items = items[:h.cfg.PageSize]
+		}
+	}
+	id := base + "?page=true" + f.query()
+	switch {
+	case maxID > 0:
+		id += "&max_id=" + strconv.FormatInt(maxID, 10)
+	case minID > 0:
+		id += "&min_id=" + strconv.FormatInt(minID, 10)
+	}
+	p := collectionPage{Context: activitypub.ActivityStreams, ID: id, Type: "OrderedCollectionPage", PartOf: base,
+		OrderedItems: make([]json.RawMessage, 0, len(items))}
+	for _, it := range items {
+		p.OrderedItems = append(p.OrderedItems, it.doc)
+	}
+	link := func(param string, seq int64) string {
+		return base + "?page=true" + f.query() + "&" + param + "=" + strconv.FormatInt(seq, 10)
+	}
+	switch {
+	case len(items) > 0:
+		// Older items: past a full page read newest first, and always
+		// past a min_id page (the cursor's side).
+		if more || minID > 0 {
+			p.Next = link("max_id", items[len(items)-1].seq)
+		}
+		p.Prev = link("min_id", items[0].seq)
+	case minID > 0:
+		p.Prev = link("min_id", minID) // nothing newer yet: ask again later
+	}
+	writeJSON(w, p)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":"internal error"}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/activity+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// total is the number of items of the actor's inbox view: its counter
+// (items are never removed but with their actor).
+func (h *Handler) total(ctx context.Context, actorID int64) (int64, error) {
+	var n int64
+	err := h.db.Read.QueryRowContext(ctx, `SELECT seq FROM app_inbox_counters WHERE actor_id = ?`, actorID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("app: inbox total: %w", err)
+	}
+	return n, nil
+}
+
+type row struct {
+	seq  int64
+	typ  string
+	kind string
+	doc  json.RawMessage
+}
+
+// page reads up to limit items of the actor's view newest first: older
+// than maxID when set, else newer than minID when set (the limit oldest of
+// those, still returned newest first), else the newest. Each query reads
+// an index from a cursor, so that a page costs the same at any depth: the
+// primary key (actor_id, seq), the notifications' partial index, or, for
+// each type of a ?type= filter, (actor_id, type, seq); the types' reads
+// are merged here.
+func (h *Handler) page(ctx context.Context, actorID int64, f filter, maxID, minID int64, limit int) ([]row, error) {
+	types := f.types
+	if len(types) == 0 {
+		types = []string{""}
+	}
+	var out []row
+	for _, typ := range types {
+		rows, err := h.pageOf(ctx, actorID, f, typ, maxID, minID, limit)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	older := minID == 0 || maxID > 0
+	slices.SortFunc(out, func(a, b row) int {
+		if older {
+			return cmp.Compare(b.seq, a.seq)
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	if !older {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+// pageOf is one query of page: the items of type typ ("" for any), in
+// the cursor's order (newest first, or oldest first after min_id).
+func (h *Handler) pageOf(ctx context.Context, actorID int64, f filter, typ string, maxID, minID int64, limit int) ([]row, error) {
+	cond, fargs := f.where(typ)
+	args := []any{actorID}
+	q := `SELECT seq, type, kind, document FROM app_inbox_items WHERE actor_id = ?`
+	order := ` ORDER BY seq DESC`
+	switch {
+	case maxID > 0:
+		q += ` AND seq < ?`
+		args = append(args, maxID)
+	case minID > 0:
+		q += ` AND seq > ?`
+		args = append(args, minID)
+		order = ` ORDER BY seq ASC`
+	}
+	args = append(args, fargs...)
+	args = append(args, limit)
+	rows, err := h.db.Read.QueryContext(ctx, q+cond+order+` LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("app: inbox page: %w", err)
+	}
+	defer rows.Close()
+	var out []row
+	for rows.Next() {
+		var it row
+		var doc string
+		if err := rows.Scan(&it.seq, &it.typ, &it.kind, &doc); err != nil {
+			return nil, fmt.Errorf("app: inbox page: %w", err)
+		}
+		it.doc = json.RawMessage(doc)
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("app: inbox page: %w", err)
+	}
+	return out, nil
+}
+
+// waker wakes every waiter at once: a waiter takes the current channel,
+// and wake closes it and makes the next.
+type waker struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newWaker() *waker { return &waker{ch: make(chan struct{})} }
+
+func (w *waker) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ch
+}
+
+func (w *waker) wake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	close(w.ch)
+	w.ch = make(chan struct{})
+}

@@ -1,0 +1,236 @@
+package app
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/store"
+)
+
+// streamBatch is how many items a stream reads per query.
+const streamBatch = 100
+
+// retryMillis is the reconnection delay a stream suggests to its client.
+const retryMillis = 2000
+
+// stream serves GET /users/{name}/inbox/stream: the Server-Sent Events of
+// the actor's inbox view, as "Server-Sent Events for the ActivityPub API"
+// shapes them (Event). Every event's id is the item's seq; a client that
+// reconnects with Last-Event-ID (the header, or the query parameter of
+// that name) gets every item after it, and without one, those recorded
+// from now on.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
+	a, err := h.owner(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	last, err := lastEventID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if last < 0 {
+		if last, err = h.total(r.Context(), a.ID); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	}
+	release, err := h.admit(a.ID)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	defer release()
+
+	// A stream outlives the server's write timeout.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	fmt.Fprintf(bw, "retry: %d\n\n", retryMillis)
+	flush := func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if flush() != nil {
+		return
+	}
+	ctx := r.Context()
+	inbox := h.uris.Inbox(a.Name)
+	keepAlive := time.NewTicker(h.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	poll := time.NewTicker(h.cfg.Poll)
+	defer poll.Stop()
+	for {
+		woken := h.wake.wait() // taken before reading: a commit after the read wakes us
+		items, err := h.page(ctx, a.ID, filter{}, 0, last, streamBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.WarnContext(ctx, "app: stream read failed; the client reconnects", "actor", a.Name, "err", err)
+			}
+			return
+		}
+		// page returns newest first; events go oldest first.
+		for i := len(items) - 1; i >= 0; i-- {
+			it := items[i]
+			data, err := Event(inbox, it.typ, it.doc)
+			if err != nil {
+				h.log.WarnContext(ctx, "app: stream event unreadable; skipped", "actor", a.Name, "seq", it.seq, "err", err)
+				data = []byte(`{"@context":"https://www.w3.org/ns/activitystreams","type":"Add","target":` +
+					strconv.Quote(inbox) + `}`)
+			}
+			fmt.Fprintf(bw, "id: %d\ndata: %s\n\n", it.seq, data)
+			last = it.seq
+		}
+		if len(items) > 0 {
+			if flush() != nil {
+				return
+			}
+			keepAlive.Reset(h.cfg.KeepAlive)
+			if len(items) == streamBatch {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.closed:
+			return
+		case <-woken:
+		case <-poll.C:
+		case <-keepAlive.C:
+			fmt.Fprint(bw, ": keep-alive\n\n")
+			if flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// lastEventID is the request's Last-Event-ID (header, or query parameter
+// Last-Event-ID or last_event_id); -1 when it has none.
+func lastEventID(r *http.Request) (int64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		q := r.URL.Query()
+		v = q.Get("Last-Event-ID")
+		if v == "" {
+			v = q.Get("last_event_id")
+		}
+	}
+	if v == "" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, store.Errorf(store.EINVALID, "Last-Event-ID %q is not an event id of this stream", v)
+	}
+	return n, nil
+}
+
+// admit takes a stream's place for actorID, or refuses it (503 with
+// Retry-After) when the process or the actor has all its streams open.
+func (h *Handler) admit(actorID int64) (func(), error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.closed:
+		return nil, &httpError{wait: 5 * time.Second, err: store.Errorf(eUnavailable, "the server is shutting down")}
+	default:
+	}
+	if h.streams >= h.cfg.MaxStreams {
+		return nil, &httpError{wait: 10 * time.Second, err: store.Errorf(eUnavailable,
+			"%d streams are open, the most this server keeps", h.cfg.MaxStreams)}
+	}
+	if h.perActor[actorID] >= h.cfg.MaxStreamsPerActor {
+		return nil, &httpError{wait: 10 * time.Second, err: store.Errorf(eUnavailable,
+			"this actor has %d streams open, the most it may", h.cfg.MaxStreamsPerActor)}
+	}
+	h.streams++
+	h.perActor[actorID]++
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.streams--
+		if h.perActor[actorID]--; h.perActor[actorID] <= 0 {
+			delete(h.perActor, actorID)
+		}
+	}, nil
+}
+
+// Streams returns the number of open streams.
+func (h *Handler) Streams() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.streams
+}
+
+// Event is the data of the stream event of an inbox item whose activity,
+// of type typ, is doc, in the inbox inbox: an activity that adds to the
+// inbox is an Add of it to the inbox; an Update is an Update carrying the
+// object's new representation; a Delete is a Delete of the object; an Undo
+// is a Remove, from the inbox, of the activity it undoes.
+func Event(inbox, typ string, doc json.RawMessage) ([]byte, error) {
+	var act struct {
+		ID     string          `json:"id"`
+		Actor  json.RawMessage `json:"actor"`
+		Object json.RawMessage `json:"object"`
+	}
+	if err := json.Unmarshal(doc, &act); err != nil {
+		return nil, err
+	}
+	ev := map[string]any{"@context": activitypub.ActivityStreams}
+	switch typ {
+	case "Update":
+		ev["type"] = "Update"
+		ev["id"] = act.ID
+		ev["actor"] = act.Actor
+		ev["object"] = act.Object
+	case "Delete":
+		ev["type"] = "Delete"
+		ev["id"] = act.ID
+		ev["actor"] = act.Actor
+		ev["object"] = objectID(act.Object)
+	case "Undo":
+		ev["type"] = "Remove"
+		ev["object"] = objectID(act.Object)
+		ev["target"] = inbox
+	default:
+		ev["type"] = "Add"
+		ev["object"] = doc
+		ev["target"] = inbox
+	}
+	if act.Object == nil && ev["type"] != "Add" {
+		delete(ev, "object")
+	}
+	return marshal(ev)
+}
+
+// objectID is the id of an "object" property: the string, or the
+// embedded object's id; the property as it is when neither.
+func objectID(raw json.RawMessage) any {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(raw, &o) == nil && o.ID != "" {
+		return o.ID
+	}
+	return raw
+}

@@ -1,0 +1,30 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/app"
+	"github.com/courier-ap/courier/store"
+)
+
+// recordApp records the activity act, imported in tx with outcome, in the
+// inbox views of the local actors it concerns (Config.App). What the import
+// refused, and an older version of an object than the one kept, is not
+// recorded.
+func (im *Importer) recordApp(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, outcome string) error {
+	if im.cfg.App == nil || strings.HasPrefix(outcome, "refused") || outcome == OutcomeStale {
+		return nil
+	}
+	imp := app.Imported{Activity: act}
+	switch outcome {
+	case OutcomeFollowed:
+		imp.Follow = store.StateAccepted
+	case OutcomePending:
+		imp.Follow = store.StatePending
+	}
+	_, err := im.cfg.App.RecordActivityTx(ctx, tx, imp)
+	return err
+}
