@@ -56,10 +56,10 @@ type Config struct {
 	// secretFlags names the flags given on the command line that carry a
 	// secret (a --db URL with a password, --admin-token): every user of the
 	// machine reads them in /proc/PID/cmdline. Start-up warns about each.
-	secretFlags []string
-	StreamKeepAlive       time.Duration
-	StreamsMax            int
-	StreamsPerActor       int
+	secretFlags     []string
+	StreamKeepAlive time.Duration
+	StreamsMax      int
+	StreamsPerActor int
 }
 
 // setting is one flag with its environment variable.
