@@ -363,7 +363,12 @@ const flightShutdown = 10 * time.Second
 // send POSTs req and reads up to MaxResponseBody of the answer. It returns
 // the status and headers, or the transport error.
 func (s *Service) send(req *http.Request) (int, http.Header, error) {
-	resp, err := s.client.Do(req)
+	return s.sendWith(s.client, req)
+}
+
+// sendWith is send with client c.
+func (s *Service) sendWith(c *http.Client, req *http.Request) (int, http.Header, error) {
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -47,6 +47,9 @@ var tables = []table{
 	// package inbox and outbox/natsbus.
 	{name: "inbox_activities"},
 	{name: "jetstream_exhausted"},
+	// package app/webhook.
+	{name: "webhook_endpoints"},
+	{name: "webhook_secrets"},
 }
 
 // migrationsTable is the runner's own table, migrated on the target rather
