@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
@@ -48,6 +49,11 @@ type Config struct {
 	Store *store.Store
 	// Resolver resolves keys and actors; required.
 	Resolver Resolver
+	// ItemHook is a stand-in for the inbox view's recorder (it replaces
+	// this field): the Importer calls it in an import's transaction with
+	// an app.Item (Seq 0) for each local actor the imported activity
+	// names as its object or in to/cc. Nil calls nothing.
+	ItemHook app.Hook
 	// DateWindow is how far a request's Date may lie from now, either way
 	// (default 1 h: Mastodon accepts about 1 h ahead and 65 min behind).
 	DateWindow time.Duration

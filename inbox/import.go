@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
 )
@@ -134,6 +136,9 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 			if outcome, err = im.apply(ctx, tx, ev.ID, time.UnixMilli(received).UTC(), act, pre); err != nil {
 				return err
 			}
+			if err := im.itemHook(ctx, tx, act, document, outcome); err != nil {
+				return err
+			}
 		}
 		_, err := tx.ExecContext(ctx, sqlMarkImported, im.cfg.Now().UnixMilli(), outcome, p.ActivityID)
 		return err
@@ -144,6 +149,35 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 	if outcome != "" {
 		im.log.DebugContext(ctx, "inbox: imported", "event_id", ev.ID, "activity_id", p.ActivityID,
 			"outcome", outcome)
+	}
+	return nil
+}
+
+// itemHook calls Config.ItemHook for each local actor act names as its
+// object or in to/cc, once it was imported (a stand-in for the inbox
+// view's recorder, which replaces it).
+func (im *Importer) itemHook(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, document []byte, outcome string) error {
+	if im.cfg.ItemHook == nil || strings.HasPrefix(outcome, "refused") || strings.HasPrefix(outcome, "ignored") {
+		return nil
+	}
+	seen := map[int64]bool{}
+	for _, uri := range append([]string{act.ObjectID}, append(act.To, act.Cc...)...) {
+		if uri == "" {
+			continue
+		}
+		local, err := im.cfg.Store.ActorByURITx(ctx, tx, uri)
+		if err != nil || seen[local.ID] {
+			continue
+		}
+		seen[local.ID] = true
+		kind := ""
+		if act.Type == "Follow" && uri == act.ObjectID {
+			kind = "follow"
+		}
+		if err := im.cfg.ItemHook(ctx, tx, app.Item{ActorID: local.ID, ActorName: local.Name, ActivityURI: act.ID,
+			Type: act.Type, Kind: kind, Activity: document}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/app/webhook"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/limit"
@@ -58,6 +59,8 @@ type app struct {
 	beat     *metrics.Heartbeat
 	resolver *activitypub.Resolver
 	delivery *delivery.Service
+	// webhooks keeps the webhook endpoints and builds their POSTs.
+	webhooks *webhook.Service
 
 	listener    net.Listener // public; nil in a worker-only process
 	router      *mux.Router
@@ -149,7 +152,12 @@ func (a *app) buildFederation(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.webhooks, err = webhook.New(webhook.Config{DB: a.db, Logger: a.logger})
+	if err != nil {
+		return err
+	}
 	a.delivery, err = delivery.New(delivery.Config{
+		Webhooks:         a.webhooks,
 		DB:               a.db,
 		Store:            a.store,
 		Resolver:         a.resolver,
@@ -201,6 +209,8 @@ func (a *app) buildWorker() error {
 		Resolver: a.resolver,
 		Logger:   a.logger,
 		Metrics:  a.metrics.Inbox(),
+		// Until the inbox view's recorder calls the app hooks.
+		ItemHook: a.webhooks.Hook,
 	})
 	if err != nil {
 		return err
