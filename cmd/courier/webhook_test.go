@@ -1,0 +1,280 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqldb/storetest"
+)
+
+// hookReceiver is an application's webhook endpoint on loopback: it
+// verifies every POST with the Standard Webhooks Go library (timestamp
+// tolerance included: courier runs on the real clock here) and records
+// it. While hold is set, a POST is recorded and then left unanswered
+// until the client goes away (a crash of the sender) or the test ends.
+type hookReceiver struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	wh   *standardwebhooks.Webhook
+	got  []hookMsg
+	bad  []string
+	hold bool
+	// arrived is signalled (without blocking) on every POST.
+	arrived chan struct{}
+	stop    chan struct{}
+}
+
+type hookMsg struct {
+	ID   string
+	Type string
+	Body map[string]any
+}
+
+func newHookReceiver(t *testing.T) *hookReceiver {
+	r := &hookReceiver{arrived: make(chan struct{}, 1000), stop: make(chan struct{})}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(func() { close(r.stop); r.srv.Close() })
+	return r
+}
+
+func (r *hookReceiver) setSecret(t *testing.T, secret string) {
+	t.Helper()
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatalf("secret %q: %v", secret, err)
+	}
+	r.mu.Lock()
+	r.wh = wh
+	r.mu.Unlock()
+}
+
+func (r *hookReceiver) serve(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+	r.mu.Lock()
+	if r.wh == nil {
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if err := r.wh.Verify(body, req.Header); err != nil {
+		r.bad = append(r.bad, err.Error())
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	var m hookMsg
+	_ = json.Unmarshal(body, &m.Body)
+	m.ID = req.Header.Get("webhook-id")
+	m.Type, _ = m.Body["type"].(string)
+	r.got = append(r.got, m)
+	hold := r.hold
+	r.mu.Unlock()
+	select {
+	case r.arrived <- struct{}{}:
+	default:
+	}
+	if hold {
+		select {
+		case <-req.Context().Done():
+		case <-r.stop:
+		}
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (r *hookReceiver) messages() ([]hookMsg, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]hookMsg(nil), r.got...), append([]string(nil), r.bad...)
+}
+
+func (r *hookReceiver) ofType(typ string) []hookMsg {
+	ms, _ := r.messages()
+	var out []hookMsg
+	for _, m := range ms {
+		if m.Type == typ {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+var secretOnPage = regexp.MustCompile(`<code id="secret">(whsec_[A-Za-z0-9+/=]+)</code>`)
+
+// The console's webhooks page: the operator adds an endpoint for alice and
+// sees its secret once; a remote Follow of alice reaches the endpoint as a
+// signed activity.follow (verified by the Standard Webhooks library); the
+// page shows the endpoint healthy with nothing pending, and its test
+// button sends a webhook.test.
+func TestConsoleWebhooks(t *testing.T) {
+	t.Parallel()
+	rig := newConsoleRig(t)
+	recv := newHookReceiver(t)
+	cc := newConsoleClient(t, rig.ops)
+	if resp, _ := cc.do(http.MethodPost, "/console/login", url.Values{"token": {consoleToken}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", resp.StatusCode)
+	}
+	csrf := cc.csrf()
+	if resp, body := cc.do(http.MethodPost, "/console/webhooks", url.Values{"url": {recv.srv.URL}}, nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("add without CSRF: %d %s", resp.StatusCode, body)
+	}
+	resp, page := cc.do(http.MethodPost, "/console/webhooks", url.Values{"csrf": {csrf}, "url": {recv.srv.URL + "/hooks"},
+		"actor": {"alice"}, "events": {"activity.follow, webhook.test"}}, nil)
+	m := secretOnPage.FindStringSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("add: %d\n%s", resp.StatusCode, page)
+	}
+	recv.setSecret(t, m[1])
+	if _, page = cc.do(http.MethodGet, "/console/webhooks", nil, nil); strings.Contains(page, m[1]) || !strings.Contains(page, `data-webhook="1"`) {
+		t.Fatalf("the list shows the secret again, or no endpoint:\n%s", page)
+	}
+	if resp, body := cc.do(http.MethodPost, "/console/webhooks", url.Values{"csrf": {csrf}, "url": {"ftp://x.example/"}}, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "http or https") {
+		t.Fatalf("bad URL: %d %s", resp.StatusCode, body)
+	}
+
+	rig.follow(t)
+	waitFor(t, "the activity.follow webhook", func() bool { return len(recv.ofType("activity.follow")) == 1 })
+	msg := recv.ofType("activity.follow")[0]
+	data, _ := msg.Body["data"].(map[string]any)
+	act, _ := data["activity"].(map[string]any)
+	if data["actor"] != "alice" || act["type"] != "Follow" || act["object"] != rig.alice.URI || msg.ID == "" {
+		t.Fatalf("webhook %+v", msg)
+	}
+	if _, bad := recv.messages(); len(bad) > 0 {
+		t.Fatalf("signatures refused: %v", bad)
+	}
+	waitFor(t, "the endpoint shown healthy, nothing pending", func() bool {
+		_, page = cc.do(http.MethodGet, "/console/webhooks", nil, nil)
+		return strings.Contains(page, `<span class="tag healthy">healthy</span>`) && strings.Contains(page, "<td>0</td><td>0</td><td>0</td>")
+	})
+	resp, _ = cc.do(http.MethodPost, "/console/webhooks/1/test", url.Values{"csrf": {csrf}}, nil)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("test: %d", resp.StatusCode)
+	}
+	waitFor(t, "the test webhook", func() bool { return len(recv.ofType("webhook.test")) == 1 })
+	resp, page = cc.do(http.MethodPost, "/console/webhooks/1/rotate", url.Values{"csrf": {csrf}}, nil)
+	if m2 := secretOnPage.FindStringSubmatch(page); resp.StatusCode != http.StatusOK || m2 == nil || m2[1] == m[1] {
+		t.Fatalf("rotate: %d\n%s", resp.StatusCode, page)
+	}
+	resp, page = cc.do(http.MethodPost, "/console/webhooks/1/remove", url.Values{"csrf": {csrf}}, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "Remove webhook 1?") {
+		t.Fatalf("remove without confirm: %d\n%s", resp.StatusCode, page)
+	}
+	if resp, _ = cc.do(http.MethodPost, "/console/webhooks/1/remove", url.Values{"csrf": {csrf}, "confirm": {"1"}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("remove: %d", resp.StatusCode)
+	}
+	if _, page = cc.do(http.MethodGet, "/console/webhooks", nil, nil); !strings.Contains(page, "No webhook endpoint") {
+		t.Fatalf("after remove:\n%s", page)
+	}
+}
+
+// courier is SIGKILLed after it imported a Follow of alice and while its
+// webhook POST is unanswered: the restarted courier sends the webhook
+// again, with the same webhook-id, and it is verified by the Standard
+// Webhooks library both times.
+func TestWebhookSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	loc := storetest.Location(t)
+	key, err := activitypub.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := newRemoteHost(t, key, http.StatusAccepted)
+	recv := newHookReceiver(t)
+	recv.hold = true
+
+	addr := freeAddr(t)
+	base := "http://" + addr
+	adminToken := strings.Repeat("w", 40)
+	common := []string{"--db", loc, "--bus", "db", "--base-url", base, "--allow-private-addresses", "--admin-token", adminToken,
+		"--synchronous", "NORMAL", "--delivery-timeout", "3s", "--lease", "10s", "--ledger-lease", "10s", "--log-level", "info"}
+	ops := freeAddr(t)
+	srv := startProcess(t, "courier", append([]string{"serve", "--listen", addr, "--ops-listen", ops}, common...)...)
+	srv.waitReady(t, ops)
+	code, out, errb := runCommand("actor", "create", "--db", loc, "--base-url", base, "--json", "alice")
+	if code != 0 {
+		t.Fatalf("actor create: exit %d, stderr %q", code, errb)
+	}
+	var alice struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &alice); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errb = runCommand("admin", "--server", "http://"+ops, "--admin-token", adminToken, "--json",
+		"webhooks", "add", recv.srv.URL+"/hooks", "--actor", "alice")
+	var added struct {
+		ID     int64
+		Secret string
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &added) != nil || added.Secret == "" {
+		t.Fatalf("webhooks add: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	recv.setSecret(t, added.Secret)
+
+	follow := map[string]any{"@context": activitypub.ActivityStreams, "id": remote.srv.URL + "/follows/1",
+		"type": "Follow", "actor": remote.actorID(), "object": alice.ID}
+	if st := remote.post(t, base+"/inbox", follow); st != http.StatusAccepted {
+		t.Fatalf("follow answered %d", st)
+	}
+	waitFor(t, "the first webhook POST", func() bool { return len(recv.ofType("activity.follow")) == 1 })
+	if err := srv.cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	<-srv.done
+	if strings.Contains(srv.stderr.String(), added.Secret) || strings.Contains(srv.stderr.String(), added.Secret[6:]) {
+		t.Fatal("the secret was logged")
+	}
+	recv.mu.Lock()
+	recv.hold = false
+	recv.mu.Unlock()
+
+	ops2 := freeAddr(t)
+	srv2 := startProcess(t, "courier again", append([]string{"serve", "--listen", freeAddr(t), "--ops-listen", ops2}, common...)...)
+	srv2.waitReady(t, ops2)
+	waitLong(t, "the webhook again after the restart", func() bool { return len(recv.ofType("activity.follow")) == 2 })
+	msgs := recv.ofType("activity.follow")
+	if msgs[0].ID == "" || msgs[0].ID != msgs[1].ID {
+		t.Fatalf("webhook-ids %q and %q: want the same", msgs[0].ID, msgs[1].ID)
+	}
+	if _, bad := recv.messages(); len(bad) > 0 {
+		t.Fatalf("signatures refused: %v", bad)
+	}
+	db := storetest.Open(t, loc, storetest.Options{})
+	var status string
+	waitFor(t, "the webhook's row done", func() bool {
+		return db.Read.QueryRow(`SELECT status FROM event_queue WHERE event_id = ?`, msgs[0].ID).Scan(&status) == nil && status == "done"
+	})
+	// The import happened once: one follower, one Accept, one webhook event.
+	var followers, events int
+	if err := db.Read.QueryRow(`SELECT COUNT(*) FROM followers`).Scan(&followers); err != nil || followers != 1 {
+		t.Fatalf("followers: %d %v", followers, err)
+	}
+	if err := db.Read.QueryRow(`SELECT COUNT(*) FROM event_queue WHERE type = 'webhook.post'`).Scan(&events); err != nil || events != 1 {
+		t.Fatalf("webhook events: %d %v", events, err)
+	}
+	srv2.stop(t)
+}
+
+// waitLong is waitFor for what waits on leases and restarts: up to three
+// minutes.
+func waitLong(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
