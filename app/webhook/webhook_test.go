@@ -483,3 +483,166 @@ func TestAddRefusesBadInput(t *testing.T) {
 		t.Fatalf("List after Remove: %v %v", eps, err)
 	}
 }
+
+// peer is a healthy remote server whose inbox verifies the draft-cavage
+// signature of every delivery with the sender's key.
+type peer struct {
+	srv   *httptest.Server
+	pub   *rsa.PublicKey
+	mu    sync.Mutex
+	got   map[string]bool
+	wrong []string
+}
+
+func newPeer(t *testing.T, pub *rsa.PublicKey) *peer {
+	p := &peer{pub: pub, got: map[string]bool{}}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err := activitypub.Verify(r, body, p.pub, activitypub.VerifyOptions{}); err != nil {
+			p.wrong = append(p.wrong, err.Error())
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var a struct{ ID string }
+		_ = json.Unmarshal(body, &a)
+		p.got[a.ID] = true
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *peer) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.got)
+}
+
+// dead is an endpoint that never answers (hung: it holds each request
+// until the test ends) or drops each connection at once (refusing). It
+// counts requests and the most in flight at once.
+type dead struct {
+	srv                *httptest.Server
+	mu                 sync.Mutex
+	requests, inFlight int
+	maxInFlight        int
+}
+
+func newDead(t *testing.T, hung bool) *dead {
+	d := &dead{}
+	stop := make(chan struct{})
+	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		d.requests++
+		d.inFlight++
+		d.maxInFlight = max(d.maxInFlight, d.inFlight)
+		d.mu.Unlock()
+		defer func() { d.mu.Lock(); d.inFlight--; d.mu.Unlock() }()
+		if !hung {
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() { close(stop); d.srv.Close() })
+	return d
+}
+
+func (d *dead) stats() (requests, maxInFlight int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.requests, d.maxInFlight
+}
+
+// Webhook endpoints that are dead (one hung, one dropping connections)
+// never slow federation: while each of 40 webhook events waits on them,
+// 40 Creates reach a healthy peer; the dead endpoints see a bounded number
+// of POSTs (their deliveries wait for the one in flight, then back off,
+// as a dead host's), and no webhook event is dead-lettered or spends
+// more than one attempt on them meanwhile.
+func TestDeadEndpointNeverSlowsFederation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(c *delivery.Config) {
+		c.Timeout = 2 * time.Second
+		c.UnavailableAfter = time.Second // parked soon, so that the test sees it
+	})
+	alice := b.actor("alice")
+	key, err := activitypub.ParsePrivateKeyPEM(alice.PrivateKeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPeer(t, &key.PublicKey)
+	if err := b.db.Tx(b.ctx, func(tx *sql.Tx) error {
+		_, err := b.st.AddFollowerTx(b.ctx, tx, store.Follower{ActorID: alice.ID, URI: p.srv.URL + "/users/f",
+			Inbox: p.srv.URL + "/users/f/inbox", SharedInbox: p.srv.URL + "/inbox"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hung, refusing := newDead(t, true), newDead(t, false)
+	var hosts []string
+	for _, d := range []*dead{hung, refusing} {
+		ep, _, err := b.hooks.Add(b.ctx, d.srv.URL, "alice", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, ep.Host)
+	}
+	const n = 40
+	for i := range n {
+		b.record(app.Item{ActorID: alice.ID, ActorName: "alice", Seq: int64(i + 1), ActivityURI: fmt.Sprintf("https://r.example/a/%d", i),
+			Type: "Like", Kind: "like", Activity: json.RawMessage(`{"type":"Like"}`)})
+		if _, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: fmt.Sprintf("note %d", i),
+			To: []string{alice.URI + "/followers"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every Create at the healthy peer", func() bool { return p.count() == n })
+	p.mu.Lock()
+	if len(p.wrong) > 0 {
+		t.Fatalf("signatures refused by the peer: %v", p.wrong)
+	}
+	p.mu.Unlock()
+	for i, d := range []*dead{hung, refusing} {
+		reqs, most := d.stats()
+		if most > delivery.DefaultPerHostConcurrency || reqs > n {
+			t.Errorf("dead endpoint %s: %d POSTs, %d at once: want each event tried at most once, a bounded few at once", hosts[i], reqs, most)
+		}
+		if i == 0 && reqs > delivery.DefaultPerHostConcurrency {
+			t.Errorf("hung endpoint: %d POSTs: its other events must wait for the unanswered one", reqs)
+		}
+	}
+	// The endpoints' health is kept like a host's: each becomes
+	// unavailable and its events are parked (one probe at a time);
+	// nothing of theirs is dead-lettered.
+	for _, h := range hosts {
+		waitFor(t, h+" unavailable", func() bool {
+			st, err := b.svc.Health().Host(b.ctx, h)
+			return err == nil && st.State == delivery.HostUnavailable
+		})
+	}
+	settled := func() bool {
+		for _, r := range b.rows() {
+			if r.Status == outbox.StatusProcessing {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "no webhook event held by a handler", settled)
+	for _, r := range b.rows() {
+		if r.Status == outbox.StatusDeadLettered || r.Status == outbox.StatusDone {
+			t.Fatalf("webhook event %s is %s", r.Event.ID, r.Status)
+		}
+		if r.Attempts > 1 {
+			t.Fatalf("webhook event %s spent %d attempts while its endpoint was down", r.Event.ID, r.Attempts)
+		}
+	}
+}
