@@ -646,3 +646,19 @@ func TestDeadEndpointNeverSlowsFederation(t *testing.T) {
 		}
 	}
 }
+
+// courier's signer makes the specification's published test vector.
+func TestSignTestVector(t *testing.T) {
+	key, err := webhook.ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := webhook.Sign([][]byte{key}, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Fatalf("Sign = %s, want %s", got, want)
+	}
+	two := webhook.Sign([][]byte{key, []byte("other")}, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
+	if f := strings.Fields(two); len(f) != 2 || f[0] != got {
+		t.Fatalf("two keys: %q", two)
+	}
+}

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -278,5 +283,75 @@ func waitLong(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The example receiving application (examples/webhook-receiver), built
+// and run as its own process against a running courier: it verifies the
+// webhooks of a remote Follow of alice and of a test event and prints each
+// once.
+func TestExampleWebhookReceiver(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "webhook-receiver")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin,
+		"github.com/courier-ap/courier/examples/webhook-receiver")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	rig := newConsoleRig(t)
+	addr := freeAddr(t)
+	ep, secret, err := rig.app.webhooks.Add(context.Background(), "http://"+addr+"/", "alice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &lockedBuffer{}
+	cmd := exec.Command(bin, "-listen", addr)
+	cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+secret)
+	cmd.Stdout = out
+	errOut := &lockedBuffer{}
+	cmd.Stderr = errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitFor(t, "the receiver listening", func() bool { return strings.Contains(errOut.String(), "listening") })
+
+	rig.follow(t)
+	if _, err := rig.app.webhooks.Test(context.Background(), ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		ID, Type string
+		Data     struct {
+			Actor    string
+			Activity map[string]any
+		}
+	}
+	var lines []line
+	waitLong(t, "both events printed by the receiver", func() bool {
+		lines = nil
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var x line
+			if json.Unmarshal([]byte(l), &x) == nil {
+				lines = append(lines, x)
+			}
+		}
+		return len(lines) == 2
+	})
+	types := map[string]line{}
+	for _, l := range lines {
+		types[l.Type] = l
+	}
+	f, ok := types["activity.follow"]
+	if !ok || f.Data.Actor != "alice" || f.Data.Activity["object"] != rig.alice.URI || types["webhook.test"].ID == "" {
+		t.Fatalf("printed:\n%s", out.String())
+	}
+	// Every webhook was accepted: nothing pending or dead for the endpoint.
+	waitFor(t, "the endpoint's events done", func() bool {
+		st, err := rig.app.queue.Stats(context.Background())
+		return err == nil && st["done"]["webhook.post"] == 2 && st["pending"]["webhook.post"] == 0
+	})
+	if strings.Contains(errOut.String(), "401") {
+		t.Fatalf("receiver: %s", errOut.String())
 	}
 }
