@@ -242,6 +242,14 @@ type Config struct {
 	// Webhooks builds the POSTs of EventWebhook events (package
 	// app/webhook). Nil: they are not handled.
 	Webhooks WebhookRequests
+	// Outcomes is told of the settled deliveries of local activities
+	// (package app/webhook, for its delivery.completed and delivery.dead
+	// events). Nil: nothing is told.
+	Outcomes Outcomes
+	// MaxAttempts is the outbox's attempts before dead-lettering (default
+	// outbox.DefaultMaxAttempts; keep it the worker's): a delivery that
+	// fails on its last attempt is settled dead for Outcomes.
+	MaxAttempts int
 	// WebhookClient sends them. Default: activitypub.NewClient with the
 	// timeouts above and private addresses allowed (webhook endpoints
 	// are added by the operator, and the application usually sits
@@ -302,6 +310,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = outbox.DefaultMaxAttempts
 	}
 	def(&c.Retention, DefaultRetention)
 	def(&c.HostCacheTTL, DefaultHostCacheTTL)
@@ -461,7 +472,7 @@ func New(cfg Config) (*Service, error) {
 // for EventPost).
 func (s *Service) Register(reg *outbox.Registry) {
 	reg.Handle(activitypub.EventOutgoing, HandlerFanout, s.fanout)
-	reg.Handle(EventPost, HandlerPost, s.deliver)
+	reg.Handle(EventPost, HandlerPost, s.deliverSettled)
 	if s.cfg.Webhooks != nil {
 		reg.Handle(EventWebhook, HandlerWebhook, s.deliverWebhook)
 	}

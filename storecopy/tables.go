@@ -44,6 +44,7 @@ var tables = []table{
 	{name: "delivery_health_epoch", replace: true},
 	{name: "delivery_signature_schemes"},
 	{name: "delivery_processes"},
+	{name: "delivery_outcomes"},
 	// package inbox and outbox/natsbus.
 	{name: "inbox_activities"},
 	{name: "jetstream_exhausted"},

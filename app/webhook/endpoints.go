@@ -68,6 +68,7 @@ func (s *Service) Add(ctx context.Context, rawURL, actor string, events []string
 	if err != nil {
 		return Endpoint{}, "", fmt.Errorf("webhook: add endpoint: %w", err)
 	}
+	s.forget(ep.ID)
 	s.cfg.Logger.InfoContext(ctx, "webhook: endpoint added", "endpoint", ep.ID, "actor", actor)
 	return ep, secret, nil
 }

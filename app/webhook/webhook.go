@@ -4,8 +4,9 @@
 //
 // Each webhook event is an outbox event of type delivery.EventWebhook,
 // enqueued with outbox.Enqueue in the transaction of the change it reports
-// (Hook, for an item of a local actor's inbox view; EnqueueOutcome for the
-// settled delivery of an actor's own activity), one per endpoint, with a
+// (Hook, for an item of a local actor's inbox view; Settled, for the
+// settled delivery of an actor's own activity, in the transaction that
+// records it), one per endpoint, with a
 // deterministic id (outbox.ChildID of what it reports and the endpoint),
 // so a change recorded twice enqueues nothing new. Its Target is the
 // endpoint's host key (HostKey, "webhook-<id>.invalid"): the delivery
@@ -232,6 +233,10 @@ type Service struct {
 
 	mu    sync.Mutex
 	cache map[int64]endpointKeys
+	// wants: whether an endpoint takes delivery events, as read at
+	// wantsAt.
+	wants   bool
+	wantsAt time.Time
 }
 
 // endpointKeys is what signing an endpoint's POST needs, as last read.
@@ -274,30 +279,37 @@ func (s *Service) Hook(ctx context.Context, tx *sql.Tx, it app.Item) error {
 		Data{Actor: it.ActorName, Seq: it.Seq, Kind: it.Kind, ActivityID: it.ActivityURI, Activity: it.Activity})
 }
 
-// Outcome is the settled delivery of a local actor's activity.
-type Outcome struct {
-	ActorID    int64
-	ActorName  string
-	ActivityID string
-	// Dead is a dead-lettered delivery (to Inbox, for Error); otherwise
-	// the activity reached its Inboxes inboxes.
-	Dead    bool
-	Inbox   string
-	Error   string
-	Inboxes int
-	// Key tells apart the outcomes of one activity (the delivery's event
-	// id for a dead one); with ActivityID it makes the event's id.
-	Key string
+// Settled enqueues, in tx, the delivery.completed or delivery.dead event
+// of o for the endpoints of its actor (delivery.Outcomes).
+func (s *Service) Settled(ctx context.Context, tx *sql.Tx, o delivery.Outcome) error {
+	typ, d, key := TypeDeliveryCompleted, Data{Actor: o.ActorName, ActivityID: o.ActivityID, Inboxes: o.Inboxes}, ""
+	if o.Dead {
+		typ, d, key = TypeDeliveryDead, Data{Actor: o.ActorName, ActivityID: o.ActivityID, Inbox: o.Inbox, Error: o.Error}, o.EventID
+	}
+	return s.enqueueFor(ctx, tx, o.ActorID, typ, "outcome\x00"+typ+"\x00"+o.ActivityID+"\x00"+key, d)
 }
 
-// EnqueueOutcome enqueues, in tx, the delivery.completed or delivery.dead
-// event of o for the endpoints of its actor.
-func (s *Service) EnqueueOutcome(ctx context.Context, tx *sql.Tx, o Outcome) error {
-	typ, d := TypeDeliveryCompleted, Data{Actor: o.ActorName, ActivityID: o.ActivityID, Inboxes: o.Inboxes}
-	if o.Dead {
-		typ, d = TypeDeliveryDead, Data{Actor: o.ActorName, ActivityID: o.ActivityID, Inbox: o.Inbox, Error: o.Error}
+// WantsOutcomes reports whether an endpoint takes delivery events
+// (delivery.Outcomes), read at most every SecretCacheTTL.
+func (s *Service) WantsOutcomes(ctx context.Context) bool {
+	s.mu.Lock()
+	if time.Since(s.wantsAt) < s.cfg.SecretCacheTTL {
+		w := s.wants
+		s.mu.Unlock()
+		return w
 	}
-	return s.enqueueFor(ctx, tx, o.ActorID, typ, "outcome\x00"+typ+"\x00"+o.ActivityID+"\x00"+o.Key, d)
+	s.mu.Unlock()
+	var n int
+	err := s.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_endpoints
+		WHERE events = '' OR events LIKE '%delivery.%'`).Scan(&n)
+	if err != nil {
+		s.cfg.Logger.WarnContext(ctx, "webhook: endpoints taking delivery events", "err", err)
+		return true // a spurious outcome costs a transaction; a missed one is lost
+	}
+	s.mu.Lock()
+	s.wants, s.wantsAt = n > 0, time.Now()
+	s.mu.Unlock()
+	return n > 0
 }
 
 // enqueueFor enqueues an event of type typ with data d for every endpoint
@@ -475,6 +487,7 @@ func (s *Service) keysOf(ctx context.Context, id int64, now time.Time) (endpoint
 func (s *Service) forget(id int64) {
 	s.mu.Lock()
 	delete(s.cache, id)
+	s.wantsAt = time.Time{}
 	s.mu.Unlock()
 }
 

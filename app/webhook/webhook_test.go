@@ -89,7 +89,7 @@ func setup(t *testing.T, now func() time.Time, opts ...func(*delivery.Config)) *
 		t.Fatal(err)
 	}
 	cfg := delivery.Config{DB: db, Store: b.st, Resolver: resolver, BaseURL: baseURL, AllowPrivate: true,
-		Timeout: 5 * time.Second, Now: now, Webhooks: b.hooks, SlotWait: 200 * time.Millisecond}
+		Timeout: 5 * time.Second, Now: now, Webhooks: b.hooks, Outcomes: b.hooks, SlotWait: 200 * time.Millisecond}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -660,5 +660,75 @@ func TestSignTestVector(t *testing.T) {
 	two := webhook.Sign([][]byte{key, []byte("other")}, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
 	if f := strings.Fields(two); len(f) != 2 || f[0] != got {
 		t.Fatalf("two keys: %q", two)
+	}
+}
+
+// The outcomes of an actor's own activities: an activity delivered to
+// every inbox makes one delivery.completed; a delivery refused for good
+// makes one delivery.dead naming the inbox; each in the transaction that
+// records the settled delivery, once.
+func TestDeliveryOutcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	alice, bob := b.actor("alice"), b.actor("bob")
+	r := newReceiver(t, ok)
+	r.strict = true
+	_, secret, err := b.hooks.Add(b.ctx, r.srv.URL, "", []string{"delivery.completed", "delivery.dead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.verifyWith(t, secret)
+	ka, _ := activitypub.ParsePrivateKeyPEM(alice.PrivateKeyPEM)
+	good1, good2 := newPeer(t, &ka.PublicKey), newPeer(t, &ka.PublicKey)
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	t.Cleanup(refusing.Close)
+	follow := func(a *store.Actor, base string) {
+		if err := b.db.Tx(b.ctx, func(tx *sql.Tx) error {
+			_, err := b.st.AddFollowerTx(b.ctx, tx, store.Follower{ActorID: a.ID, URI: base + "/users/f",
+				Inbox: base + "/users/f/inbox", SharedInbox: base + "/inbox"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow(alice, good1.srv.URL)
+	follow(alice, good2.srv.URL)
+	follow(bob, refusing.URL)
+	actA, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "a", To: []string{alice.URI + "/followers"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actB, _, err := b.st.CreateNote(b.ctx, bob, store.NoteInput{Content: "b", To: []string{bob.URI + "/followers"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both outcomes", func() bool { g, _ := r.received(); return len(g) >= 2 })
+	waitFor(t, "every webhook row settled", func() bool {
+		for _, row := range b.rows() {
+			if row.Status != outbox.StatusDone {
+				return false
+			}
+		}
+		return true
+	})
+	g, bad := r.received()
+	if len(bad) > 0 || len(g) != 2 {
+		t.Fatalf("%d webhooks (%v), want 2", len(g), bad)
+	}
+	byType := map[string]webhook.Data{}
+	for _, m := range g {
+		byType[m.body.Type] = m.body.Data
+	}
+	c, d := byType["delivery.completed"], byType["delivery.dead"]
+	if c.Actor != "alice" || c.ActivityID != actA.URI || c.Inboxes != 2 {
+		t.Fatalf("delivery.completed %+v", c)
+	}
+	if d.Actor != "bob" || d.ActivityID != actB.URI || d.Inbox != refusing.URL+"/inbox" || d.Error == "" {
+		t.Fatalf("delivery.dead %+v", d)
+	}
+	if good1.count() != 1 || good2.count() != 1 {
+		t.Fatalf("peers got %d and %d", good1.count(), good2.count())
 	}
 }

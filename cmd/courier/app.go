@@ -158,6 +158,8 @@ func (a *app) buildFederation(ctx context.Context) error {
 	}
 	a.delivery, err = delivery.New(delivery.Config{
 		Webhooks:         a.webhooks,
+		Outcomes:         a.webhooks,
+		MaxAttempts:      a.cfg.MaxAttempts,
 		DB:               a.db,
 		Store:            a.store,
 		Resolver:         a.resolver,
