@@ -259,6 +259,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics records attempts and parking (nil records nothing).
 	Metrics *metrics.Delivery
+	// WebhookMetrics records webhook POSTs (nil records nothing).
+	WebhookMetrics *metrics.Webhook
 	// Now is the clock of every stored time, Date header and health
 	// decision (default time.Now).
 	Now func() time.Time

@@ -175,6 +175,7 @@ func (a *app) buildFederation(ctx context.Context) error {
 		ParkRecheck:      a.cfg.ParkRecheck,
 		Logger:           a.logger,
 		Metrics:          a.metrics.Delivery(),
+		WebhookMetrics:   a.metrics.Webhook(),
 	})
 	if err != nil {
 		return err

@@ -171,6 +171,16 @@ func TestConsoleWebhooks(t *testing.T) {
 		t.Fatalf("test: %d", resp.StatusCode)
 	}
 	waitFor(t, "the test webhook", func() bool { return len(recv.ofType("webhook.test")) == 1 })
+	// The metrics count the webhook POSTs apart from deliveries.
+	waitFor(t, "courier_webhook_attempts_total", func() bool {
+		resp, err := http.Get(rig.ops + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `courier_webhook_attempts_total{outcome="delivered",status_class="2xx"} 2`)
+	})
 	resp, page = cc.do(http.MethodPost, "/console/webhooks/1/rotate", url.Values{"csrf": {csrf}}, nil)
 	if m2 := secretOnPage.FindStringSubmatch(page); resp.StatusCode != http.StatusOK || m2 == nil || m2[1] == m[1] {
 		t.Fatalf("rotate: %d\n%s", resp.StatusCode, page)
