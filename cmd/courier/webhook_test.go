@@ -229,7 +229,7 @@ func TestWebhookSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errb = runCommand("admin", "--server", "http://"+ops, "--admin-token", adminToken, "--json",
-		"webhooks", "add", recv.srv.URL+"/hooks", "--actor", "alice")
+		"webhooks", "add", recv.srv.URL+"/hooks", "--actor", "alice", "--events", "activity.follow")
 	var added struct {
 		ID     int64
 		Secret string
@@ -310,7 +310,7 @@ func TestExampleWebhookReceiver(t *testing.T) {
 	}
 	rig := newConsoleRig(t)
 	addr := freeAddr(t)
-	ep, secret, err := rig.app.webhooks.Add(context.Background(), "http://"+addr+"/", "alice", nil)
+	ep, secret, err := rig.app.webhooks.Add(context.Background(), "http://"+addr+"/", "alice", []string{"activity.follow", "webhook.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
