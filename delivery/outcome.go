@@ -117,11 +117,20 @@ func (s *Service) settle(ctx context.Context, eventID string, p Post, outcome st
 			return s.cfg.Outcomes.Settled(ctx, tx, o)
 		}
 		var total, delivered int
-		if err := tx.QueryRowContext(ctx, `SELECT
-			(SELECT COUNT(*) FROM delivery_targets WHERE activity_id = ?),
-			(SELECT COUNT(*) FROM delivery_outcomes WHERE activity_id = ? AND outcome = 'delivered')`,
-			p.ActivityID, p.ActivityID).Scan(&total, &delivered); err != nil {
-			return fmt.Errorf("count deliveries of %s: %w", p.ActivityID, err)
+		err = tx.QueryRowContext(ctx, `UPDATE delivery_outcome_counts SET delivered = delivered + 1, updated_at = ?
+			WHERE activity_id = ? RETURNING total, delivered`, s.now().UnixMilli(), p.ActivityID).Scan(&total, &delivered)
+		if errors.Is(err, sql.ErrNoRows) {
+			// The activity's first outcome (its row is locked above).
+			if err = tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM delivery_targets WHERE activity_id = ?`,
+				p.ActivityID).Scan(&total); err != nil {
+				return fmt.Errorf("count deliveries of %s: %w", p.ActivityID, err)
+			}
+			delivered = 1
+			_, err = tx.ExecContext(ctx, `INSERT INTO delivery_outcome_counts (activity_id, total, delivered, updated_at)
+				VALUES (?, ?, ?, ?)`, p.ActivityID, total, delivered, s.now().UnixMilli())
+		}
+		if err != nil {
+			return fmt.Errorf("count outcomes of %s: %w", p.ActivityID, err)
 		}
 		if total == 0 || delivered < total {
 			return nil

@@ -13,3 +13,14 @@ CREATE TABLE delivery_outcomes (
     settled_at  INTEGER NOT NULL
 );
 CREATE INDEX delivery_outcomes_activity ON delivery_outcomes (activity_id, outcome);
+
+-- Per activity: how many deliveries it has (its delivery_targets rows,
+-- counted once, when its first outcome is recorded: the fan-out wrote them
+-- all before any delivery ran) and how many were delivered, so that
+-- finding the last one costs one row, not a count of them all.
+CREATE TABLE delivery_outcome_counts (
+    activity_id TEXT    PRIMARY KEY,
+    total       INTEGER NOT NULL,
+    delivered   INTEGER NOT NULL,
+    updated_at  INTEGER  NOT NULL
+);

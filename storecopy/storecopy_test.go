@@ -238,6 +238,8 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 		now, now+5, base+"/users/alice", now)
 	execSQL(t, w, `INSERT INTO delivery_outcomes (event_id, activity_id, outcome, settled_at)
 		VALUES ('e-out-1', 'https://courier.example/activities/1', 'delivered', ?), ('e-out-2', 'https://courier.example/activities/1', 'dead', ?)`, now, now)
+	execSQL(t, w, `INSERT INTO delivery_outcome_counts (activity_id, total, delivered, updated_at)
+		VALUES ('https://courier.example/activities/1', 3, 1, ?)`, now)
 	execSQL(t, w, `INSERT INTO webhook_endpoints (url, actor_id, events, created_at)
 		VALUES ('http://127.0.0.1:8080/hook', NULL, '', ?), ('http://app.internal/hook', (SELECT id FROM actors ORDER BY id LIMIT 1), 'activity.create,follow.requested', ?)`, now, now)
 	execSQL(t, w, `INSERT INTO webhook_secrets (endpoint_id, secret, created_at, expires_at)

@@ -45,6 +45,7 @@ var tables = []table{
 	{name: "delivery_signature_schemes"},
 	{name: "delivery_processes"},
 	{name: "delivery_outcomes"},
+	{name: "delivery_outcome_counts"},
 	// package inbox and outbox/natsbus.
 	{name: "inbox_activities"},
 	{name: "jetstream_exhausted"},
