@@ -173,6 +173,9 @@ func (im *Importer) itemHook(ctx context.Context, tx *sql.Tx, act *activitypub.A
 		kind := ""
 		if act.Type == "Follow" && uri == act.ObjectID {
 			kind = "follow"
+			if local.ManuallyApprovesFollowers {
+				kind = "follow_request"
+			}
 		}
 		if err := im.cfg.ItemHook(ctx, tx, app.Item{ActorID: local.ID, ActorName: local.Name, ActivityURI: act.ID,
 			Type: act.Type, Kind: kind, Activity: document}); err != nil {

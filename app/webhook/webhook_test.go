@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -730,5 +731,27 @@ func TestDeliveryOutcomes(t *testing.T) {
 	}
 	if good1.count() != 1 || good2.count() != 1 {
 		t.Fatalf("peers got %d and %d", good1.count(), good2.count())
+	}
+}
+
+func TestEventTypeOf(t *testing.T) {
+	for _, tc := range []struct {
+		typ, kind, want string
+	}{
+		{"Create", "mention", "activity.create"},
+		{"Create", "", "activity.create"},
+		{"Follow", "follow", "activity.follow"},
+		{"Follow", "follow_request", "follow.requested"},
+		{"EmojiReact", "reaction", "activity.emojireact"},
+		{"Like", "like", "activity.like"},
+	} {
+		if got := webhook.EventTypeOf(app.Item{Type: tc.typ, Kind: tc.kind}); got != tc.want {
+			t.Errorf("EventTypeOf(%s, %s) = %s, want %s", tc.typ, tc.kind, got, tc.want)
+		}
+	}
+	for _, typ := range []string{"activity.create", "follow.requested", "delivery.completed", "delivery.dead", "webhook.test"} {
+		if !slices.Contains(webhook.KnownTypes(), typ) {
+			t.Errorf("KnownTypes lacks %s", typ)
+		}
 	}
 }

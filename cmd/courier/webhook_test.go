@@ -22,6 +22,7 @@ import (
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/sqldb/storetest"
+	"github.com/courier-ap/courier/store"
 )
 
 // hookReceiver is an application's webhook endpoint on loopback: it
@@ -363,5 +364,46 @@ func TestExampleWebhookReceiver(t *testing.T) {
 	})
 	if strings.Contains(errOut.String(), "401") {
 		t.Fatalf("receiver: %s", errOut.String())
+	}
+}
+
+// A Follow of an actor that approves its followers reaches its endpoint as
+// follow.requested, and the endpoint of another actor gets nothing.
+func TestFollowRequestWebhook(t *testing.T) {
+	t.Parallel()
+	rig := newConsoleRig(t)
+	bg := context.Background()
+	bob, _, err := rig.app.store.CreateActor(bg, store.NewActor{Name: "bob", ManuallyApprovesFollowers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forBob, forAlice := newHookReceiver(t), newHookReceiver(t)
+	for _, x := range []struct {
+		r     *hookReceiver
+		actor string
+	}{{forBob, "bob"}, {forAlice, "alice"}} {
+		_, secret, err := rig.app.webhooks.Add(bg, x.r.srv.URL, x.actor, []string{"follow.requested", "activity.follow"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.r.setSecret(t, secret)
+	}
+	h := rig.remote.host
+	act := map[string]any{"@context": activitypub.ActivityStreams, "id": h.srv.URL + "/follows/bob",
+		"type": "Follow", "actor": h.actorID(), "object": bob.URI}
+	if st := h.post(t, rig.public+"/inbox", act); st != http.StatusAccepted {
+		t.Fatalf("follow answered %d", st)
+	}
+	waitFor(t, "follow.requested", func() bool { return len(forBob.ofType("follow.requested")) == 1 })
+	m := forBob.ofType("follow.requested")[0]
+	data, _ := m.Body["data"].(map[string]any)
+	if data["actor"] != "bob" || data["kind"] != "follow_request" {
+		t.Fatalf("follow.requested %+v", m.Body)
+	}
+	if all, bad := forBob.messages(); len(all) != 1 || len(bad) > 0 {
+		t.Fatalf("bob's endpoint got %d messages (%v)", len(all), bad)
+	}
+	if all, _ := forAlice.messages(); len(all) != 0 {
+		t.Fatalf("alice's endpoint got %d messages", len(all))
 	}
 }
