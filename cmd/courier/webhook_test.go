@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -230,7 +231,7 @@ func TestWebhookSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errb = runCommand("admin", "--server", "http://"+ops, "--admin-token", adminToken, "--json",
-		"webhooks", "add", recv.srv.URL+"/hooks", "--actor", "alice", "--events", "activity.follow")
+		"webhooks", "add", recv.srv.URL+"/hooks", "--actor", "alice", "--events", "activity.follow,activity.create")
 	var added struct {
 		ID     int64
 		Secret string
@@ -257,8 +258,8 @@ func TestWebhookSurvivesSIGKILL(t *testing.T) {
 	recv.hold = false
 	recv.mu.Unlock()
 
-	ops2 := freeAddr(t)
-	srv2 := startProcess(t, "courier again", append([]string{"serve", "--listen", freeAddr(t), "--ops-listen", ops2}, common...)...)
+	ops2, srv2Addr := freeAddr(t), freeAddr(t)
+	srv2 := startProcess(t, "courier again", append([]string{"serve", "--listen", srv2Addr, "--ops-listen", ops2}, common...)...)
 	srv2.waitReady(t, ops2)
 	waitLong(t, "the webhook again after the restart", func() bool { return len(recv.ofType("activity.follow")) == 2 })
 	msgs := recv.ofType("activity.follow")
@@ -281,7 +282,48 @@ func TestWebhookSurvivesSIGKILL(t *testing.T) {
 	if err := db.Read.QueryRow(`SELECT COUNT(*) FROM event_queue WHERE type = 'webhook.post'`).Scan(&events); err != nil || events != 1 {
 		t.Fatalf("webhook events: %d %v", events, err)
 	}
-	srv2.stop(t)
+
+	// Killed before the POST was even tried: the endpoint paused (as a
+	// host), a Create imported, its webhook row committed with the import;
+	// SIGKILL; the restarted courier sends it once the endpoint resumes.
+	host := fmt.Sprintf("webhook-%d.invalid", added.ID)
+	admin := func(ops string, args ...string) {
+		t.Helper()
+		code, out, errb := runCommand(append([]string{"admin", "--server", "http://" + ops, "--admin-token", adminToken}, args...)...)
+		if code != 0 {
+			t.Fatalf("admin %v: exit %d, %q %q", args, code, out, errb)
+		}
+	}
+	admin(ops2, "hosts", "pause", host, "--reason", "crash test")
+	create := map[string]any{"@context": activitypub.ActivityStreams, "id": remote.srv.URL + "/creates/1", "type": "Create",
+		"actor": remote.actorID(), "to": []string{alice.ID}, "object": map[string]any{"id": remote.srv.URL + "/notes/1",
+			"type": "Note", "attributedTo": remote.actorID(), "to": []string{alice.ID}, "content": "hi"}}
+	if st := postVia(remote, srv2Addr, base+"/users/alice/inbox", create); st != http.StatusAccepted {
+		t.Fatalf("create answered %d", st)
+	}
+	var createID string
+	waitFor(t, "the Create's webhook row", func() bool {
+		return db.Read.QueryRow(`SELECT event_id FROM event_queue WHERE type = 'webhook.post' AND event_id <> ?`, msgs[0].ID).Scan(&createID) == nil
+	})
+	if err := srv2.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-srv2.done
+	if n := len(recv.ofType("activity.create")); n != 0 {
+		t.Fatalf("the paused endpoint got %d creates", n)
+	}
+	ops3 := freeAddr(t)
+	srv3 := startProcess(t, "courier a third time", append([]string{"serve", "--listen", freeAddr(t), "--ops-listen", ops3}, common...)...)
+	srv3.waitReady(t, ops3)
+	admin(ops3, "hosts", "resume", host)
+	waitLong(t, "the Create's webhook after the restart", func() bool { return len(recv.ofType("activity.create")) == 1 })
+	if got := recv.ofType("activity.create")[0].ID; got != createID {
+		t.Fatalf("webhook-id %q, want the row's event id %q", got, createID)
+	}
+	if _, bad := recv.messages(); len(bad) > 0 {
+		t.Fatalf("signatures refused: %v", bad)
+	}
+	srv3.stop(t)
 }
 
 // waitLong is waitFor for what waits on leases and restarts: up to three
