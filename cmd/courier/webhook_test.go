@@ -202,7 +202,10 @@ func TestConsoleWebhooks(t *testing.T) {
 // courier is SIGKILLed after it imported a Follow of alice and while its
 // webhook POST is unanswered: the restarted courier sends the webhook
 // again, with the same webhook-id, and it is verified by the Standard
-// Webhooks library both times.
+// Webhooks library both times. Then courier is SIGKILLed after importing
+// a Create whose webhook was never tried (its endpoint paused): the
+// webhook's row was committed with the import, and the restarted courier
+// sends it, with that row's id, once the endpoint is resumed.
 func TestWebhookSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	loc := storetest.Location(t)
