@@ -98,6 +98,9 @@ type Config struct {
 	// (NewJetStream). Nil when the bus is db or NATS_MODE=core: the
 	// JetStream endpoints then answer 409 saying so.
 	JetStream JetStream
+	// Webhooks keeps the webhook endpoints (*webhook.Service). Nil: the
+	// webhook endpoints answer 409 saying webhooks are not available.
+	Webhooks Webhooks
 	// Rates counts recent delivery attempts (NewDeliveryRates). Nil: the
 	// throughput endpoint answers 409.
 	Rates Rates
@@ -280,6 +283,12 @@ func (a *API) routes() *mux.Router {
 	handle("/admin/relays", a.listRelays, get)
 	handle("/admin/relays", a.addRelay, post)
 	handle("/admin/relays", a.removeRelay, del)
+	handle("/admin/webhooks", a.listWebhooks, get)
+	handle("/admin/webhooks", a.addWebhook, post)
+	handle("/admin/webhooks/{id}", a.getWebhook, get)
+	handle("/admin/webhooks/{id}", a.removeWebhook, del)
+	handle("/admin/webhooks/{id}/rotate", a.rotateWebhook, post)
+	handle("/admin/webhooks/{id}/test", a.testWebhook, post)
 	return r
 }
 
@@ -336,6 +345,12 @@ var Endpoints = []Endpoint{
 	{"GET", "/admin/relays", "relay subscriptions with their state (pending, accepted, rejected)"},
 	{"POST", "/admin/relays", `subscribe to a relay: {"url": ".../inbox" (Mastodon style) or the relay actor (LitePub)}`},
 	{"DELETE", "/admin/relays", `unsubscribe: {"url": "..."} (sends the Undo)`},
+	{"GET", "/admin/webhooks", "webhook endpoints with their health and delivery counts"},
+	{"POST", "/admin/webhooks", `add a webhook endpoint: {"url": "...", "actor": "NAME", "events": ["activity.create", ...]}; answers its secret, shown only then`},
+	{"GET", "/admin/webhooks/{id}", "one webhook endpoint with its health"},
+	{"DELETE", "/admin/webhooks/{id}", "remove a webhook endpoint (its queued events are dropped)"},
+	{"POST", "/admin/webhooks/{id}/rotate", "a new secret, shown only then; the old one keeps signing for a grace period (24 h)"},
+	{"POST", "/admin/webhooks/{id}/test", "enqueue a webhook.test event to the endpoint"},
 }
 
 func (a *API) index(w http.ResponseWriter, r *http.Request) error {

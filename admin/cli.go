@@ -74,7 +74,15 @@ domain blocks:
 relays:
   relays                                 list, with state (pending, accepted, rejected)
   relays add URL                         subscribe: a relay inbox (.../inbox, Mastodon style) or actor (LitePub)
-  relays remove URL                      unsubscribe (sends the Undo)`
+  relays remove URL                      unsubscribe (sends the Undo)
+webhooks:
+  webhooks                               endpoints with health and counts
+  webhooks show ID
+  webhooks add URL [--actor NAME] [--events a,b]
+                                         add an endpoint; prints its secret, only this once
+  webhooks remove ID
+  webhooks rotate ID                     a new secret (printed once); the old one signs for 24 h more
+  webhooks test ID                       enqueue a webhook.test event to it`
 
 // usageErr is a usage error: exit status 2.
 type usageErr struct{ msg string }
@@ -640,6 +648,7 @@ func (c *cli) commands() map[string]map[string]command {
 				return c.action(ctx, http.MethodDelete, "/admin/relays", nil, relayRequest{URL: pos[0]})
 			}},
 		},
+		"webhooks": c.webhookCommands(),
 	}
 }
 

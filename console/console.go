@@ -417,7 +417,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 }
 
 var pageNames = []string{"login", "message", "overview", "events", "event", "confirm", "hosts", "activity",
-	"jetstream", "blocks", "relays"}
+	"jetstream", "blocks", "relays", "webhooks"}
 
 func (c *Console) parse() error {
 	funcs := template.FuncMap{
@@ -504,6 +504,11 @@ func (c *Console) routes() *mux.Router {
 	r.Handle(Prefix+"relays", c.page(c.relays)).Methods(get)
 	r.Handle(Prefix+"relays", c.action(c.addRelay)).Methods(post)
 	r.Handle(Prefix+"relays/remove", c.action(c.removeRelay)).Methods(post)
+	r.Handle(Prefix+"webhooks", c.page(c.webhooks)).Methods(get)
+	r.Handle(Prefix+"webhooks", c.action(c.addWebhook)).Methods(post)
+	r.Handle(Prefix+"webhooks/{id:[0-9]+}/test", c.action(c.testWebhook)).Methods(post)
+	r.Handle(Prefix+"webhooks/{id:[0-9]+}/rotate", c.action(c.rotateWebhook)).Methods(post)
+	r.Handle(Prefix+"webhooks/{id:[0-9]+}/remove", c.action(c.removeWebhook)).Methods(post)
 	return r
 }
 

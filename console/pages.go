@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -546,5 +547,99 @@ func (c *Console) removeRelay(w http.ResponseWriter, r *http.Request, s session)
 	}
 	flash(w, r, res.Message)
 	http.Redirect(w, r, Prefix+"relays", http.StatusSeeOther)
+	return nil
+}
+
+type webhooksData struct {
+	Webhooks []admin.WebhookInfo
+	// Secret is a secret just made (by an add or a rotation), shown this
+	// once; SecretWhat says which.
+	Secret, SecretWhat string
+	// Error is the API's answer when webhooks are not available here.
+	Error string
+}
+
+func (c *Console) webhooks(w http.ResponseWriter, r *http.Request, s session) error {
+	return c.renderWebhooks(w, r, s, webhooksData{})
+}
+
+// renderWebhooks renders the webhooks page with d's secret, if any.
+func (c *Console) renderWebhooks(w http.ResponseWriter, r *http.Request, s session, d webhooksData) error {
+	var list admin.WebhookList
+	if err := c.call(r, s, http.MethodGet, "/admin/webhooks", nil, nil, &list); err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) || ae.Status != http.StatusConflict {
+			return err
+		}
+		d.Error = ae.Message
+	}
+	d.Webhooks = list.Webhooks
+	w.Header().Set("Cache-Control", "no-store")
+	c.render(w, r, http.StatusOK, "webhooks", s, "Webhooks", d)
+	return nil
+}
+
+// addWebhook adds an endpoint and shows its secret on the page it
+// answers (never in a redirect, a cookie or a log).
+func (c *Console) addWebhook(w http.ResponseWriter, r *http.Request, s session) error {
+	body := map[string]any{"url": strings.TrimSpace(r.PostForm.Get("url"))}
+	if a := strings.TrimSpace(r.PostForm.Get("actor")); a != "" {
+		body["actor"] = a
+	}
+	var events []string
+	for e := range strings.SplitSeq(r.PostForm.Get("events"), ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			events = append(events, e)
+		}
+	}
+	if len(events) > 0 {
+		body["events"] = events
+	}
+	var res admin.WebhookSecret
+	if err := c.call(r, s, http.MethodPost, "/admin/webhooks", nil, body, &res); err != nil {
+		return err
+	}
+	return c.renderWebhooks(w, r, s, webhooksData{Secret: res.Secret,
+		SecretWhat: fmt.Sprintf("Webhook %d added (%s). Its secret:", res.ID, res.URL)})
+}
+
+func (c *Console) rotateWebhook(w http.ResponseWriter, r *http.Request, s session) error {
+	id := mux.Vars(r)["id"]
+	var res admin.WebhookSecret
+	if err := c.call(r, s, http.MethodPost, "/admin/webhooks/"+id+"/rotate", nil, nil, &res); err != nil {
+		return err
+	}
+	return c.renderWebhooks(w, r, s, webhooksData{Secret: res.Secret,
+		SecretWhat: fmt.Sprintf("Webhook %d has a new secret; the old one keeps signing until %s. The new secret:",
+			res.ID, res.OldSecretsUntil.Format(time.RFC3339))})
+}
+
+func (c *Console) testWebhook(w http.ResponseWriter, r *http.Request, s session) error {
+	id := mux.Vars(r)["id"]
+	var res admin.ActionResult
+	if err := c.call(r, s, http.MethodPost, "/admin/webhooks/"+id+"/test", nil, nil, &res); err != nil {
+		return err
+	}
+	flash(w, r, res.Message)
+	http.Redirect(w, r, Prefix+"webhooks", http.StatusSeeOther)
+	return nil
+}
+
+// removeWebhook removes an endpoint after a confirmation.
+func (c *Console) removeWebhook(w http.ResponseWriter, r *http.Request, s session) error {
+	id := mux.Vars(r)["id"]
+	if r.PostForm.Get("confirm") != id {
+		c.render(w, r, http.StatusOK, "confirm", s, "Confirm", confirmData{
+			Question: fmt.Sprintf("Remove webhook %s? Its queued events are dropped.", id),
+			Action:   Prefix + "webhooks/" + id + "/remove", Fields: map[string]string{"confirm": id}, Count: 1,
+			Back: Prefix + "webhooks"})
+		return nil
+	}
+	var res admin.ActionResult
+	if err := c.call(r, s, http.MethodDelete, "/admin/webhooks/"+id, nil, nil, &res); err != nil {
+		return err
+	}
+	flash(w, r, res.Message)
+	http.Redirect(w, r, Prefix+"webhooks", http.StatusSeeOther)
 	return nil
 }

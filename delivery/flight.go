@@ -163,7 +163,11 @@ func (s *Service) launch(ev outbox.Event, p Post, host string, probe bool, req *
 		f.wait = s.health.observe(ctx, host, ev.ID, d, probe, now)
 		outcome := outcomeOf(d.Verdict)
 		s.record(p, ev.ID, host, now, status, outcome, d.Reason, took)
-		s.cfg.Metrics.Attempt(outcome, status, took)
+		if ev.Type == EventWebhook {
+			s.cfg.WebhookMetrics.Attempt(outcome, status, took)
+		} else {
+			s.cfg.Metrics.Attempt(outcome, status, took)
+		}
 		if d.Gone && p.Recipient != "" {
 			s.removeGone(ctx, p.Recipient)
 		}
@@ -363,7 +367,12 @@ const flightShutdown = 10 * time.Second
 // send POSTs req and reads up to MaxResponseBody of the answer. It returns
 // the status and headers, or the transport error.
 func (s *Service) send(req *http.Request) (int, http.Header, error) {
-	resp, err := s.client.Do(req)
+	return s.sendWith(s.client, req)
+}
+
+// sendWith is send with client c.
+func (s *Service) sendWith(c *http.Client, req *http.Request) (int, http.Header, error) {
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

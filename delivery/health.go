@@ -840,7 +840,7 @@ func (h *Health) Drain(ctx context.Context, host string) (int, error) {
 	n := 0
 	var after int64
 	for {
-		rows, err := h.s.queue.List(ctx, outbox.Filter{Status: outbox.StatusPending, Type: EventPost,
+		rows, err := h.s.queue.List(ctx, outbox.Filter{Status: outbox.StatusPending, Type: EventTypeOfHost(host),
 			Target: host, AfterID: after, Limit: drainPage})
 		if err != nil {
 			return n, fmt.Errorf("delivery: drain %s: %w", host, err)

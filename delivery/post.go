@@ -34,6 +34,37 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 		}
 		host = h
 	}
+	return s.post(ctx, ev, &p, host, func(ctx context.Context) (*prepared, error) { return s.request(ctx, p, host) })
+}
+
+// deliverWebhook handles an EventWebhook event: the same path as a
+// delivery (health gate, slots, flight, classification, records), with
+// the POST built by Config.Webhooks and sent by the webhook client. The
+// event's Target is the endpoint's host key.
+func (s *Service) deliverWebhook(ctx context.Context, ev outbox.Event) error {
+	host := ev.Target
+	if host == "" {
+		return outbox.Permanent(fmt.Errorf("%w: webhook %s has no target", ErrPayload, ev.ID))
+	}
+	p := Post{Inbox: host, ActivityID: "webhook:" + ev.ID}
+	err := s.post(ctx, ev, &p, host, func(ctx context.Context) (*prepared, error) {
+		req, body, err := s.cfg.Webhooks.WebhookRequest(ctx, ev, s.now())
+		if err != nil {
+			return nil, err
+		}
+		p.Inbox = req.URL.String()
+		return &prepared{req: req, body: body, client: s.hookClient}, nil
+	})
+	if errors.Is(err, ErrWebhookGone) {
+		s.log.InfoContext(ctx, "delivery: webhook of a removed endpoint dropped", "event_id", ev.ID, "host", host)
+		return nil
+	}
+	return err
+}
+
+// post sends the delivery p of ev to host, with its request built by
+// build once the host's health and a slot allow it.
+func (s *Service) post(ctx context.Context, ev outbox.Event, p *Post, host string, build func(context.Context) (*prepared, error)) error {
 	if f := s.flights.get(ev.ID); f != nil {
 		select {
 		case <-f.done:
@@ -48,7 +79,7 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	if err != nil {
 		var perm *outbox.PermanentError
 		if errors.As(err, &perm) {
-			s.record(p, ev.ID, host, now, 0, OutcomeDead, err.Error(), 0)
+			s.record(*p, ev.ID, host, now, 0, OutcomeDead, err.Error(), 0)
 		}
 		return err
 	}
@@ -72,16 +103,16 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 		delay := s.cfg.SlotDefer/2 + time.Duration(rand.Int64N(int64(s.cfg.SlotDefer)/2+1))
 		return outbox.Defer(s.now().Add(max(delay, backoff)), "host "+host+" busy: no free delivery slot")
 	}
-	req, err := s.request(ctx, p, host)
+	req, err := build(ctx)
 	if err != nil {
 		release()
 		s.health.endTry(ctx, host, ev.ID, now)
 		if errors.Is(err, activitypub.ErrBadURL) {
-			s.record(p, ev.ID, host, now, 0, OutcomePermanent, err.Error(), 0)
+			s.record(*p, ev.ID, host, now, 0, OutcomePermanent, err.Error(), 0)
 		}
 		return err
 	}
-	f, ok := s.launch(ev, p, host, adm.probe, req, release)
+	f, ok := s.launch(ev, *p, host, adm.probe, req, release)
 	if !ok {
 		release()
 		s.health.endTry(ctx, host, ev.ID, now)
@@ -104,6 +135,9 @@ type prepared struct {
 	body  []byte
 	sig   activitypub.Signer
 	order []Scheme
+	// client, when set, sends req as it is, without signature schemes
+	// to learn (a webhook's POST); nil is the delivery client.
+	client *http.Client
 }
 
 // request builds and signs the POST of p to host, on one of the CPU slots

@@ -315,6 +315,10 @@ func (s *Service) sweep(ctx context.Context) (int64, error) {
 		`DELETE FROM delivery_attempts WHERE id IN (SELECT id FROM delivery_attempts WHERE attempted_at < ? LIMIT 1000)`,
 		`DELETE FROM delivery_targets WHERE event_id IN (SELECT event_id FROM delivery_targets
 			WHERE created_at < ? LIMIT 1000)`,
+		`DELETE FROM delivery_outcomes WHERE event_id IN (SELECT event_id FROM delivery_outcomes
+			WHERE settled_at < ? LIMIT 1000)`,
+		`DELETE FROM delivery_outcome_counts WHERE activity_id IN (SELECT activity_id FROM delivery_outcome_counts
+			WHERE updated_at < ? LIMIT 1000)`,
 	} {
 		for range 1000 {
 			var n int64

@@ -489,6 +489,9 @@ func (s *Service) schemeOrder(ctx context.Context, host string, sig activitypub.
 // the same attempt, and the schemes learnt from the answers are
 // remembered. It returns the last POST's answer.
 func (s *Service) sendLearning(ctx context.Context, host string, p *prepared) (int, http.Header, error) {
+	if p.client != nil {
+		return s.sendWith(p.client, p.req.WithContext(ctx))
+	}
 	var refused []Scheme
 	status, header, err := s.send(p.req.WithContext(ctx))
 	for i := 0; err == nil && refusesScheme(status); i++ {

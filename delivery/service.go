@@ -43,8 +43,41 @@ import (
 // Target set to the inbox's host.
 const EventPost = "delivery.post"
 
+// EventWebhook is the outbox event type of one webhook POST (package
+// app/webhook enqueues them), with Target set to the endpoint's host key
+// (a name under .invalid, see WebhookHost). Config.Webhooks builds its
+// request; everything else is a delivery's: host health, parking,
+// concurrency, flights, attempt records.
+const EventWebhook = "webhook.post"
+
+// WebhookHost reports whether host is the host key of a webhook endpoint
+// ("webhook-<id>.invalid") rather than a remote host.
+func WebhookHost(host string) bool {
+	return strings.HasPrefix(host, "webhook-") && strings.HasSuffix(host, ".invalid")
+}
+
+// EventTypeOfHost is the type of the outbox events that go to host:
+// EventWebhook for a webhook endpoint's host key, EventPost otherwise.
+func EventTypeOfHost(host string) string {
+	if WebhookHost(host) {
+		return EventWebhook
+	}
+	return EventPost
+}
+
+// WebhookRequests builds the POSTs of EventWebhook events; package
+// app/webhook implements it.
+type WebhookRequests interface {
+	// WebhookRequest returns the signed POST of ev at now and its body.
+	// An error wrapping ErrWebhookGone drops the event (its endpoint was
+	// removed); an outbox.Permanent error dead-letters it.
+	WebhookRequest(ctx context.Context, ev outbox.Event, now time.Time) (*http.Request, []byte, error)
+}
+
 // Handler names, the processed-events ledger keys: keep them stable.
 const (
+	// HandlerWebhook handles EventWebhook events.
+	HandlerWebhook = "webhook.post"
 	// HandlerFanout handles activitypub.EventOutgoing events.
 	HandlerFanout = "delivery.fanout"
 	// HandlerPost handles EventPost events.
@@ -63,6 +96,9 @@ var (
 	// ErrHostUnavailable: a delivery was parked longer than Config.ParkMax
 	// while its host was unavailable.
 	ErrHostUnavailable = errors.New("delivery: host unavailable")
+	// ErrWebhookGone: a webhook event's endpoint was removed; the event
+	// is dropped.
+	ErrWebhookGone = errors.New("delivery: webhook endpoint removed")
 	// ErrUnknownHost: an admin operation named a host courier has no state
 	// for.
 	ErrUnknownHost = errors.New("delivery: unknown host")
@@ -203,10 +239,28 @@ type Config struct {
 	// KeyCacheTTL is how long a parsed actor key is reused before the
 	// actor row is read again (default 30 s), so a rotated key is picked up.
 	KeyCacheTTL time.Duration
+	// Webhooks builds the POSTs of EventWebhook events (package
+	// app/webhook). Nil: they are not handled.
+	Webhooks WebhookRequests
+	// Outcomes is told of the settled deliveries of local activities
+	// (package app/webhook, for its delivery.completed and delivery.dead
+	// events). Nil: nothing is told.
+	Outcomes Outcomes
+	// MaxAttempts is the outbox's attempts before dead-lettering (default
+	// outbox.DefaultMaxAttempts; keep it the worker's): a delivery that
+	// fails on its last attempt is settled dead for Outcomes.
+	MaxAttempts int
+	// WebhookClient sends them. Default: activitypub.NewClient with the
+	// timeouts above and private addresses allowed (webhook endpoints
+	// are added by the operator, and the application usually sits
+	// beside courier, on loopback or a private network).
+	WebhookClient *http.Client
 	// Logger receives the service's logs (nil discards).
 	Logger *slog.Logger
 	// Metrics records attempts and parking (nil records nothing).
 	Metrics *metrics.Delivery
+	// WebhookMetrics records webhook POSTs (nil records nothing).
+	WebhookMetrics *metrics.Webhook
 	// Now is the clock of every stored time, Date header and health
 	// decision (default time.Now).
 	Now func() time.Time
@@ -258,6 +312,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = outbox.DefaultMaxAttempts
 	}
 	def(&c.Retention, DefaultRetention)
 	def(&c.HostCacheTTL, DefaultHostCacheTTL)
@@ -332,11 +389,13 @@ type Service struct {
 	store  *store.Store
 	uris   store.URIs
 	client *http.Client
-	queue  *outbox.Queue
-	health *Health
-	rec    *recorder
-	keys   *keyCache
-	slots  *slotSet
+	// hookClient sends webhook POSTs.
+	hookClient *http.Client
+	queue      *outbox.Queue
+	health     *Health
+	rec        *recorder
+	keys       *keyCache
+	slots      *slotSet
 	// schemes: which signature scheme each host accepts (scheme.go).
 	schemes *Schemes
 	// flights are the POSTs in the air.
@@ -372,19 +431,37 @@ func New(cfg Config) (*Service, error) {
 	if c.Timeout == 0 {
 		c.Timeout = cfg.Timeout
 	}
+	hc := cfg.WebhookClient
+	if hc == nil {
+		hc = activitypub.NewClient(activitypub.ClientOptions{
+			AllowPrivate:          true,
+			Timeout:               cfg.Timeout,
+			DialTimeout:           cfg.DialTimeout,
+			TLSHandshakeTimeout:   cfg.DialTimeout,
+			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+			MaxConnsPerHost:       cfg.PerHostConcurrency,
+			UserAgent:             cfg.UserAgent,
+		})
+	}
+	h := *hc
+	h.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if h.Timeout == 0 {
+		h.Timeout = cfg.Timeout
+	}
 	s := &Service{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		db:      cfg.DB,
-		store:   cfg.Store,
-		uris:    store.NewURIs(cfg.BaseURL),
-		client:  &c,
-		queue:   outbox.NewQueue(cfg.DB.Write, outbox.QueueOptions{Read: cfg.DB.Read, Now: cfg.Now}),
-		keys:    &keyCache{ttl: cfg.KeyCacheTTL, m: map[string]keyEntry{}},
-		slots:   newSlotSet(cfg.SlotWait / rampDivisor),
-		flights: newFlights(cfg.MaxInFlight, runtime.GOMAXPROCS(0)),
-		docs:    map[string][]byte{},
-		peers:   newPeers(),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		db:         cfg.DB,
+		store:      cfg.Store,
+		uris:       store.NewURIs(cfg.BaseURL),
+		client:     &c,
+		hookClient: &h,
+		queue:      outbox.NewQueue(cfg.DB.Write, outbox.QueueOptions{Read: cfg.DB.Read, Now: cfg.Now}),
+		keys:       &keyCache{ttl: cfg.KeyCacheTTL, m: map[string]keyEntry{}},
+		slots:      newSlotSet(cfg.SlotWait / rampDivisor),
+		flights:    newFlights(cfg.MaxInFlight, runtime.GOMAXPROCS(0)),
+		docs:       map[string][]byte{},
+		peers:      newPeers(),
 	}
 	s.rec = newRecorder(cfg.DB, cfg.Logger)
 	s.health = newHealth(s)
@@ -397,7 +474,10 @@ func New(cfg Config) (*Service, error) {
 // for EventPost).
 func (s *Service) Register(reg *outbox.Registry) {
 	reg.Handle(activitypub.EventOutgoing, HandlerFanout, s.fanout)
-	reg.Handle(EventPost, HandlerPost, s.deliver)
+	reg.Handle(EventPost, HandlerPost, s.deliverSettled)
+	if s.cfg.Webhooks != nil {
+		reg.Handle(EventWebhook, HandlerWebhook, s.deliverWebhook)
+	}
 }
 
 // Health returns the host health state, for the admin API and the inbox

@@ -65,6 +65,14 @@ func (m *Metrics) Init(k Known) {
 			d.attempts.WithLabelValues(v, class)
 		}
 	}
+	w := m.webhook
+	for _, out := range []string{DeliveryDelivered, DeliveryRetry, DeliveryPermanent} {
+		v := w.outcomes.value(out)
+		w.latency.WithLabelValues(v)
+		for _, class := range deliveryClasses(out) {
+			w.attempts.WithLabelValues(v, class)
+		}
+	}
 	in := m.inbox
 	for _, res := range append([]string{InboxAccepted, InboxDuplicate}, k.InboxResults...) {
 		in.requests.WithLabelValues(in.results.value(res))

@@ -182,6 +182,7 @@ type Metrics struct {
 	delivery *Delivery
 	inbox    *Inbox
 	relay    *Relay
+	webhook  *Webhook
 	stats    *statsCollector
 	names    []string
 }
@@ -228,6 +229,7 @@ func NewWithConfig(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 		delivery: newDelivery(r),
 		inbox:    newInbox(r),
 		relay:    newRelay(r),
+		webhook:  newWebhook(r),
 	}
 	stats := newStatsCollector(cfg, r.guard)
 	m.stats = register(r, stats, stats.names()...) // after an earlier New, share its sources
@@ -253,6 +255,14 @@ func (m *Metrics) Delivery() *Delivery {
 		return nil
 	}
 	return m.delivery
+}
+
+// Webhook returns the webhook metrics, nil for a nil m.
+func (m *Metrics) Webhook() *Webhook {
+	if m == nil {
+		return nil
+	}
+	return m.webhook
 }
 
 // Inbox returns the inbound-request metrics, nil for a nil m.

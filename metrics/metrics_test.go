@@ -40,6 +40,8 @@ var wantNames = []string{
 	"courier_relay_paused",
 	"courier_stats_query_duration_seconds",
 	"courier_stats_up",
+	"courier_webhook_attempts_total",
+	"courier_webhook_duration_seconds",
 }
 
 func newMetrics(t *testing.T) (*metrics.Metrics, *prometheus.Registry) {
@@ -100,6 +102,7 @@ func recordOneOfEach(m *metrics.Metrics) {
 	m.Outbox().LedgerClaimed("delivery.post", metrics.ClaimClaimed)
 	m.Delivery().Attempt(metrics.DeliveryDelivered, 202, 150*time.Millisecond)
 	m.Delivery().Parked("unavailable")
+	m.Webhook().Attempt(metrics.DeliveryDelivered, 204, 20*time.Millisecond)
 	m.Inbox().Request(metrics.InboxAccepted)
 	m.Inbox().Deferred(metrics.InboxDeferredKeyHostBusy)
 	m.Relay().SetPaused(true)

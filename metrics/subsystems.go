@@ -193,6 +193,38 @@ func (d *Delivery) Attempt(outcome string, status int, took time.Duration) {
 	}
 }
 
+// Webhook is the metrics of webhook POSTs to the applications' endpoints
+// (package app/webhook), sent by the delivery machinery.
+type Webhook struct {
+	attempts *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	outcomes *labelGuard
+}
+
+func newWebhook(r *registrar) *Webhook {
+	const sub = "webhook"
+	return &Webhook{
+		attempts: counterVec(r, sub, "attempts_total",
+			"Webhook POSTs to application endpoints by outcome (delivered, retry, permanent) and HTTP status class (2xx..5xx, none when no response arrived).",
+			"outcome", "status_class"),
+		latency: histogramVec(r, sub, "duration_seconds",
+			"Time from sending a webhook POST to its response or failure, by outcome.", durationBuckets, "outcome"),
+		outcomes: r.guard(),
+	}
+}
+
+// Attempt records one webhook POST, as Delivery.Attempt does a delivery.
+func (w *Webhook) Attempt(outcome string, status int, took time.Duration) {
+	if w == nil {
+		return
+	}
+	o := w.outcomes.value(outcome)
+	w.attempts.WithLabelValues(o, StatusClass(status)).Inc()
+	if took > 0 {
+		w.latency.WithLabelValues(o).Observe(took.Seconds())
+	}
+}
+
 // Parked counts one delivery postponed because its host is in state (for
 // instance "unavailable").
 func (d *Delivery) Parked(state string) {

@@ -244,6 +244,15 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 		VALUES ('https://h1.example/a/1', 'Create', 'https://h1.example/users/f', 'https://h1.example/n/1', '/inbox', 'https://h1.example/users/f#main-key', 'e-in-1', '', ?, ?, 'imported'),
 		       ('https://h2.example/a/2', 'Follow', 'https://h2.example/users/f', ?, '/users/alice/inbox', 'https://h2.example/users/f#main-key', 'e-in-2', '{"type":"Follow"}', ?, NULL, NULL)`,
 		now, now+5, base+"/users/alice", now)
+	execSQL(t, w, `INSERT INTO delivery_outcomes (event_id, activity_id, outcome, settled_at)
+		VALUES ('e-out-1', 'https://courier.example/activities/1', 'delivered', ?), ('e-out-2', 'https://courier.example/activities/1', 'dead', ?)`, now, now)
+	execSQL(t, w, `INSERT INTO delivery_outcome_counts (activity_id, total, delivered, updated_at)
+		VALUES ('https://courier.example/activities/1', 3, 1, ?)`, now)
+	execSQL(t, w, `INSERT INTO webhook_endpoints (url, actor_id, events, created_at)
+		VALUES ('http://127.0.0.1:8080/hook', NULL, '', ?), ('http://app.internal/hook', (SELECT id FROM actors ORDER BY id LIMIT 1), 'activity.create,follow.requested', ?)`, now, now)
+	execSQL(t, w, `INSERT INTO webhook_secrets (endpoint_id, secret, created_at, expires_at)
+		VALUES (1, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', ?, ?), (1, 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD', ?, NULL), (2, 'whsec_aGVsbG8=', ?, NULL)`,
+		now-1000, now+86_400_000, now, now)
 	execSQL(t, w, `INSERT INTO jetstream_exhausted (advisory_id, reason, stream, consumer, stream_seq, deliveries, event_id, event_type, detail, advised_at, recorded_at, replays)
 		VALUES ('adv-1', 'max_deliveries', 'COURIER_EVENTS', 'courier-worker', 42, 10, 'e-x', 'delivery.post', 'handler failed', ?, ?, 1)`, now, now)
 	// The sweeper folds the counts enqueues append (migration 0020); a store

@@ -47,12 +47,17 @@ var tables = []table{
 	{name: "delivery_health_epoch", replace: true},
 	{name: "delivery_signature_schemes"},
 	{name: "delivery_processes"},
+	{name: "delivery_outcomes"},
+	{name: "delivery_outcome_counts"},
 	// package inbox and outbox/natsbus.
 	{name: "inbox_activities"},
 	{name: "jetstream_exhausted"},
 	// package app: the inbox view and its per-actor counters.
 	{name: "app_inbox_counters"},
 	{name: "app_inbox_items"},
+	// package app/webhook.
+	{name: "webhook_endpoints"},
+	{name: "webhook_secrets"},
 }
 
 // migrationsTable is the runner's own table, migrated on the target rather

@@ -23,6 +23,7 @@ func (a *app) registerOps(r *mux.Router) error {
 		Hosts:      ds,
 		Deliveries: ds,
 		Relays:     a.store,
+		Webhooks:   a.webhooks,
 		Signatures: a.delivery.Schemes(),
 		Processes:  a.delivery,
 		Rates:      admin.NewDeliveryRates(a.db.Read),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/courier-ap/courier/activitypub"
 	application "github.com/courier-ap/courier/app"
+	"github.com/courier-ap/courier/app/webhook"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/limit"
@@ -59,6 +60,8 @@ type app struct {
 	beat     *metrics.Heartbeat
 	resolver *activitypub.Resolver
 	delivery *delivery.Service
+	// webhooks keeps the webhook endpoints and builds their POSTs.
+	webhooks *webhook.Service
 
 	listener    net.Listener // public; nil in a worker-only process
 	router      *mux.Router
@@ -119,6 +122,9 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger, serveHTTP bool
 	if err := a.buildFederation(ctx); err != nil {
 		return nil, err
 	}
+	// Each item an import records enqueues its webhook events in the
+	// import's own transaction.
+	a.recorder.AddHook(a.webhooks.Hook)
 	if cfg.Worker {
 		if err := a.buildWorker(); err != nil {
 			return nil, err
@@ -156,7 +162,14 @@ func (a *app) buildFederation(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.webhooks, err = webhook.New(webhook.Config{DB: a.db, Logger: a.logger})
+	if err != nil {
+		return err
+	}
 	a.delivery, err = delivery.New(delivery.Config{
+		Webhooks:         a.webhooks,
+		Outcomes:         a.webhooks,
+		MaxAttempts:      a.cfg.MaxAttempts,
 		DB:               a.db,
 		Store:            a.store,
 		Resolver:         a.resolver,
@@ -172,6 +185,7 @@ func (a *app) buildFederation(ctx context.Context) error {
 		ParkRecheck:      a.cfg.ParkRecheck,
 		Logger:           a.logger,
 		Metrics:          a.metrics.Delivery(),
+		WebhookMetrics:   a.metrics.Webhook(),
 	})
 	if err != nil {
 		return err

@@ -9,9 +9,9 @@ import (
 )
 
 // buildRecorder builds the recorder of the application's inbox views,
-// which the importer calls in every import's transaction and delivery in
-// every fan-out's (what local actors send one another); the application's
-// hooks (webhooks) register on it.
+// which the importer calls in every import's transaction (what local
+// actors send one another is imported too); the application's hooks
+// (webhooks) register on it.
 func (a *app) buildRecorder() error {
 	rec, err := application.NewRecorder(application.RecorderConfig{DB: a.db, Store: a.store})
 	if err != nil {
