@@ -10,6 +10,9 @@ import (
 
 // Codes of errors the HTTP layer raises itself, beside store's.
 const (
+	// eUnavailable is a temporary condition on courier's side (a lookup
+	// that failed for now): 503 with Retry-After.
+	eUnavailable store.Code = "unavailable"
 	// eTooLarge is a request body over the limit.
 	eTooLarge store.Code = "too_large"
 	// eMediaType is a request body of a content type courier does not read.
@@ -49,6 +52,8 @@ func status(code store.Code) int {
 		return http.StatusMethodNotAllowed
 	case eThrottled:
 		return http.StatusTooManyRequests
+	case eUnavailable:
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError
 	}
@@ -66,7 +71,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := store.ErrorCode(err)
 	st := status(code)
 	msg := store.ErrorMessage(err)
-	if st >= 500 {
+	if st >= 500 && code != eUnavailable {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", st, "err", err)
 		msg = "internal error"
 	}
@@ -75,6 +80,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
 	case eSignature:
 		w.Header().Set("WWW-Authenticate", `Signature realm="courier",headers="(request-target) host date"`)
+	}
+	if code == eUnavailable {
+		w.Header().Set("Retry-After", "30")
+		msg = store.ErrorMessage(err)
 	}
 	var te *throttledError
 	if errors.As(err, &te) {

@@ -192,6 +192,8 @@ func (s *Store) exists(ctx context.Context, q string, args ...any) (bool, error)
 type pendingEvent struct {
 	ID string
 	At time.Time
+	// Context is the @context of the activity built (nil: ActivityStreams).
+	Context any
 }
 
 func (s *Store) newEvent() pendingEvent {
@@ -214,7 +216,7 @@ func (s *Store) emitOnceTx(ctx context.Context, tx *sql.Tx, ev pendingEvent, act
 }
 
 func (s *Store) emit(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Actor, typ string, object any, to, cc []string, once bool) (*Activity, bool, error) {
-	doc, id, err := activitypub.NewActivity(s.uris.Base, ev.ID, typ, actor.URI, object, to, cc, ev.At)
+	doc, id, err := activitypub.NewActivityContext(ev.Context, s.uris.Base, ev.ID, typ, actor.URI, object, to, cc, ev.At)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: build %s: %w", typ, err)
 	}
