@@ -67,3 +67,45 @@ func TestC2SRefusesWhatItCannotCarry(t *testing.T) {
 		})
 	}
 }
+
+// TestC2SQuoteAndLocalMention: a quote given in any of its three
+// spellings is written in all three; a local actor mentioned by
+// @name@host is resolved by the store and put in cc, and one by href is
+// kept there.
+func TestC2SQuoteAndLocalMention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bob, _ := b.actor(t, "bob")
+	host := strings.TrimPrefix(b.base, "http://")
+	for _, key := range []string{"quote", "quoteUrl", "_misskey_quote"} {
+		r := b.post(t, "alice", b.token, map[string]any{"type": "Note", "content": "look", "to": "as:Public",
+			key: remoteNote, "tag": []any{map[string]any{"type": "Mention", "name": "@bob@" + host}}})
+		act := b.created(t, r, "Create")
+		served := b.get(t, act.ObjectID, "Accept", apJSON).json(t)
+		for _, k := range []string{"quote", "quoteUrl", "_misskey_quote"} {
+			if served[k] != remoteNote {
+				t.Fatalf("%s given: %s is %v", key, k, served[k])
+			}
+		}
+		if cc, _ := served["cc"].([]any); len(cc) != 1 || cc[0] != bob.URI {
+			t.Fatalf("cc %v, want bob", served["cc"])
+		}
+		tag := served["tag"].([]any)[0].(map[string]any)
+		if tag["href"] != bob.URI {
+			t.Fatalf("mention %v", tag)
+		}
+		ctx, _ := served["@context"].([]any)
+		if len(ctx) < 2 || !strings.Contains(string(mustJSON(t, ctx)), "https://w3id.org/fep/044f#quote") {
+			t.Fatalf("context %v lacks the quote terms", served["@context"])
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
