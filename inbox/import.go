@@ -291,7 +291,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 			return OutcomeUnsupported, nil
 		}
 		if isVote(act, inner, st.URIs()) {
-			return im.vote(ctx, tx, act, inner)
+			if outcome, ok, err := im.vote(ctx, tx, act, inner); ok || err != nil {
+				return outcome, err
+			}
 		}
 		written, err := st.UpsertRemoteObjectTx(ctx, tx, store.RemoteObject{
 			URI: inner.ID, Type: innerType, AttributedTo: act.Actor, Content: inner.Content, Summary: inner.Summary,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/courier-ap/courier/activitypub"
@@ -23,24 +24,29 @@ func isVote(act *activitypub.Activity, inner *activitypub.Object, uris store.URI
 		uris.IsLocal(inner.InReplyTo)
 }
 
-// vote counts a vote on a local poll; one that cannot count (not a poll,
-// an unknown option, a second vote, a closed poll) is not stored as a note
-// either: it is nothing but a vote.
-func (im *Importer) vote(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object) (string, error) {
+// vote counts a vote on a local poll; one that cannot count (an unknown
+// option, a second vote, a closed poll) is not stored as a note either: it
+// is nothing but a vote. ok is false when the Note replies to what is not
+// a local poll: it is a reply, imported as any other.
+func (im *Importer) vote(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object) (outcome string, ok bool, err error) {
 	voter := act.Actor
 	if len(inner.AttributedTo) > 0 && inner.AttributedTo[0] != voter {
-		return OutcomeIgnored, nil
+		return OutcomeIgnored, true, nil
 	}
 	counted, err := im.st.VoteTx(ctx, tx, store.Vote{
 		Question: inner.InReplyTo, Voter: voter, Option: inner.Name, ActivityURI: act.ID,
 	})
+	if errors.Is(err, store.ErrNotPoll) {
+		return "", false, nil
+	}
 	if err != nil {
-		return refusal(err, "")
+		outcome, err = refusal(err, "")
+		return outcome, true, err
 	}
 	if !counted {
-		return OutcomeNoMatch, nil
+		return OutcomeNoMatch, true, nil
 	}
-	return OutcomeVoted, nil
+	return OutcomeVoted, true, nil
 }
 
 // pollUpdate federates a poll's counts (store.PublishPollCounts).

@@ -63,6 +63,12 @@ func TestPollVotesCounted(t *testing.T) {
 	cast("v1", anyOf.URI, "coffee", inbox.OutcomeVoted)
 	cast("v1", anyOf.URI, "coffee", inbox.OutcomeNoMatch)
 	cast("v1", closed.URI, "tea", inbox.OutcomeNoMatch)
+	// A named reply to what is not a poll is a reply, stored as such.
+	_, plain, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{store.Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cast("v2", plain.URI, "a titled reply", inbox.OutcomeStored)
 
 	for _, tc := range []struct {
 		o                   *store.Object
@@ -77,7 +83,7 @@ func TestPollVotesCounted(t *testing.T) {
 		}
 	}
 	// Votes are not stored as notes.
-	if n := b.count(t, `SELECT COUNT(*) FROM objects WHERE in_reply_to = ?`, one.URI); n != 0 {
+	if n := b.count(t, `SELECT COUNT(*) FROM objects WHERE in_reply_to IN (?, ?)`, one.URI, anyOf.URI); n != 0 {
 		t.Fatalf("%d votes stored as notes", n)
 	}
 	// One Update per poll for the minute's votes, due at the minute's end.

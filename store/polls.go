@@ -75,23 +75,31 @@ func pollOptions(doc json.RawMessage) (names map[string]bool, oneOf bool, closes
 	return names, oneOf, closes
 }
 
+// ErrNotPoll is returned (wrapped) by VoteTx when v.Question is not a
+// local Question: the Note is a reply, not a vote.
+var ErrNotPoll = errors.New("store: not a local poll")
+
 // VoteTx counts v in tx and schedules the poll's Update (EventPollUpdate,
-// at most one a minute). It reports whether the vote was counted: a vote on
-// what is not a local open Question, for an option it does not have, a
-// second vote of a voter on a oneOf poll or the same option twice are not.
+// at most one a minute). It reports whether the vote was counted: a vote for
+// an option the poll does not have, on a closed or deleted poll, by its
+// author, a second vote of a voter on a oneOf poll or the same option twice
+// are not. When v.Question is not a local Question it returns ErrNotPoll.
 func (s *Store) VoteTx(ctx context.Context, tx *sql.Tx, v Vote) (bool, error) {
 	if !s.uris.IsLocal(v.Question) || v.Voter == "" || v.Option == "" {
-		return false, nil
+		return false, ErrNotPoll
 	}
 	// Locked: a voter's two votes on a oneOf poll at once count once.
 	o, err := s.objectForUpdate(ctx, tx, v.Question)
 	if errors.Is(err, ErrNotFound) {
-		return false, nil
+		return false, ErrNotPoll
 	}
 	if err != nil {
 		return false, err
 	}
-	if !o.Local() || o.Deleted() || o.Type != "Question" || o.AttributedTo == v.Voter {
+	if !o.Local() || (o.Type != "Question" && !(o.Deleted() && o.FormerType == "Question")) {
+		return false, ErrNotPoll
+	}
+	if o.Deleted() || o.AttributedTo == v.Voter {
 		return false, nil
 	}
 	names, oneOf, closes := pollOptions(o.Document)
