@@ -251,6 +251,11 @@ func TestPublishRoundTrip(t *testing.T) {
 	r := newPublishRig(t)
 	followers := baseURL + "/users/alice/followers"
 	mentioned := r.other.actorURL("m1")
+	// A local actor mentioned stays in cc; the fan-out POSTs nothing for it.
+	bob, _, err := r.st.CreateActor(r.ctx, store.NewActor{Name: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	review := map[string]any{"rev": "https://review.example/ns#", "Review": "rev:Review", "rating": "rev:rating"}
 	image := map[string]any{
 		"type": "Image", "url": "https://media.example/cat.jpg", "mediaType": "image/jpeg", "name": "a cat asleep",
@@ -271,20 +276,21 @@ func TestPublishRoundTrip(t *testing.T) {
 			"tag": []any{
 				map[string]any{"type": "Mention", "href": mentioned, "name": "@m1@" + r.other.Host()},
 				map[string]any{"type": "Mention", "name": "@carol@" + r.wfHost()},
+				map[string]any{"type": "Mention", "href": bob.URI},
 				map[string]any{"type": "Hashtag", "name": "#Courier"},
 				map[string]any{"type": "Emoji", "name": ":blob:", "icon": map[string]any{"type": "Image", "url": "https://media.example/blob.png"}},
 			},
 			"attachment": []any{image},
 		}, check: func(t *testing.T, obj map[string]any) {
 			cc := strs(obj["cc"])
-			if !has(cc, mentioned) || !has(cc, r.other.actorURL("carol")) || !has(cc, followers) {
+			if !has(cc, mentioned) || !has(cc, r.other.actorURL("carol")) || !has(cc, followers) || !has(cc, bob.URI) {
 				t.Errorf("mentioned actors not in cc: %v", cc)
 			}
 			tags := list(obj["tag"])
 			if h, _ := tags[1].(map[string]any)["href"].(string); h != r.other.actorURL("carol") {
 				t.Errorf("mention by name resolved to %q", h)
 			}
-			if h, _ := tags[2].(map[string]any)["href"].(string); h != baseURL+"/tags/courier" {
+			if h, _ := tags[3].(map[string]any)["href"].(string); h != baseURL+"/tags/courier" {
 				t.Errorf("hashtag href %q", h)
 			}
 		}},
@@ -395,9 +401,20 @@ func TestPublishRoundTrip(t *testing.T) {
 			}
 		})
 	}
+	r.noLocalDelivery(t)
 }
 
 func must(b []byte, _ error) string { return string(b) }
+
+// noLocalDelivery checks that no delivery was made to a local inbox.
+func (r *publishRig) noLocalDelivery(t *testing.T) {
+	t.Helper()
+	for inbox := range r.deliveryRows() {
+		if strings.HasPrefix(inbox, baseURL) {
+			t.Fatalf("a delivery to the local inbox %s", inbox)
+		}
+	}
+}
 
 // TestPublishUpdateAndDeleteEveryType updates and deletes an object of each
 // type: the Update replaces the client's properties and keeps the server's
