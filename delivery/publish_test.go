@@ -48,7 +48,7 @@ func newPublishRig(t *testing.T) *publishRig {
 	r.other = newRemote(t, b.keys, b.clock, false)
 	r.wf = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		user, host, err := activitypub.ParseWebFingerResource(req.URL.Query().Get("resource"))
-		if err != nil || req.URL.Path != "/.well-known/webfinger" || host != r.wfHost() {
+		if err != nil || req.URL.Path != "/.well-known/webfinger" || host != r.wfHost() || user == "gone" {
 			http.NotFound(w, req)
 			return
 		}
@@ -528,5 +528,42 @@ func TestPublishHashtagCollection(t *testing.T) {
 	want := []string{public[2], public[1], public[0]}
 	if !reflect.DeepEqual(seen, want) {
 		t.Fatalf("tagged objects %v, want %v", seen, want)
+	}
+}
+
+// TestPublishMentionLookupFailures: a mention whose name WebFinger does not
+// know is refused by name (422); one whose server cannot be reached now is
+// 503 with Retry-After; nothing is stored either way.
+func TestPublishMentionLookupFailures(t *testing.T) {
+	t.Parallel()
+	r := newPublishRig(t)
+	for _, tc := range []struct {
+		name   string
+		status int
+	}{
+		{"@gone@" + r.wfHost(), http.StatusUnprocessableEntity},
+		{"@someone@127.0.0.1:1", http.StatusServiceUnavailable},
+	} {
+		b, _ := json.Marshal(map[string]any{"type": "Note", "content": "hi", "to": activitypub.Public,
+			"tag": map[string]any{"type": "Mention", "name": tc.name}})
+		req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/users/alice/outbox", bytes.NewReader(b))
+		req.Header.Set("Content-Type", activitypub.ContentType)
+		req.Header.Set("Authorization", "Bearer "+r.token)
+		res, err := r.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status || !strings.Contains(string(body), tc.name) {
+			t.Fatalf("%s: %d %s, want %d naming it", tc.name, res.StatusCode, body, tc.status)
+		}
+		if tc.status == http.StatusServiceUnavailable && res.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: 503 without Retry-After", tc.name)
+		}
+	}
+	var n int
+	if err := r.db.Read.QueryRow(`SELECT COUNT(*) FROM objects`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d objects stored (%v)", n, err)
 	}
 }
