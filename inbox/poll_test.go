@@ -86,14 +86,14 @@ func TestPollVotesCounted(t *testing.T) {
 	if n := b.count(t, `SELECT COUNT(*) FROM objects WHERE in_reply_to IN (?, ?)`, one.URI, anyOf.URI); n != 0 {
 		t.Fatalf("%d votes stored as notes", n)
 	}
-	// One Update per poll for the minute's votes, due at the minute's end.
-	if n := b.count(t, `SELECT COUNT(*) FROM event_queue WHERE type = ?`, store.EventPollUpdate); n != 2 {
-		t.Fatalf("%d poll updates scheduled, want 2 (one per poll voted on)", n)
+	// An Update per poll voted on, due at the end of the minute of its
+	// votes (store.TestPollUpdatesDebounced holds one per minute; here the
+	// votes may straddle a minute's end).
+	if n := b.count(t, `SELECT COUNT(DISTINCT payload) FROM event_queue_payloads WHERE type = ?`, store.EventPollUpdate); n != 2 {
+		t.Fatalf("poll updates scheduled for %d polls, want 2 (one per poll voted on)", n)
 	}
-	now := time.Now().UnixMilli()
-	if n := b.count(t, `SELECT COUNT(*) FROM event_queue WHERE type = ? AND status = 'pending'
-		AND next_attempt_at > ? AND next_attempt_at <= ?`, store.EventPollUpdate, now-1000, now+time.Minute.Milliseconds()); n != 2 {
-		t.Fatalf("poll updates not due within the minute: %d", n)
+	if n := b.count(t, `SELECT COUNT(*) FROM event_queue WHERE type = ? AND next_attempt_at % 60000 <> 0`, store.EventPollUpdate); n != 0 {
+		t.Fatalf("%d poll updates not due at a minute's end", n)
 	}
 	// Made due, the handler federates the counts.
 	if _, err := b.db.Write.Exec(`UPDATE event_queue SET next_attempt_at = 0 WHERE type = ?`, store.EventPollUpdate); err != nil {
