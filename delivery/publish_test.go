@@ -567,3 +567,21 @@ func TestPublishMentionLookupFailures(t *testing.T) {
 		t.Fatalf("%d objects stored (%v)", n, err)
 	}
 }
+
+// TestPublishHTTPAttachmentWhenPrivateAllowed: with
+// --allow-private-addresses (tests on loopback) an attachment may be an
+// http URL; a relative one is still refused.
+func TestPublishHTTPAttachmentWhenPrivateAllowed(t *testing.T) {
+	t.Parallel()
+	r := newPublishRig(t)
+	for _, tc := range []struct {
+		url    string
+		status int
+	}{{"http://127.0.0.1:9/cat.png", http.StatusCreated}, {"cat.png", http.StatusUnprocessableEntity}} {
+		status, m := r.post(t, map[string]any{"type": "Note", "content": "x", "to": activitypub.Public,
+			"attachment": map[string]any{"type": "Image", "url": tc.url}})
+		if status != tc.status {
+			t.Fatalf("%s: %d %v", tc.url, status, m)
+		}
+	}
+}
