@@ -27,7 +27,7 @@ var ErrBuild = errors.New("activitypub: build activity")
 
 // activityDoc fixes the property order of built activities.
 type activityDoc struct {
-	Context   string   `json:"@context"`
+	Context   any      `json:"@context"`
 	ID        string   `json:"id"`
 	Type      string   `json:"type"`
 	Actor     string   `json:"actor"`
@@ -47,12 +47,24 @@ type activityDoc struct {
 // value encoding/json can marshal (an embedded object). It returns the
 // bytes and the id.
 func NewActivity(baseURL, eventID, typ, actor string, object any, to, cc []string, published time.Time) ([]byte, string, error) {
-	return NewTargetedActivity(baseURL, eventID, typ, actor, object, "", to, cc, published)
+	return NewActivityContext(nil, baseURL, eventID, typ, actor, object, "", to, cc, published)
 }
 
 // NewTargetedActivity is NewActivity with a "target" (the collection of an
-// Add or Remove); an empty target is left out, as NewActivity does.
+// Add or Remove, a Move's new account); an empty target is left out, as
+// NewActivity does.
 func NewTargetedActivity(baseURL, eventID, typ, actor string, object any, target string, to, cc []string, published time.Time) ([]byte, string, error) {
+	return NewActivityContext(nil, baseURL, eventID, typ, actor, object, target, to, cc, published)
+}
+
+// NewActivityContext is NewTargetedActivity with the JSON-LD @context
+// context (nil: ActivityStreams alone), for an activity whose embedded
+// object uses terms beyond ActivityStreams (courier's, or a client's own
+// vocabulary).
+func NewActivityContext(context any, baseURL, eventID, typ, actor string, object any, target string, to, cc []string, published time.Time) ([]byte, string, error) {
+	if context == nil {
+		context = ActivityStreams
+	}
 	switch {
 	case baseURL == "" || eventID == "" || typ == "" || actor == "":
 		return nil, "", fmt.Errorf("%w: baseURL, eventID, type and actor are required", ErrBuild)
@@ -68,7 +80,7 @@ func NewTargetedActivity(baseURL, eventID, typ, actor string, object any, target
 	}
 	id := ActivityID(baseURL, eventID, typ)
 	doc := activityDoc{
-		Context:   ActivityStreams,
+		Context:   context,
 		ID:        id,
 		Type:      typ,
 		Actor:     actor,

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -190,15 +191,17 @@ func TestFediverseEveryActivity(t *testing.T) {
 			if got != tc.want && !(tc.want == "refused:" && strings.HasPrefix(got, tc.want)) {
 				t.Fatalf("%q, want %q", got, tc.want)
 			}
+			if got == inbox.OutcomeStored {
+				b.keptWhole(t, b.rewritten(t, name, tc.local, locals))
+			}
 		})
 	}
 }
 
-// replay posts the capture name, rewritten, signed by a test key of its
-// actor, and returns its import outcome, or "http NNN" when the inbox does
-// not answer 202. A follower, when given, follows the capture's actor first
-// (unless it does already).
-func (b *testBundle) replay(t *testing.T, name string, local, locals map[string]string, follower *store.Actor) string {
+// rewritten returns the capture name as replay posts it: the URLs of local
+// mapped to local things, every origin to the remote's, the placeholders to
+// locals.
+func (b *testBundle) rewritten(t *testing.T, name string, local, locals map[string]string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", "fediverse", name))
 	if err != nil {
@@ -208,11 +211,47 @@ func (b *testBundle) replay(t *testing.T, name string, local, locals map[string]
 	for from, to := range local {
 		body = strings.ReplaceAll(body, from, to)
 	}
-	r := b.remote.srv.URL
-	body = origins.ReplaceAllString(body, r)
+	body = origins.ReplaceAllString(body, b.remote.srv.URL)
 	for from, to := range locals {
 		body = strings.ReplaceAll(body, from, to)
 	}
+	return body
+}
+
+// keptWhole checks that the object a stored capture carried is stored
+// with its tags (mentions, hashtags, emoji) and attachments as sent.
+func (b *testBundle) keptWhole(t *testing.T, body string) {
+	t.Helper()
+	var act struct {
+		Object map[string]any `json:"object"`
+	}
+	if err := json.Unmarshal([]byte(body), &act); err != nil || act.Object == nil {
+		return // an object by reference
+	}
+	id, _ := act.Object["id"].(string)
+	o, err := b.st.ObjectByURI(b.ctx, id)
+	if err != nil {
+		t.Fatalf("stored object %s: %v", id, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(o.Document, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"tag", "attachment"} {
+		if v, ok := act.Object[k]; ok && !reflect.DeepEqual(doc[k], v) {
+			t.Fatalf("stored %s %v, sent %v", k, doc[k], v)
+		}
+	}
+}
+
+// replay posts the capture name, rewritten, signed by a test key of its
+// actor, and returns its import outcome, or "http NNN" when the inbox does
+// not answer 202. A follower, when given, follows the capture's actor first
+// (unless it does already).
+func (b *testBundle) replay(t *testing.T, name string, local, locals map[string]string, follower *store.Actor) string {
+	t.Helper()
+	body := b.rewritten(t, name, local, locals)
+	r := b.remote.srv.URL
 	var head struct {
 		ID           string `json:"id"`
 		Actor        any    `json:"actor"`

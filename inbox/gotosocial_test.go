@@ -307,8 +307,17 @@ func TestGoToSocialReplay(t *testing.T) {
 			}
 		}},
 		{"create-note-reply", inbox.OutcomeStored, nil, func() {
-			if o := status("01M8RB8QM59C2ETQWE6DKGESMF"); o.InReplyTo != noteURI {
+			o := status("01M8RB8QM59C2ETQWE6DKGESMF")
+			if o.InReplyTo != noteURI {
 				t.Fatalf("reply to %q", o.InReplyTo)
+			}
+			// Its Mention of alice is kept with the note.
+			var doc struct {
+				Tag struct{ Type, Href, Name string } `json:"tag"`
+			}
+			if err := json.Unmarshal(o.Document, &doc); err != nil || doc.Tag.Type != "Mention" ||
+				doc.Tag.Href != alice.URI || doc.Tag.Name != "@alice@localhost" {
+				t.Fatalf("stored tag %+v (%v)", doc.Tag, err)
 			}
 		}},
 		{"create-note-followers-only", inbox.OutcomeStored, nil, func() {

@@ -37,6 +37,7 @@ func NewImporter(cfg Config) (*Importer, error) {
 // EventReceived.
 func (im *Importer) Register(reg *outbox.Registry) {
 	reg.Handle(EventReceived, HandlerImport, im.Import)
+	reg.Handle(store.EventPollUpdate, HandlerPollUpdate, im.pollUpdate)
 }
 
 // Outcomes of an import, recorded in inbox_activities.outcome. A refusal
@@ -52,6 +53,7 @@ const (
 	OutcomeDeleted     = "deleted"      // an object tombstoned
 	OutcomeActorGone   = "actor_gone"   // a deleted actor's follows and objects dropped
 	OutcomeCounted     = "counted"      // a Like or Announce of a local note recorded
+	OutcomeVoted       = "voted"        // a vote on a local poll counted
 	OutcomeBlocked     = "blocked"      // a remote actor's Block of a local actor recorded
 	OutcomeActorUpdate = "actor_update" // an actor's Update of itself: its cached document refreshed
 	OutcomeNoMatch     = "no_match"     // nothing known that the activity could change
@@ -305,6 +307,11 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 		}
 		if !objectTypes[innerType] {
 			return OutcomeUnsupported, nil
+		}
+		if isVote(act, inner, st.URIs()) {
+			if outcome, ok, err := im.vote(ctx, tx, act, inner); ok || err != nil {
+				return outcome, err
+			}
 		}
 		written, err := st.UpsertRemoteObjectTx(ctx, tx, store.RemoteObject{
 			URI: inner.ID, Type: innerType, AttributedTo: act.Actor, Content: inner.Content, Summary: inner.Summary,

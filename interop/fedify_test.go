@@ -77,6 +77,7 @@ func runFedifyPeer(t *testing.T, peerDir string) {
 
 	var (
 		note       string // the note courier's actor posts
+		question   string // the Question courier's actor posts
 		noteCreate string // its Create
 		peerNote   string // the note the peer's actor posts
 		peerFollow string // the peer's Follow of courier's actor
@@ -182,6 +183,107 @@ func runFedifyPeer(t *testing.T, peerDir string) {
 			}
 			if create.ID != noteCreate || create.Type != "Create" || create.Actor != actor || create.Object != note {
 				t.Errorf("the peer reads %s as %+v, want the Create of %s by %s", noteCreate, create, note, actor)
+			}
+		}},
+		{name: "content", needs: []string{"follow"}, title: "peer reads a note's Mention, Hashtag and Image attachment", run: func(t *testing.T) {
+			peerHost := strings.TrimPrefix(p.origin, "http://")
+			act := c2s(t, ctx, c, token, map[string]any{
+				"@context": "https://www.w3.org/ns/activitystreams",
+				"type":     "Note",
+				"content":  `<p>@peer look #Courier</p>`,
+				"to":       []string{publicCollection},
+				"cc":       []string{actor + "/followers"},
+				"tag": []any{
+					map[string]any{"type": "Mention", "href": p.actor, "name": "@peer@" + peerHost},
+					map[string]any{"type": "Hashtag", "name": "#Courier"},
+				},
+				"attachment": []any{map[string]any{"type": "Image", "url": "https://media.example/cat.png",
+					"mediaType": "image/png", "name": "a cat", "width": 640, "height": 480,
+					"blurhash": "LEHV6nWB2yk8pyo0adR*.7kCMdnj", "focalPoint": []float64{0, 0.5}}},
+			})
+			got := receivedAbout(t, p, "Create", act.id)
+			o := got.Object
+			if o == nil || o.ID != act.objectID || o.Type != "Note" {
+				t.Fatalf("the Create carries %+v, want the note %s", o, act.objectID)
+			}
+			var mention, hashtag bool
+			for _, tag := range o.Tags {
+				mention = mention || (tag.Type == "Mention" && tag.Href == p.actor)
+				hashtag = hashtag || (tag.Type == "Hashtag" && tag.Name == "#Courier" && tag.Href == c.origin+"/tags/courier")
+			}
+			if !mention || !hashtag {
+				t.Errorf("Fedify reads the tags as %+v, want a Mention of %s and the Hashtag #Courier at %s/tags/courier", o.Tags, p.actor, c.origin)
+			}
+			if len(o.Attachments) != 1 || o.Attachments[0].Type != "Image" || o.Attachments[0].URL != "https://media.example/cat.png" ||
+				o.Attachments[0].MediaType != "image/png" || o.Attachments[0].Name != "a cat" ||
+				o.Attachments[0].Width == nil || *o.Attachments[0].Width != 640 {
+				t.Errorf("Fedify reads the attachments as %+v, want the Image with its media type, alt text and size", o.Attachments)
+			}
+			if !slices.Contains(o.Cc, p.actor) {
+				t.Errorf("the mentioned actor is not among the note's recipients: cc %v", o.Cc)
+			}
+		}},
+		{name: "article", needs: []string{"follow"}, title: "peer receives an Article as such", run: func(t *testing.T) {
+			act := c2s(t, ctx, c, token, map[string]any{
+				"type": "Create",
+				"object": map[string]any{"type": "Article", "name": "On delivery", "content": "<p>long form</p>",
+					"url": "https://blog.example/on-delivery", "to": []string{publicCollection}, "cc": []string{actor + "/followers"}},
+			})
+			got := receivedAbout(t, p, "Create", act.id)
+			if got.Object == nil || got.Object.Type != "Article" || got.Object.Name != "On delivery" || !strings.Contains(got.Object.Content, "long form") {
+				t.Errorf("the peer read the Article as %+v", got.Object)
+			}
+		}},
+		{name: "question", needs: []string{"follow"}, title: "peer receives a Question as such", run: func(t *testing.T) {
+			act := c2s(t, ctx, c, token, map[string]any{
+				"type": "Question", "content": "<p>tea or coffee?</p>", "endTime": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339),
+				"oneOf": []any{map[string]any{"type": "Note", "name": "tea"}, map[string]any{"type": "Note", "name": "coffee"}},
+				"to":    []string{publicCollection}, "cc": []string{actor + "/followers"},
+			})
+			got := receivedAbout(t, p, "Create", act.id)
+			o := got.Object
+			if o == nil || o.Type != "Question" || len(o.OneOf) != 2 || o.OneOf[0].Name != "tea" || o.OneOf[1].Name != "coffee" ||
+				o.OneOf[0].Votes == nil || *o.OneOf[0].Votes != 0 || o.VotersCount == nil || *o.VotersCount != 0 || o.EndTime == "" {
+				t.Fatalf("the peer read the Question as %+v", o)
+			}
+			question = act.objectID
+		}},
+		{name: "vote", needs: []string{"question"}, title: "courier counts the peer's vote on the Question, and the peer reads the new counts", run: func(t *testing.T) {
+			var vote sentActivity
+			if err := p.control(ctx, "vote", map[string]string{"target": actor, "object": question, "option": "coffee"}, &vote); err != nil {
+				t.Fatal(err)
+			}
+			eventuallyImported(t, ctx, c, p, func() error {
+				resp, body, err := c.do(ctx, http.MethodGet, question, "", nil)
+				if err != nil {
+					return err
+				}
+				var q struct {
+					VotersCount int `json:"votersCount"`
+					OneOf       []struct {
+						Name    string                   `json:"name"`
+						Replies struct{ TotalItems int } `json:"replies"`
+					} `json:"oneOf"`
+				}
+				if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &q) != nil || len(q.OneOf) != 2 {
+					return fmt.Errorf("courier serves the Question as %s: %s", resp.Status, body)
+				}
+				if q.VotersCount != 1 || q.OneOf[0].Replies.TotalItems != 0 || q.OneOf[1].Replies.TotalItems != 1 {
+					return fmt.Errorf("courier counts the vote as %s, want one vote for coffee", body)
+				}
+				return nil
+			})
+			// The counts are federated once a minute at most: the Update
+			// comes within the minute after the vote.
+			upd, err := p.wait(2*time.Minute, func(e peerEvent) bool {
+				return e.Event == "received" && e.Type == "Update" && e.Object != nil && e.Object.ID == question
+			})
+			if err != nil {
+				t.Fatalf("the Update of the Question's counts: %v", err)
+			}
+			if o := upd.Object; o.VotersCount == nil || *o.VotersCount != 1 || len(o.OneOf) != 2 ||
+				o.OneOf[1].Votes == nil || *o.OneOf[1].Votes != 1 {
+				t.Errorf("the peer read the counts as %+v", o)
 			}
 		}},
 		{name: "collections", needs: []string{"create"}, title: "peer traverses courier's outbox and followers collections", run: func(t *testing.T) {

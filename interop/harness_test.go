@@ -614,6 +614,26 @@ type peerObject struct {
 	Cc           []string `json:"cc"`
 	Published    string   `json:"published"`
 	Updated      string   `json:"updated"`
+
+	// What Fedify's vocabulary read of the object beyond the above.
+	Name        string                              `json:"name"`
+	Tags        []struct{ Type, Name, Href string } `json:"tags"`
+	Attachments []struct {
+		Type, URL, MediaType, Name string
+		Width, Height              *int
+	} `json:"attachments"`
+	Quote       string       `json:"quote"`
+	QuoteURL    string       `json:"quoteUrl"`
+	OneOf       []pollOption `json:"oneOf"`
+	AnyOf       []pollOption `json:"anyOf"`
+	VotersCount *int         `json:"votersCount"`
+	EndTime     string       `json:"endTime"`
+}
+
+// pollOption is a Question's option as Fedify read it.
+type pollOption struct {
+	Name  string `json:"name"`
+	Votes *int   `json:"votes"`
 }
 
 // deliveredActivity is the id and type of a delivered activity.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/gorilla/mux"
 
@@ -133,7 +134,12 @@ func (s *Server) postOutbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	act, err := s.dispatch(r, actor, req)
+	doc, err := decodeDoc(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	act, err := s.dispatch(r, actor, req, doc)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -156,8 +162,9 @@ func checkAuthor(actor *store.Actor, fields ...json.RawMessage) error {
 	return nil
 }
 
-// dispatch runs the store method of one client-to-server request.
-func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire) (*store.Activity, error) {
+// dispatch runs the store method of one client-to-server request: req is
+// its loose shape, doc the whole body (numbers kept as sent).
+func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire, doc map[string]any) (*store.Activity, error) {
 	ctx := r.Context()
 	typ := str(req.Type)
 	if typ == "" {
@@ -170,28 +177,14 @@ func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire) (*s
 		return nil, err
 	}
 	switch typ {
-	case "Note":
-		// A bare object is wrapped in a Create (ActivityPub 6.2.1).
-		act, _, err := s.st.CreateNote(ctx, actor, noteInput(req, nil))
-		return act, err
 	case "Create":
-		obj, err := embedded(req.Object)
-		if err != nil {
-			return nil, err
+		obj, ok := doc["object"].(map[string]any)
+		if !ok {
+			return nil, store.Errorf(store.EUNPROCESSABLE, "a Create needs its object embedded")
 		}
-		if obj == nil || str(obj.Type) != "Note" {
-			return nil, store.Errorf(store.EUNPROCESSABLE, "only a Create of an embedded Note is supported")
-		}
-		if err := checkAuthor(actor, obj.Actor, obj.AttributedTo); err != nil {
-			return nil, err
-		}
-		if err := noBlindCopies(obj); err != nil {
-			return nil, err
-		}
-		act, _, err := s.st.CreateNote(ctx, actor, noteInput(obj, req))
-		return act, err
+		return s.publishCreate(r, actor, obj, doc)
 	case "Update":
-		return s.update(r, actor, req)
+		return s.update(r, actor, req, doc)
 	case "Delete":
 		id := objectID(req.Object)
 		if id == "" {
@@ -227,9 +220,12 @@ func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire) (*s
 		return s.answerFollow(r, actor, typ, req)
 	case "Move":
 		return s.move(r, actor, req)
-	default:
+	}
+	if activityTypes[typ] {
 		return nil, store.Errorf(store.EUNPROCESSABLE, "activity type %q is not supported", typ)
 	}
+	// A bare object is wrapped in a Create (ActivityPub 6.2.1).
+	return s.publishCreate(r, actor, doc, nil)
 }
 
 // noBlindCopies refuses bto and bcc: courier does not deliver blind
@@ -241,27 +237,9 @@ func noBlindCopies(w *c2sWire) error {
 	return nil
 }
 
-// noteInput builds a note from an object and, for a Create, the activity
-// around it: the audience is the union of both (ActivityPub 6.2).
-func noteInput(o, create *c2sWire) store.NoteInput {
-	in := store.NoteInput{
-		Content:   str(o.Content),
-		Summary:   str(o.Summary),
-		Sensitive: boolean(o.Sensitive),
-		InReplyTo: objectID(o.InReplyTo),
-		To:        activitypub.IDs(o.To),
-		CC:        activitypub.IDs(o.Cc),
-	}
-	if create != nil {
-		in.To = append(in.To, activitypub.IDs(create.To)...)
-		in.CC = append(in.CC, activitypub.IDs(create.Cc)...)
-	}
-	return in
-}
-
-// update handles Update of an own Note (content, summary, sensitivity) or
-// of the actor itself (name and summary).
-func (s *Server) update(r *http.Request, actor *store.Actor, req *c2sWire) (*store.Activity, error) {
+// update handles Update of an own object (its client properties replaced
+// by the embedded object's) or of the actor itself (name and summary).
+func (s *Server) update(r *http.Request, actor *store.Actor, req *c2sWire, doc map[string]any) (*store.Activity, error) {
 	obj, err := embedded(req.Object)
 	if err != nil {
 		return nil, err
@@ -279,14 +257,30 @@ func (s *Server) update(r *http.Request, actor *store.Actor, req *c2sWire) (*sto
 	if !s.uris.IsLocal(id) {
 		return nil, store.Errorf(store.EFORBIDDEN, "cannot update %q: it belongs to another server", id)
 	}
-	if t := str(obj.Type); t != "" && t != "Note" {
-		return nil, store.Errorf(store.EUNPROCESSABLE, "only Notes and the actor itself can be updated, not %q", t)
+	for k := range doc {
+		if !slices.Contains(createProperties, k) {
+			return nil, store.Errorf(store.EUNPROCESSABLE, "the Update's property %q is not carried; set it on the object", k)
+		}
 	}
-	if err := checkAuthor(actor, obj.Actor, obj.AttributedTo); err != nil {
-		return nil, err
+	m, _ := doc["object"].(map[string]any)
+	if _, ok := m["type"]; !ok {
+		// The type may be left out: the stored object's is kept.
+		o, err := s.st.ObjectByURI(r.Context(), id)
+		if err != nil {
+			return nil, err
+		}
+		m = withType(m, o.Type)
 	}
-	act, _, err := s.st.UpdateNote(r.Context(), actor, id, noteInput(obj, nil))
-	return act, err
+	return s.publishUpdate(r, actor, id, m)
+}
+
+func withType(m map[string]any, typ string) map[string]any {
+	out := make(map[string]any, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	out["type"] = typ
+	return out
 }
 
 // undo handles Undo of an own Follow, Like, Announce or Block, named by

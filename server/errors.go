@@ -13,6 +13,9 @@ import (
 
 // Codes of errors the HTTP layer raises itself, beside store's.
 const (
+	// eUnavailable is a temporary condition on courier's side (a mention's
+	// lookup, a Move's target, that failed for now): 503 with Retry-After.
+	eUnavailable store.Code = "unavailable"
 	// eTooLarge is a request body over the limit.
 	eTooLarge store.Code = "too_large"
 	// eMediaType is a request body of a content type courier does not read.
@@ -24,9 +27,6 @@ const (
 	eSignature store.Code = "bad_signature"
 	// eThrottled is a client that used up its failed token attempts.
 	eThrottled store.Code = "too_many_requests"
-	// eUnavailable is a request that needs a remote server courier could
-	// not reach now (a Move's target): try again later.
-	eUnavailable store.Code = "unavailable"
 )
 
 // status maps an error code to its HTTP status. It is the only place that

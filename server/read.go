@@ -3,7 +3,9 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/gorilla/mux"
@@ -318,18 +320,71 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 		s.renderHTML(w, r, page)
 		return
 	}
-	var doc store.NoteDocument
-	if err := json.Unmarshal(o.Document, &doc); err != nil {
+	doc, err := decodeDoc(o.Document)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("server: stored document of %s: %w", o.URI, err))
+		return
+	}
+	if o.Type == "Question" {
+		counts, err := s.st.PollCounts(r.Context(), o)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		doc = store.WithPollCounts(doc, counts)
+	}
+	doc["@context"] = store.ObjectContext(o.Context)
+	doc["likes"] = collection{ID: s.uris.Likes(o.LocalID), Type: "Collection", TotalItems: likes}
+	doc["shares"] = collection{ID: s.uris.Shares(o.LocalID), Type: "Collection", TotalItems: shares}
+	if sum := reactionsSummary(emoji); sum != nil { // reactions.go
+		doc["reactions"] = sum
+	}
+	writeDoc(w, r, http.StatusOK, doc)
+}
+
+// tag serves /tags/{name}: the local public objects carrying the hashtag,
+// newest first, as an OrderedCollection paged by cursor (max_id).
+func (s *Server) tag(w http.ResponseWriter, r *http.Request) {
+	name := HashtagName(mux.Vars(r)["name"])
+	if name == "" {
+		s.writeError(w, r, store.Errorf(store.ENOTFOUND, "no such hashtag"))
+		return
+	}
+	base := s.uris.Base + "/tags/" + url.PathEscape(name)
+	q := r.URL.Query()
+	maxID, err := cursor(q.Get("max_id"))
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	doc.Context = []any{activitypub.ActivityStreams, map[string]string{"sensitive": "as:sensitive"}}
-	doc.Likes = collection{ID: s.uris.Likes(o.LocalID), Type: "Collection", TotalItems: likes}
-	doc.Shares = collection{ID: s.uris.Shares(o.LocalID), Type: "Collection", TotalItems: shares}
-	if sum := reactionsSummary(emoji); sum != nil { // reactions.go
-		doc.Reactions = sum
+	p, err := s.st.TaggedObjects(r.Context(), name, maxID, s.cfg.PageSize)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
-	writeDoc(w, r, http.StatusOK, doc)
+	if q.Get("page") == "" && maxID == 0 {
+		writeDoc(w, r, http.StatusOK, collection{
+			Context: activitypub.ActivityStreams, ID: base, Type: "OrderedCollection",
+			TotalItems: p.Total, First: base + "?page=true",
+		})
+		return
+	}
+	id := base + "?page=true"
+	if maxID > 0 {
+		id += "&max_id=" + strconv.FormatInt(maxID, 10)
+	}
+	items := make([]json.RawMessage, 0, len(p.Items))
+	for _, it := range p.Items {
+		items = append(items, it.Document)
+	}
+	page := collectionPage{
+		Context: store.ObjectContext(nil), ID: id, Type: "OrderedCollectionPage",
+		TotalItems: p.Total, PartOf: base, OrderedItems: items,
+	}
+	if p.Next > 0 {
+		page.Next = base + "?page=true&max_id=" + strconv.FormatInt(p.Next, 10)
+	}
+	writeDoc(w, r, http.StatusOK, page)
 }
 
 // reactions serves /objects/{id}/likes and /shares: a Collection with the

@@ -12,6 +12,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,14 +61,19 @@ type Config struct {
 	// Now is the clock signed GETs' Date is checked against (default
 	// time.Now).
 	Now func() time.Time
+	// Mentions resolves a Mention named @user@host (without an href) in a
+	// client's object to the actor's id, by WebFinger. Nil: such a mention
+	// of a remote actor is refused (422); one of a local actor is resolved
+	// by the store.
+	Mentions func(ctx context.Context, user, host string) (string, error)
+	// AllowPrivateAddresses accepts http (not only https) URLs in a
+	// client's attachments and links and a profile's icon and image, for
+	// tests on loopback (--allow-private-addresses).
+	AllowPrivateAddresses bool
 	// Failures throttles failed bearer-token attempts per client address;
 	// share one with the admin API. Nil: a throttle of the server's own
 	// with limit's defaults.
 	Failures *limit.Failures
-	// AllowPrivateAddresses accepts http URLs where a client names media by
-	// URL (a profile's icon and image), for tests on loopback; otherwise
-	// only https is accepted (--allow-private-addresses).
-	AllowPrivateAddresses bool
 }
 
 func (c Config) withDefaults() Config {
@@ -150,6 +156,7 @@ func (s *Server) Register(r *mux.Router) {
 	r.HandleFunc("/users/{name}/following", s.doc(s.following)).Methods(http.MethodGet, http.MethodHead)
 
 	r.HandleFunc("/objects/{id}", s.doc(s.object)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/tags/{name}", s.doc(s.tag)).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/objects/{id}/likes", s.doc(s.reactions(store.ReactionLike))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/objects/{id}/shares", s.doc(s.reactions(store.ReactionAnnounce))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/activities/{id}", s.doc(s.activity)).Methods(http.MethodGet, http.MethodHead)

@@ -194,6 +194,8 @@ type pendingEvent struct {
 	At time.Time
 	// Target is the activity's "target" (an Add or Remove's collection).
 	Target string
+	// Context is the @context of the activity built (nil: ActivityStreams).
+	Context any
 }
 
 func (s *Store) newEvent() pendingEvent {
@@ -220,7 +222,7 @@ func (s *Store) emit(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Ac
 	if t, ok := object.(targeted); ok {
 		object, target = t.Object, t.Target
 	}
-	doc, id, err := activitypub.NewTargetedActivity(s.uris.Base, ev.ID, typ, actor.URI, object, target, to, cc, ev.At)
+	doc, id, err := activitypub.NewActivityContext(ev.Context, s.uris.Base, ev.ID, typ, actor.URI, object, target, to, cc, ev.At)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: build %s: %w", typ, err)
 	}

@@ -67,8 +67,12 @@ type Object struct {
 	DeletedAt    time.Time // zero unless deleted
 	FormerType   string
 	// Document is the object's JSON as served (local) or received (remote);
-	// empty for a tombstone.
+	// empty for a tombstone. A local object's is stored without @context.
 	Document json.RawMessage
+	// Context is a local object's client @context entries beyond
+	// ActivityStreams and courier's terms (a JSON array), nil when none;
+	// ObjectContext gives the whole context.
+	Context json.RawMessage
 }
 
 // Local reports whether a local actor wrote the object.
@@ -79,18 +83,21 @@ func (o *Object) Deleted() bool { return !o.DeletedAt.IsZero() }
 
 const objectColumns = `id, uri, COALESCE(local_id, ''), type, attributed_to, COALESCE(actor_id, 0), content, summary,
 	COALESCE(in_reply_to, ''), to_json, cc_json, visibility, published_at, updated_at, deleted_at,
-	COALESCE(former_type, ''), document`
+	COALESCE(former_type, ''), document, context_json`
 
 func scanObject(row interface{ Scan(...any) error }) (*Object, error) {
 	var o Object
-	var to, cc, doc string
+	var to, cc, doc, octx string
 	var published int64
 	var updated, deleted sql.NullInt64
 	if err := row.Scan(&o.RowID, &o.URI, &o.LocalID, &o.Type, &o.AttributedTo, &o.ActorID, &o.Content, &o.Summary,
-		&o.InReplyTo, &to, &cc, &o.Visibility, &published, &updated, &deleted, &o.FormerType, &doc); err != nil {
+		&o.InReplyTo, &to, &cc, &o.Visibility, &published, &updated, &deleted, &o.FormerType, &doc, &octx); err != nil {
 		return nil, err
 	}
 	o.To, o.CC = unmarshalList(to), unmarshalList(cc)
+	if octx != "" {
+		o.Context = json.RawMessage(octx)
+	}
 	o.Published, o.Updated, o.DeletedAt = fromMS(published), fromNullMS(updated), fromNullMS(deleted)
 	if doc != "" {
 		o.Document = json.RawMessage(doc)

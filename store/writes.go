@@ -243,6 +243,11 @@ func (s *Store) DeleteNote(ctx context.Context, actor *Actor, uri string) (*Acti
 		if err := s.forgetObjectTx(ctx, tx, o.URI); err != nil {
 			return err
 		}
+		for _, q := range []string{`DELETE FROM object_tags WHERE object_id = ?`, `DELETE FROM poll_votes WHERE object_id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, o.RowID); err != nil {
+				return err
+			}
+		}
 		// Its Create and Updates leave the outbox; the Delete takes their place.
 		if _, err := tx.ExecContext(ctx, `UPDATE activities SET withdrawn_at = ?
 			WHERE object_uri = ? AND type IN ('Create', 'Update') AND withdrawn_at IS NULL`, ms(ev.At), o.URI); err != nil {

@@ -156,6 +156,15 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 	if _, _, err := s.CreateNote(ctx, bob, store.NoteInput{Content: "for followers", Summary: "cw", To: []string{base + "/users/bob/followers"}}); err != nil {
 		t.Fatal(err)
 	}
+	// An object kept whole, with a client context, a hashtag and poll
+	// options, and a vote on it.
+	_, poll, err := s.CreateObject(ctx, alice, store.ObjectInput{Type: "Question", Content: "tea?",
+		To: []string{"https://www.w3.org/ns/activitystreams#Public"}, Hashtags: []string{"tea"},
+		Context:    []any{map[string]any{"rev": "https://review.example/ns#"}},
+		Properties: map[string]any{"content": "tea?", "oneOf": []any{map[string]any{"type": "Note", "name": "yes"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Follow(ctx, alice, "https://mastodon.example/users/carol"); err != nil {
 		t.Fatal(err)
 	}
@@ -265,6 +274,8 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 	execSQL(t, w, `INSERT INTO event_queue_count_deltas (status, type, n) SELECT status, type, 1 FROM (`+pick+`) AS p`)
 	execSQL(t, w, `UPDATE event_queue_counts SET n = n - 1 WHERE (status, type, shard) = (`+pick+`)`)
 	execSQL(t, w, `INSERT INTO domain_blocks (domain, reason, created_at) VALUES ('spam.example', 'spam', ?)`, now)
+	execSQL(t, w, `INSERT INTO poll_votes (object_id, voter_uri, option_name, activity_uri, created_at)
+		VALUES (?, 'https://h1.example/users/f', 'yes', 'https://h1.example/votes/1', ?)`, poll.RowID, now)
 	execSQL(t, w, `INSERT INTO reactions (activity_uri, type, actor_uri, object_uri, created_at)
 		VALUES ('https://h1.example/likes/1', 'Like', 'https://h1.example/users/f', ?, ?)`, base+"/objects/1", now)
 	execSQL(t, w, `INSERT INTO emoji_reactions (activity_uri, actor_uri, object_uri, emoji, emoji_icon, created_at)

@@ -24,6 +24,8 @@ var tables = []table{
 	{name: "deleted_actors"},
 	{name: "instance_actor"},
 	{name: "objects"},
+	{name: "object_tags"},
+	{name: "poll_votes"},
 	{name: "activities"},
 	{name: "followers"},
 	{name: "following"},

@@ -194,6 +194,25 @@ func (a *app) buildFederation(ctx context.Context) error {
 	return nil
 }
 
+// mentions resolves @user@host in a client's Mention by WebFinger over
+// https (and, with --allow-private-addresses, over http when https fails,
+// for peers on loopback), through the guarded client.
+func (a *app) mentions() func(ctx context.Context, user, host string) (string, error) {
+	client := activitypub.NewClient(activitypub.ClientOptions{
+		AllowPrivate: a.cfg.AllowPrivateAddresses, UserAgent: userAgent(a.cfg), Timeout: 10 * time.Second,
+	})
+	return func(ctx context.Context, user, host string) (string, error) {
+		id, err := activitypub.WebFinger(ctx, client, "https", user, host)
+		if err != nil && a.cfg.AllowPrivateAddresses {
+			var se *activitypub.StatusError
+			if !errors.Is(err, activitypub.ErrNotFound) && !errors.As(err, &se) {
+				id, err = activitypub.WebFinger(ctx, client, "http", user, host)
+			}
+		}
+		return id, err
+	}
+}
+
 func userAgent(cfg Config) string {
 	return fmt.Sprintf("courier/%s (+%s)", version, cfg.base())
 }
@@ -317,7 +336,7 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 	r.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
 	srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version,
 		Keys: a.resolver, AuthorizedFetch: a.cfg.AuthorizedFetch, Failures: a.failures,
-		AllowPrivateAddresses: a.cfg.AllowPrivateAddresses})
+		Mentions: a.mentions(), AllowPrivateAddresses: a.cfg.AllowPrivateAddresses})
 	if err != nil {
 		return err
 	}

@@ -11,14 +11,15 @@ import (
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/store"
 )
 
 // knownLabels are the label values every process knows from the start: its
 // metrics show them at 0 on a fresh instance.
 func knownLabels() metrics.Known {
 	return metrics.Known{
-		EventTypes: []string{activitypub.EventOutgoing, delivery.EventPost, inbox.EventReceived},
-		Handlers:   []string{delivery.HandlerFanout, delivery.HandlerPost, inbox.HandlerImport},
+		EventTypes: []string{activitypub.EventOutgoing, delivery.EventPost, inbox.EventReceived, store.EventPollUpdate},
+		Handlers:   []string{delivery.HandlerFanout, delivery.HandlerPost, inbox.HandlerImport, inbox.HandlerPollUpdate},
 		HostStates: []string{delivery.HostHealthy, delivery.HostFailing, delivery.HostUnavailable, delivery.HostPaused},
 	}
 }

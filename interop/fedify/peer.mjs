@@ -16,7 +16,7 @@
 //     {"event":"received",...} for each activity an inbox listener took, and
 //     {"event":"sent",...} for each Accept it sent on its own.
 //   - POST /_control/{lookup,collection,nodeinfo,rotate,rename,follow,create,
-//     post,update,delete,like,announce,undo}
+//     post,update,delete,vote,like,announce,undo}
 //     with "Authorization: Bearer $PEER_CONTROL_TOKEN" and a JSON body makes
 //     the peer look up an object or send a signed activity (see controls
 //     below); the answer is JSON ({"error":...} on failure, with Fedify's
@@ -50,6 +50,7 @@ import {
   Delete,
   Endpoints,
   Follow,
+  Hashtag,
   isActor,
   Like,
   Mention,
@@ -247,6 +248,64 @@ function typeName(obj) {
   return t.replace("https://www.w3.org/ns/activitystreams#", "");
 }
 
+// text renders a plain or language-tagged string, or null.
+function text(v) {
+  return v == null ? null : String(v);
+}
+
+// href renders a URL or a Link's href, or null.
+function href(v) {
+  if (v == null) return null;
+  if (v instanceof URL) return v.href;
+  return v.href?.href ?? null;
+}
+
+// details adds to a described object what Fedify's vocabulary reads of its
+// name, tags (Mention, Hashtag), attachments, quote and poll, for the
+// test to check that courier's objects are read whole.
+async function details(ctx, obj, out) {
+  const options = { documentLoader: ctx.documentLoader, suppressError: true };
+  if ("name" in obj && obj.name != null) out.name = text(obj.name);
+  if (typeof obj.getTags === "function") {
+    out.tags = [];
+    for await (const tag of obj.getTags(options)) {
+      out.tags.push({
+        type: tag instanceof Mention ? "Mention" : tag instanceof Hashtag ? "Hashtag" : typeName(tag),
+        name: text(tag.name),
+        href: href(tag.href),
+      });
+    }
+  }
+  if (typeof obj.getAttachments === "function") {
+    out.attachments = [];
+    for await (const a of obj.getAttachments(options)) {
+      out.attachments.push({
+        type: typeName(a),
+        url: href(a.url),
+        mediaType: a.mediaType ?? null,
+        name: text(a.name),
+        width: a.width ?? null,
+        height: a.height ?? null,
+      });
+    }
+  }
+  if ("quoteUrl" in obj && obj.quoteUrl != null) out.quoteUrl = obj.quoteUrl.href;
+  if ("quoteId" in obj && obj.quoteId != null) out.quote = obj.quoteId.href;
+  if (typeof obj.getExclusiveOptions === "function") {
+    out.oneOf = [];
+    out.anyOf = [];
+    for (const [key, it] of [["oneOf", obj.getExclusiveOptions(options)], ["anyOf", obj.getInclusiveOptions(options)]]) {
+      for await (const o of it) {
+        const replies = await o.getReplies(options);
+        out[key].push({ name: text(o.name), votes: replies?.totalItems ?? null });
+      }
+    }
+    out.votersCount = obj.voters ?? null;
+    if (obj.endTime != null) out.endTime = obj.endTime.toString();
+  }
+  return out;
+}
+
 // received reports an activity an inbox listener took, with its object as
 // Fedify resolved it (embedded, or fetched when given by id).
 async function received(ctx, activity) {
@@ -254,7 +313,9 @@ async function received(ctx, activity) {
   let objectError;
   if (activity.objectId != null) {
     try {
-      object = describe(await activity.getObject({ documentLoader: ctx.documentLoader }));
+      const obj = await activity.getObject({ documentLoader: ctx.documentLoader });
+      object = describe(obj);
+      if (obj != null) await details(ctx, obj, object);
     } catch (e) {
       objectError = String(e);
     }
@@ -588,6 +649,32 @@ const controls = {
     }));
     await send(ctx, target, del, { preferSharedInbox: true });
     return json(200, { id: del.id.href });
+  },
+
+  // vote {target, object, option}: a vote on the poll object (a Question
+  // by target): a Create of a Note whose name is the option, replying to
+  // the poll, addressed to its author only, as Mastodon and Misskey send
+  // votes.
+  async vote(ctx, req) {
+    const target = await lookupActor(ctx, req.target);
+    const actor = ctx.getActorUri(IDENTIFIER);
+    const local = randomUUID();
+    const note = new Note({
+      id: ctx.getObjectUri(Note, { id: local }),
+      attribution: actor,
+      name: req.option,
+      replyTarget: new URL(req.object),
+      to: target.id,
+    });
+    notes.set(local, note);
+    const create = new Create({
+      id: new URL("#activity", note.id),
+      actor,
+      object: note,
+      to: target.id,
+    });
+    await send(ctx, target, create);
+    return json(200, { id: create.id.href, object: note.id.href });
   },
 
   // like {target, object}: a Like of object, sent to target (its author).
