@@ -32,8 +32,9 @@ func TestLocalRecipientsInboxViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A reply reaches its author where it addresses it, as clients do (cc).
 	reply, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "hi bob", InReplyTo: note.URI,
-		To: []string{"as:Public"}})
+		To: []string{"as:Public"}, CC: []string{bob.URI}})
 	if err != nil {
 		t.Fatal(err)
 	}

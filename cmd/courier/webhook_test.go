@@ -219,7 +219,7 @@ func TestWebhookSurvivesSIGKILL(t *testing.T) {
 
 	addr := freeAddr(t)
 	base := "http://" + addr
-	adminToken := strings.Repeat("w", 40)
+	adminToken := "d2b7f4a91c6e0835fa4e17b9c20d6e58a3f1"
 	common := []string{"--db", loc, "--bus", "db", "--base-url", base, "--allow-private-addresses", "--admin-token", adminToken,
 		"--synchronous", "NORMAL", "--delivery-timeout", "3s", "--lease", "10s", "--ledger-lease", "10s", "--log-level", "info"}
 	ops := freeAddr(t)
