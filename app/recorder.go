@@ -90,6 +90,13 @@ const (
 		RETURNING seq`
 	sqlInsertOutboxItem = `INSERT INTO app_outbox_items (actor_id, seq, activity_uri, type, document, created_at)
 		VALUES (?, ?, ?, ?, ?, ?)`
+	// sqlAppendOutboxPostgres is both in one statement, which needs no
+	// answer and so rides with the write's next round trip (sqldb.Deferred);
+	// SQLite has no INSERT in a WITH.
+	sqlAppendOutboxPostgres = `WITH c AS (INSERT INTO app_outbox_counters (actor_id, seq) VALUES (?, 1)
+		ON CONFLICT (actor_id) DO UPDATE SET seq = app_outbox_counters.seq + 1 RETURNING seq)
+		INSERT INTO app_outbox_items (actor_id, seq, activity_uri, type, document, created_at)
+		SELECT ?, c.seq, ?, ?, ?, ? FROM c`
 	sqlRecorded   = `SELECT 1 FROM app_inbox_items WHERE actor_id = ? AND activity_uri = ?`
 	sqlGiveBack   = `UPDATE app_inbox_counters SET seq = seq - 1 WHERE actor_id = ?`
 	sqlInsertItem = `INSERT INTO app_inbox_items (actor_id, seq, activity_uri, type, kind, document, created_at)
@@ -171,12 +178,20 @@ func (r *Recorder) recordOutboxTx(ctx context.Context, tx *sql.Tx, a *store.Acti
 	if a.ActorID == 0 || a.URI == "" || a.Type == "" || len(a.Document) == 0 {
 		return fmt.Errorf("app: record outbox: an activity needs its actor, id, type and document")
 	}
+	now := r.now().UnixMilli()
+	if r.db.Postgres() {
+		if _, err := tx.ExecContext(ctx, sqldb.Deferred+sqlAppendOutboxPostgres, a.ActorID, a.ActorID, a.URI, a.Type,
+			string(a.Document), now); err != nil {
+			return fmt.Errorf("app: record outbox: %w", err)
+		}
+		return nil
+	}
 	var seq int64
 	if err := tx.QueryRowContext(ctx, sqlNextOutboxSeq, a.ActorID).Scan(&seq); err != nil {
 		return fmt.Errorf("app: record outbox: next seq of actor %d: %w", a.ActorID, err)
 	}
-	if _, err := tx.ExecContext(ctx, sqldb.Deferred+sqlInsertOutboxItem, a.ActorID, seq, a.URI, a.Type,
-		string(a.Document), r.now().UnixMilli()); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlInsertOutboxItem, a.ActorID, seq, a.URI, a.Type,
+		string(a.Document), now); err != nil {
 		return fmt.Errorf("app: record outbox: %w", err)
 	}
 	return nil
