@@ -248,7 +248,7 @@ func (h *Handler) owner(r *http.Request) (*store.Actor, error) {
 	}
 	tok, ok := token(r)
 	if !ok || tok == "" {
-		return nil, store.Errorf(store.EUNAUTHORIZED, "this collection's reading is its actor's: a bearer token is required")
+		return nil, store.Errorf(store.EUNAUTHORIZED, "this collection is its actor's only: a bearer token is required")
 	}
 	if wait := h.cfg.Failures.Wait(r.RemoteAddr); wait > 0 {
 		return nil, &httpError{wait: wait, err: store.Errorf(eThrottled,
