@@ -1,13 +1,17 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/courier-ap/courier/app"
+	"github.com/courier-ap/courier/sqldb/storetest"
+	"github.com/courier-ap/courier/store"
 )
 
 // BenchmarkInboxPage measures one page of an actor's inbox, over HTTP with
@@ -95,4 +99,46 @@ func fill(b *testing.B, bu *bundle, actorID int64, n int) {
 	} else if _, err := bu.db.Write.Exec(`ANALYZE`); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkWriteWithOutboxView measures a local write (CreateNote: note,
+// activity, outbox event) with the outbox view's append in its
+// transaction, against the same write by a store without the recorder's
+// hook, on the same database in the same run: the view's cost per write.
+//
+//	go test ./app/ -run '^$' -bench WriteWithOutboxView -benchtime 300x
+func BenchmarkWriteWithOutboxView(b *testing.B) {
+	db := storetest.New(b)
+	ctx := context.Background()
+	plain := store.New(db, "https://courier.test", nil)
+	viewed := store.New(db, "https://courier.test", nil)
+	if _, err := app.NewRecorder(app.RecorderConfig{DB: db, Store: viewed}); err != nil {
+		b.Fatal(err)
+	}
+	a, _, err := plain.CreateActor(ctx, store.NewActor{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := store.NoteInput{Content: "<p>a benchmark note of ordinary length</p>", To: []string{store.Public}}
+	rate := func(st *store.Store, n int) float64 {
+		start := time.Now()
+		for range n {
+			if _, _, err := st.CreateNote(ctx, a, in); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return float64(n) / time.Since(start).Seconds()
+	}
+	base := rate(plain, 200)
+	b.ResetTimer()
+	start := time.Now()
+	for b.Loop() {
+		if _, _, err := viewed.CreateNote(ctx, a, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	with := float64(b.N) / time.Since(start).Seconds()
+	b.ReportMetric(with, "writes/s")
+	b.ReportMetric(base, "writes_without_view/s")
+	b.ReportMetric(with/base, "ratio")
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/limit"
+	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
 )
@@ -51,6 +52,9 @@ type Config struct {
 	MaxStreamsPerActor int
 	// Logger receives failures that need an operator (nil discards).
 	Logger *slog.Logger
+	// Metrics counts the open streams and their events (nil counts
+	// nothing).
+	Metrics *metrics.App
 }
 
 func (c Config) withDefaults() Config {
@@ -126,18 +130,43 @@ func (h *Handler) Close() { h.close.Do(func() { close(h.closed) }) }
 
 // Register mounts the routes on r:
 //
-//	GET /users/{name}/inbox         the actor's inbox (owner only)
-//	GET /users/{name}/inbox/stream  its Server-Sent Events (owner only)
+//	GET /users/{name}/inbox          the actor's inbox (owner only)
+//	GET /users/{name}/inbox/stream   its Server-Sent Events (owner only)
+//	GET /users/{name}/outbox/stream  the Server-Sent Events of the actor's
+//	                                 outbox view (owner only); the outbox
+//	                                 collection itself is server's
 func (h *Handler) Register(r *mux.Router) {
 	r.HandleFunc("/users/{name}/inbox", h.inbox).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/users/{name}/inbox/stream", h.stream).Methods(http.MethodGet)
+	r.HandleFunc("/users/{name}/inbox/stream", h.streamOf(inboxView)).Methods(http.MethodGet)
+	r.HandleFunc("/users/{name}/outbox/stream", h.streamOf(outboxView)).Methods(http.MethodGet)
 }
 
 // InboxURL is the id of the actor name's inbox collection.
 func (h *Handler) InboxURL(name string) string { return h.uris.Inbox(name) }
 
 // StreamURL is the eventStream of the actor name's inbox.
-func (h *Handler) StreamURL(name string) string { return h.uris.Inbox(name) + "/stream" }
+func (h *Handler) StreamURL(name string) string { return inboxView.streamURL(h.uris, name) }
+
+// OutboxStreamURL is the eventStream of the actor name's outbox.
+func (h *Handler) OutboxStreamURL(name string) string { return outboxView.streamURL(h.uris, name) }
+
+// view is one of an actor's views that a stream follows: its items and
+// counters tables (the same shape), and the collection it belongs to.
+type view struct {
+	collection string // "inbox" or "outbox": its metrics' label
+	items      string // the items table
+	counters   string // the per-actor counters table
+	kind       string // the expression of an item's kind in a select
+	uri        func(store.URIs, string) string
+}
+
+var (
+	inboxView  = view{collection: "inbox", items: "app_inbox_items", counters: "app_inbox_counters", kind: "kind", uri: store.URIs.Inbox}
+	outboxView = view{collection: "outbox", items: "app_outbox_items", counters: "app_outbox_counters", kind: "''", uri: store.URIs.Outbox}
+)
+
+// streamURL is the eventStream of the actor name's collection of v.
+func (v view) streamURL(u store.URIs, name string) string { return v.uri(u, name) + "/stream" }
 
 // Codes of errors the application's routes raise, beside store's.
 const (
@@ -219,7 +248,7 @@ func (h *Handler) owner(r *http.Request) (*store.Actor, error) {
 	}
 	tok, ok := token(r)
 	if !ok || tok == "" {
-		return nil, store.Errorf(store.EUNAUTHORIZED, "the inbox is its actor's: a bearer token is required")
+		return nil, store.Errorf(store.EUNAUTHORIZED, "this collection is its actor's only: a bearer token is required")
 	}
 	if wait := h.cfg.Failures.Wait(r.RemoteAddr); wait > 0 {
 		return nil, &httpError{wait: wait, err: store.Errorf(eThrottled,
@@ -232,7 +261,7 @@ func (h *Handler) owner(r *http.Request) (*store.Actor, error) {
 	other, err2 := h.st.TokenOwner(ctx, tok)
 	switch {
 	case err2 == nil:
-		return nil, store.Errorf(store.EFORBIDDEN, "the token is %s's; the inbox of %s is its own only", other, name)
+		return nil, store.Errorf(store.EFORBIDDEN, "the token is %s's; this collection of %s is its own only", other, name)
 	case store.ErrorCode(err2) != store.ENOTFOUND:
 		return nil, err2
 	}
@@ -369,7 +398,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		c := collection{Context: sseContext, ID: base, Type: "OrderedCollection",
 			First: base + "?page=true" + f.query(), EventStream: h.StreamURL(a.Name)}
 		if f.empty() {
-			n, err := h.total(r.Context(), a.ID)
+			n, err := h.total(r.Context(), inboxView, a.ID)
 			if err != nil {
 				h.writeError(w, r, err)
 				return
@@ -379,7 +408,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, c)
 		return
 	}
-	items, err := h.page(r.Context(), a.ID, f, maxID, minID, h.cfg.PageSize+1)
+	items, err := h.page(r.Context(), inboxView, a.ID, f, maxID, minID, h.cfg.PageSize+1)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -433,16 +462,16 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// total is the number of items of the actor's inbox view: its counter
-// (items are never removed but with their actor).
-func (h *Handler) total(ctx context.Context, actorID int64) (int64, error) {
+// total is the number of items of the actor's view v: its counter (items
+// are never removed but with their actor).
+func (h *Handler) total(ctx context.Context, v view, actorID int64) (int64, error) {
 	var n int64
-	err := h.db.Read.QueryRowContext(ctx, `SELECT seq FROM app_inbox_counters WHERE actor_id = ?`, actorID).Scan(&n)
+	err := h.db.Read.QueryRowContext(ctx, `SELECT seq FROM `+v.counters+` WHERE actor_id = ?`, actorID).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("app: inbox total: %w", err)
+		return 0, fmt.Errorf("app: %s total: %w", v.collection, err)
 	}
 	return n, nil
 }
@@ -454,21 +483,21 @@ type row struct {
 	doc  json.RawMessage
 }
 
-// page reads up to limit items of the actor's view newest first: older
+// page reads up to limit items of the actor's view v newest first: older
 // than maxID when set, else newer than minID when set (the limit oldest of
 // those, still returned newest first), else the newest. Each query reads
 // an index from a cursor, so that a page costs the same at any depth: the
 // primary key (actor_id, seq), the notifications' partial index, or, for
 // each type of a ?type= filter, (actor_id, type, seq); the types' reads
 // are merged here.
-func (h *Handler) page(ctx context.Context, actorID int64, f filter, maxID, minID int64, limit int) ([]row, error) {
+func (h *Handler) page(ctx context.Context, v view, actorID int64, f filter, maxID, minID int64, limit int) ([]row, error) {
 	types := f.types
 	if len(types) == 0 {
 		types = []string{""}
 	}
 	var out []row
 	for _, typ := range types {
-		rows, err := h.pageOf(ctx, actorID, f, typ, maxID, minID, limit)
+		rows, err := h.pageOf(ctx, v, actorID, f, typ, maxID, minID, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -492,10 +521,10 @@ func (h *Handler) page(ctx context.Context, actorID int64, f filter, maxID, minI
 
 // pageOf is one query of page: the items of type typ ("" for any), in
 // the cursor's order (newest first, or oldest first after min_id).
-func (h *Handler) pageOf(ctx context.Context, actorID int64, f filter, typ string, maxID, minID int64, limit int) ([]row, error) {
+func (h *Handler) pageOf(ctx context.Context, v view, actorID int64, f filter, typ string, maxID, minID int64, limit int) ([]row, error) {
 	cond, fargs := f.where(typ)
 	args := []any{actorID}
-	q := `SELECT seq, type, kind, document FROM app_inbox_items WHERE actor_id = ?`
+	q := `SELECT seq, type, ` + v.kind + `, document FROM ` + v.items + ` WHERE actor_id = ?`
 	order := ` ORDER BY seq DESC`
 	switch {
 	case maxID > 0:
@@ -510,7 +539,7 @@ func (h *Handler) pageOf(ctx context.Context, actorID int64, f filter, typ strin
 	args = append(args, limit)
 	rows, err := h.db.Read.QueryContext(ctx, q+cond+order+` LIMIT ?`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("app: inbox page: %w", err)
+		return nil, fmt.Errorf("app: %s page: %w", v.collection, err)
 	}
 	defer rows.Close()
 	var out []row
@@ -518,13 +547,13 @@ func (h *Handler) pageOf(ctx context.Context, actorID int64, f filter, typ strin
 		var it row
 		var doc string
 		if err := rows.Scan(&it.seq, &it.typ, &it.kind, &doc); err != nil {
-			return nil, fmt.Errorf("app: inbox page: %w", err)
+			return nil, fmt.Errorf("app: %s page: %w", v.collection, err)
 		}
 		it.doc = json.RawMessage(doc)
 		out = append(out, it)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("app: inbox page: %w", err)
+		return nil, fmt.Errorf("app: %s page: %w", v.collection, err)
 	}
 	return out, nil
 }

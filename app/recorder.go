@@ -50,7 +50,9 @@ type RecorderConfig struct {
 	Now func() time.Time
 }
 
-// NewRecorder returns a Recorder for cfg.
+// NewRecorder returns a Recorder for cfg. With a Store, it registers on it
+// the hook that appends every activity a local actor writes to the actor's
+// outbox view, in the write's transaction (one Recorder per Store).
 func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("app: RecorderConfig.DB is required")
@@ -58,7 +60,11 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Recorder{db: cfg.DB, st: cfg.Store, now: cfg.Now}, nil
+	r := &Recorder{db: cfg.DB, st: cfg.Store, now: cfg.Now}
+	if cfg.Store != nil {
+		cfg.Store.OnActivityTx(r.recordOutboxTx)
+	}
+	return r, nil
 }
 
 // AddHook registers h to run, in the recording transaction, for every item
@@ -78,6 +84,19 @@ const (
 	sqlNextSeq = `INSERT INTO app_inbox_counters (actor_id, seq) VALUES (?, 1)
 		ON CONFLICT (actor_id) DO UPDATE SET seq = app_inbox_counters.seq + 1
 		RETURNING seq`
+	// sqlNextOutboxSeq is sqlNextSeq for the outbox view's counters.
+	sqlNextOutboxSeq = `INSERT INTO app_outbox_counters (actor_id, seq) VALUES (?, 1)
+		ON CONFLICT (actor_id) DO UPDATE SET seq = app_outbox_counters.seq + 1
+		RETURNING seq`
+	sqlInsertOutboxItem = `INSERT INTO app_outbox_items (actor_id, seq, activity_uri, type, document, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`
+	// sqlAppendOutboxPostgres is both in one statement, which needs no
+	// answer and so rides with the write's next round trip (sqldb.Deferred);
+	// SQLite has no INSERT in a WITH.
+	sqlAppendOutboxPostgres = `WITH c AS (INSERT INTO app_outbox_counters (actor_id, seq) VALUES (?, 1)
+		ON CONFLICT (actor_id) DO UPDATE SET seq = app_outbox_counters.seq + 1 RETURNING seq)
+		INSERT INTO app_outbox_items (actor_id, seq, activity_uri, type, document, created_at)
+		SELECT ?, c.seq, ?, ?, ?, ? FROM c`
 	sqlRecorded   = `SELECT 1 FROM app_inbox_items WHERE actor_id = ? AND activity_uri = ?`
 	sqlGiveBack   = `UPDATE app_inbox_counters SET seq = seq - 1 WHERE actor_id = ?`
 	sqlInsertItem = `INSERT INTO app_inbox_items (actor_id, seq, activity_uri, type, kind, document, created_at)
@@ -147,6 +166,33 @@ func (r *Recorder) RecordTx(ctx context.Context, tx *sql.Tx, items ...Item) erro
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// recordOutboxTx appends a, an activity a local actor has just written, to
+// the actor's outbox view in the write's transaction tx, with the actor's
+// next outbox seq (the counter row's lock orders concurrent writes by one
+// actor as sqlNextSeq does the inbox's).
+func (r *Recorder) recordOutboxTx(ctx context.Context, tx *sql.Tx, a *store.Activity) error {
+	if a.ActorID == 0 || a.URI == "" || a.Type == "" || len(a.Document) == 0 {
+		return fmt.Errorf("app: record outbox: an activity needs its actor, id, type and document")
+	}
+	now := r.now().UnixMilli()
+	if r.db.Postgres() {
+		if _, err := tx.ExecContext(ctx, sqldb.Deferred+sqlAppendOutboxPostgres, a.ActorID, a.ActorID, a.URI, a.Type,
+			string(a.Document), now); err != nil {
+			return fmt.Errorf("app: record outbox: %w", err)
+		}
+		return nil
+	}
+	var seq int64
+	if err := tx.QueryRowContext(ctx, sqlNextOutboxSeq, a.ActorID).Scan(&seq); err != nil {
+		return fmt.Errorf("app: record outbox: next seq of actor %d: %w", a.ActorID, err)
+	}
+	if _, err := tx.ExecContext(ctx, sqlInsertOutboxItem, a.ActorID, seq, a.URI, a.Type,
+		string(a.Document), now); err != nil {
+		return fmt.Errorf("app: record outbox: %w", err)
 	}
 	return nil
 }

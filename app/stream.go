@@ -19,13 +19,17 @@ const streamBatch = 100
 // retryMillis is the reconnection delay a stream suggests to its client.
 const retryMillis = 2000
 
-// stream serves GET /users/{name}/inbox/stream: the Server-Sent Events of
-// the actor's inbox view, as "Server-Sent Events for the ActivityPub API"
-// shapes them (Event). Every event's id is the item's seq; a client that
-// reconnects with Last-Event-ID (the header, or the query parameter of
-// that name) gets every item after it, and without one, those recorded
-// from now on.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
+// streamOf serves GET /users/{name}/inbox/stream or .../outbox/stream:
+// the Server-Sent Events of the actor's view v, as "Server-Sent Events for
+// the ActivityPub API" shapes them (Event). Every event's id is the item's
+// seq; a client that reconnects with Last-Event-ID (the header, or the
+// query parameter of that name) gets every item after it, and without
+// one, those recorded from now on.
+func (h *Handler) streamOf(v view) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { h.stream(w, r, v) }
+}
+
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, v view) {
 	a, err := h.owner(r)
 	if err != nil {
 		h.writeError(w, r, err)
@@ -37,12 +41,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if last < 0 {
-		if last, err = h.total(r.Context(), a.ID); err != nil {
+		if last, err = h.total(r.Context(), v, a.ID); err != nil {
 			h.writeError(w, r, err)
 			return
 		}
 	}
-	release, err := h.admit(a.ID)
+	release, err := h.admit(v, a.ID)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -69,14 +73,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	inbox := h.uris.Inbox(a.Name)
+	target := v.uri(h.uris, a.Name)
 	keepAlive := time.NewTicker(h.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	poll := time.NewTicker(h.cfg.Poll)
 	defer poll.Stop()
 	for {
 		woken := h.wake.wait() // taken before reading: a commit after the read wakes us
-		items, err := h.page(ctx, a.ID, filter{}, 0, last, streamBatch)
+		items, err := h.page(ctx, v, a.ID, filter{}, 0, last, streamBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.log.WarnContext(ctx, "app: stream read failed; the client reconnects", "actor", a.Name, "err", err)
@@ -86,15 +90,16 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 		// page returns newest first; events go oldest first.
 		for i := len(items) - 1; i >= 0; i-- {
 			it := items[i]
-			data, err := Event(inbox, it.typ, it.doc)
+			data, err := Event(target, it.typ, it.doc)
 			if err != nil {
 				h.log.WarnContext(ctx, "app: stream event unreadable; skipped", "actor", a.Name, "seq", it.seq, "err", err)
 				data = []byte(`{"@context":"https://www.w3.org/ns/activitystreams","type":"Add","target":` +
-					strconv.Quote(inbox) + `}`)
+					strconv.Quote(target) + `}`)
 			}
 			fmt.Fprintf(bw, "id: %d\ndata: %s\n\n", it.seq, data)
 			last = it.seq
 		}
+		h.cfg.Metrics.StreamEvents(v.collection, len(items))
 		if len(items) > 0 {
 			if flush() != nil {
 				return
@@ -141,9 +146,10 @@ func lastEventID(r *http.Request) (int64, error) {
 	return n, nil
 }
 
-// admit takes a stream's place for actorID, or refuses it (503 with
-// Retry-After) when the process or the actor has all its streams open.
-func (h *Handler) admit(actorID int64) (func(), error) {
+// admit takes a stream's place for actorID on v, or refuses it (503 with
+// Retry-After) when the process or the actor has all its streams open
+// (inbox and outbox streams count together).
+func (h *Handler) admit(v view, actorID int64) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	select {
@@ -161,7 +167,9 @@ func (h *Handler) admit(actorID int64) (func(), error) {
 	}
 	h.streams++
 	h.perActor[actorID]++
+	h.cfg.Metrics.StreamOpened(v.collection, 1)
 	return func() {
+		h.cfg.Metrics.StreamOpened(v.collection, -1)
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.streams--
@@ -178,11 +186,12 @@ func (h *Handler) Streams() int {
 	return h.streams
 }
 
-// Event is the data of the stream event of an inbox item whose activity,
-// of type typ, is doc, in the inbox inbox: an activity that adds to the
-// inbox is an Add of it to the inbox; an Update is an Update carrying the
-// object's new representation; a Delete is a Delete of the object; an Undo
-// is a Remove, from the inbox, of the activity it undoes.
+// Event is the data of the stream event of an item whose activity, of
+// type typ, is doc, in the collection inbox (an inbox or an outbox): an
+// activity that adds to the collection is an Add of it to the collection;
+// an Update is an Update carrying the object's new representation; a
+// Delete is a Delete of the object; an Undo is a Remove, from the
+// collection, of the activity it undoes.
 func Event(inbox, typ string, doc json.RawMessage) ([]byte, error) {
 	var act struct {
 		ID     string          `json:"id"`

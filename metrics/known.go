@@ -65,6 +65,11 @@ func (m *Metrics) Init(k Known) {
 			d.attempts.WithLabelValues(v, class)
 		}
 	}
+	for _, c := range appCollections {
+		v := m.app.cols.value(c)
+		m.app.streams.WithLabelValues(v)
+		m.app.events.WithLabelValues(v)
+	}
 	w := m.webhook
 	for _, out := range []string{DeliveryDelivered, DeliveryRetry, DeliveryPermanent} {
 		v := w.outcomes.value(out)

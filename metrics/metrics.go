@@ -183,6 +183,7 @@ type Metrics struct {
 	inbox    *Inbox
 	relay    *Relay
 	webhook  *Webhook
+	app      *App
 	stats    *statsCollector
 	names    []string
 }
@@ -230,6 +231,7 @@ func NewWithConfig(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 		inbox:    newInbox(r),
 		relay:    newRelay(r),
 		webhook:  newWebhook(r),
+		app:      newApp(r),
 	}
 	stats := newStatsCollector(cfg, r.guard)
 	m.stats = register(r, stats, stats.names()...) // after an earlier New, share its sources
@@ -263,6 +265,14 @@ func (m *Metrics) Webhook() *Webhook {
 		return nil
 	}
 	return m.webhook
+}
+
+// App returns the application streams' metrics, nil for a nil m.
+func (m *Metrics) App() *App {
+	if m == nil {
+		return nil
+	}
+	return m.app
 }
 
 // Inbox returns the inbound-request metrics, nil for a nil m.
@@ -339,6 +349,12 @@ func counter(r *registrar, subsystem, name, help string) prometheus.Counter {
 	return register(r, prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
 	}), prometheus.BuildFQName(Namespace, subsystem, name))
+}
+
+func gaugeVec(r *registrar, subsystem, name, help string, labels ...string) *prometheus.GaugeVec {
+	return register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help,
+	}, labels), prometheus.BuildFQName(Namespace, subsystem, name))
 }
 
 func gauge(r *registrar, subsystem, name, help string) prometheus.Gauge {

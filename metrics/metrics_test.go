@@ -19,6 +19,8 @@ import (
 // wantNames is the contract with the dashboard, the alert rules and the
 // operators: renaming one of these is a breaking change.
 var wantNames = []string{
+	"courier_app_stream_events_total",
+	"courier_app_streams",
 	"courier_build_info",
 	"courier_delivery_attempts_total",
 	"courier_delivery_duration_seconds",
@@ -104,6 +106,8 @@ func recordOneOfEach(m *metrics.Metrics) {
 	m.Delivery().Parked("unavailable")
 	m.Webhook().Attempt(metrics.DeliveryDelivered, 204, 20*time.Millisecond)
 	m.Inbox().Request(metrics.InboxAccepted)
+	m.App().StreamOpened("outbox", 1)
+	m.App().StreamEvents("outbox", 2)
 	m.Inbox().Deferred(metrics.InboxDeferredKeyHostBusy)
 	m.Relay().SetPaused(true)
 	m.Relay().SetLag(1500 * time.Millisecond)

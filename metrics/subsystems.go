@@ -330,3 +330,45 @@ func (r *Relay) SetLag(d time.Duration) {
 	}
 	r.lag.Set(max(d, 0).Seconds())
 }
+
+// Collections of an application stream (label collection of
+// courier_app_streams and courier_app_stream_events_total).
+var appCollections = []string{"inbox", "outbox"}
+
+// App is the metrics of the application's event streams (package app):
+// the streams open and the events they sent, by collection (inbox,
+// outbox). A nil *App records nothing.
+type App struct {
+	streams *prometheus.GaugeVec
+	events  *prometheus.CounterVec
+	cols    *labelGuard
+}
+
+func newApp(r *registrar) *App {
+	const sub = "app"
+	return &App{
+		streams: gaugeVec(r, sub, "streams",
+			"Server-Sent Events streams open in this process, by collection (inbox, outbox).", "collection"),
+		events: counterVec(r, sub, "stream_events_total",
+			"Events sent on Server-Sent Events streams, by collection (inbox, outbox); an event sent to two streams counts twice.",
+			"collection"),
+		cols: r.guard(),
+	}
+}
+
+// StreamOpened adds d (1 when a stream opens, -1 when it ends) to the open
+// streams of collection.
+func (a *App) StreamOpened(collection string, d int) {
+	if a == nil {
+		return
+	}
+	a.streams.WithLabelValues(a.cols.value(collection)).Add(float64(d))
+}
+
+// StreamEvents counts n events sent on a stream of collection.
+func (a *App) StreamEvents(collection string, n int) {
+	if a == nil || n <= 0 {
+		return
+	}
+	a.events.WithLabelValues(a.cols.value(collection)).Add(float64(n))
+}

@@ -115,7 +115,8 @@ func (heldResult) RowsAffected() (int64, error) { return 0, errHeld }
 
 func (c *conn) note(query string) {
 	if c.inTx && !c.enqueued && (strings.Contains(query, "INSERT INTO event_queue") ||
-		strings.Contains(query, "INSERT INTO app_inbox_items")) {
+		strings.Contains(query, "INSERT INTO app_inbox_items") ||
+		strings.Contains(query, "INSERT INTO app_outbox_items")) {
 		c.enqueued = true
 	}
 }

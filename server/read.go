@@ -66,6 +66,9 @@ type collection struct {
 	TotalItems int    `json:"totalItems"`
 	First      string `json:"first,omitempty"`
 	Last       string `json:"last,omitempty"`
+	// EventStream is the collection's Server-Sent Events ("Server-Sent
+	// Events for the ActivityPub API"), when it has one.
+	EventStream string `json:"eventStream,omitempty"`
 }
 
 type collectionPage struct {
@@ -114,10 +117,15 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !paged {
-		writeDoc(w, r, http.StatusOK, collection{
+		c := collection{
 			Context: activitypub.ActivityStreams, ID: base, Type: "OrderedCollection",
 			TotalItems: p.Total, First: base + "?page=true",
-		})
+		}
+		if s.cfg.OutboxStream {
+			c.Context = []string{activitypub.ActivityStreams, sseContext}
+			c.EventStream = base + "/stream"
+		}
+		writeDoc(w, r, http.StatusOK, c)
 		return
 	}
 	id := base + "?page=true"
@@ -466,3 +474,6 @@ func (s *Server) instanceActor(w http.ResponseWriter, r *http.Request) {
 	}
 	writeRawDoc(w, r, http.StatusOK, doc)
 }
+
+// sseContext is the context term of the eventStream property.
+const sseContext = "https://purl.archive.org/socialweb/sse"

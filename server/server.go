@@ -58,6 +58,10 @@ type Config struct {
 	// client with its bearer token on the actor's own /users/{name} routes
 	// are not affected. Default false.
 	AuthorizedFetch bool
+	// OutboxStream makes an actor's outbox collection name its eventStream,
+	// /users/{name}/outbox/stream, which package app serves (mounted beside
+	// on the same router). Default false: no eventStream.
+	OutboxStream bool
 	// Now is the clock signed GETs' Date is checked against (default
 	// time.Now).
 	Now func() time.Time

@@ -256,7 +256,31 @@ func (s *Store) emit(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Ac
 	}); err != nil {
 		return nil, false, err
 	}
+	s.mu.Lock()
+	hooks := s.activityHooks
+	s.mu.Unlock()
+	for _, h := range hooks {
+		if err := h(ctx, tx, a); err != nil {
+			return nil, false, err
+		}
+	}
 	return a, true, nil
+}
+
+// ActivityHook runs in the transaction that stores a new activity of a
+// local actor (every local write builds its activities through one path),
+// after the activity is stored and enqueued; an error rolls the write
+// back. It must not keep a.
+type ActivityHook func(ctx context.Context, tx *sql.Tx, a *Activity) error
+
+// OnActivityTx registers h to run for every activity a local actor writes
+// from now on (the application's outbox view records them so). An
+// activity stored already (an emit of an event id used before) does not
+// run the hooks again.
+func (s *Store) OnActivityTx(h ActivityHook) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.activityHooks = append(s.activityHooks, h)
 }
 
 // objectRef returns the id of an activity's object: the string itself, or

@@ -39,6 +39,7 @@ type Store struct {
 
 	mu            sync.Mutex
 	domainChanged []func()
+	activityHooks []ActivityHook
 
 	checkerMu sync.Mutex
 	checker   *DomainBlockChecker // prepared on first IsDomainBlocked

@@ -306,6 +306,11 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The outbox view: what alice writes once the recorder is on the store.
+	if _, _, err := s.CreateNote(ctx, alice, store.NoteInput{Content: "for the outbox view",
+		To: []string{"https://www.w3.org/ns/activitystreams#Public"}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // dump reads every row of table as sorted "column=value" strings, values

@@ -57,6 +57,9 @@ var tables = []table{
 	// package app: the inbox view and its per-actor counters.
 	{name: "app_inbox_counters"},
 	{name: "app_inbox_items"},
+	// package app: the outbox view and its per-actor counters.
+	{name: "app_outbox_counters"},
+	{name: "app_outbox_items"},
 	// package app/webhook.
 	{name: "webhook_endpoints"},
 	{name: "webhook_secrets"},

@@ -336,7 +336,8 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 	r.Handle("/healthz", metrics.Health(a.liveness())).Methods(http.MethodGet, http.MethodHead)
 	srv, err := server.New(server.Config{Store: a.store, Logger: a.logger, Version: version,
 		Keys: a.resolver, AuthorizedFetch: a.cfg.AuthorizedFetch, Failures: a.failures,
-		Mentions: a.mentions(), AllowPrivateAddresses: a.cfg.AllowPrivateAddresses})
+		Mentions: a.mentions(), AllowPrivateAddresses: a.cfg.AllowPrivateAddresses,
+		OutboxStream: true}) // registerApplication mounts it
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,8 @@ import (
 // buildRecorder builds the recorder of the application's inbox views,
 // which the importer calls in every import's transaction (what local
 // actors send one another is imported too); the application's hooks
-// (webhooks) register on it.
+// (webhooks) register on it. It registers itself on the store, which runs
+// it in every local write's transaction to fill the outbox views.
 func (a *app) buildRecorder() error {
 	rec, err := application.NewRecorder(application.RecorderConfig{DB: a.db, Store: a.store})
 	if err != nil {
@@ -22,7 +23,7 @@ func (a *app) buildRecorder() error {
 }
 
 // registerApplication mounts the application's routes (an actor's inbox
-// collection and its event stream) on r.
+// collection and its event stream, and its outbox's event stream) on r.
 func (a *app) registerApplication(r *mux.Router) error {
 	h, err := application.New(application.Config{
 		DB:        a.db,
@@ -30,6 +31,7 @@ func (a *app) registerApplication(r *mux.Router) error {
 		Failures:  a.failures,
 		KeepAlive: a.cfg.StreamKeepAlive,
 		Logger:    a.logger,
+		Metrics:   a.metrics.App(),
 
 		MaxStreams:         a.cfg.StreamsMax,
 		MaxStreamsPerActor: a.cfg.StreamsPerActor,
