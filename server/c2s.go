@@ -61,12 +61,6 @@ func str(raw json.RawMessage) string {
 	return ""
 }
 
-func boolean(raw json.RawMessage) bool {
-	var b bool
-	_ = json.Unmarshal(raw, &b) // absent or not a bool: false
-	return b
-}
-
 // embedded decodes raw as an embedded object; nil when raw is an id string
 // or absent.
 func embedded(raw json.RawMessage) (*c2sWire, error) {

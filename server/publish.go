@@ -143,11 +143,9 @@ func (s *Server) objectInput(r *http.Request, actor *store.Actor, obj, create ma
 	if err != nil {
 		return in, err
 	}
-	if create != nil {
-		for k := range create {
-			if !slices.Contains(createProperties, k) {
-				return in, store.Errorf(store.EUNPROCESSABLE, "the Create's property %q is not carried; set it on the object", k)
-			}
+	for k := range create {
+		if !slices.Contains(createProperties, k) {
+			return in, store.Errorf(store.EUNPROCESSABLE, "the Create's property %q is not carried; set it on the object", k)
 		}
 	}
 	if err := checkAuthor(actor, rawOf(obj["actor"]), rawOf(obj["attributedTo"])); err != nil {

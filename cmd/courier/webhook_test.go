@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -349,7 +348,7 @@ func waitLong(t *testing.T, what string, cond func() bool) {
 func TestExampleWebhookReceiver(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "webhook-receiver")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin,
+	build := exec.Command("go", "build", "-o", bin,
 		"github.com/courier-ap/courier/examples/webhook-receiver")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
