@@ -43,6 +43,7 @@ var allowed = map[string][]string{
 	"storecopy":                 {"sqldb", "sqlite", "postgres", "migrations"},
 	"console":                   {"admin"},
 	"internal/testnet":          {},
+	"docs/plot":                 {},
 	"cmd/courier":               nil, // may import everything; nothing imports it
 }
 
