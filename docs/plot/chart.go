@@ -16,9 +16,6 @@ type chart struct {
 	series                []series
 	// yFloor, when set below every value, keeps 0 (or another floor) in view.
 	yFloor *float64
-	// legendLow puts the legend bottom right instead of top left, where the
-	// lines are not.
-	legendLow bool
 }
 
 type series struct {
@@ -53,9 +50,6 @@ func (c chart) render(w, h int) *image.RGBA {
 	if c.yFloor != nil {
 		yMin = math.Min(yMin, *c.yFloor)
 	}
-	if !c.legendLow {
-		yMax += 0.3 * (yMax - yMin) // room for the legend above the lines
-	}
 	xTicks, xStep := ticks(xMin, xMax)
 	yTicks, yStep := ticks(yMin, yMax)
 	xMin, xMax = xTicks[0], xTicks[len(xTicks)-1]
@@ -67,7 +61,8 @@ func (c chart) render(w, h int) *image.RGBA {
 		yTickWidth = max(yTickWidth, textWidth(label(v, yStep)))
 	}
 	left, right := 30+yTickWidth+charH, w-30
-	top, bottom := 30+2*charH, h-30-2*charH-10
+	legendH := len(c.series) * (charH + 8)
+	top, bottom := 30+2*charH+legendH, h-30-2*charH-10
 	px := func(x float64) int { return left + int(math.Round((x-xMin)/(xMax-xMin)*float64(right-left))) }
 	py := func(y float64) int { return bottom - int(math.Round((y-yMin)/(yMax-yMin)*float64(bottom-top))) }
 
@@ -103,16 +98,8 @@ func (c chart) render(w, h int) *image.RGBA {
 		}
 	}
 
-	// The legend, inside the plot area, on white.
-	lw := 0
-	for _, s := range c.series {
-		lw = max(lw, textWidth(s.label))
-	}
-	lx, ly := left+12, top+8
-	if c.legendLow {
-		lx, ly = right-12-30-lw, bottom-8-len(c.series)*(charH+8)
-	}
-	draw.Draw(img, image.Rect(lx-6, ly-6, lx+30+lw+6, ly+len(c.series)*(charH+8)+2), &image.Uniform{white}, image.Point{}, draw.Src)
+	// The legend, between the title and the plot area.
+	lx, ly := left+12, 20+2*charH
 	for i, s := range c.series {
 		y := ly + i*(charH+8) + charH/2
 		for d := -1; d <= 1; d++ {

@@ -99,7 +99,7 @@ func fanoutChart(dir string) (chart, error) {
 	c := chart{
 		title:  "Fan-out of 10 notes to 1,000 hosts (10,000 deliveries), TLS HTTP/1.1",
 		xLabel: "seconds since the first note",
-		yLabel: "deliveries received by healthy hosts",
+		yLabel: "deliveries to healthy hosts",
 	}
 	healthy := 0
 	for _, r := range runs {
@@ -122,7 +122,7 @@ func fanoutChart(dir string) (chart, error) {
 		c.series = append(c.series, s)
 	}
 	zero := 0.0
-	c.yFloor, c.legendLow = &zero, true
+	c.yFloor = &zero
 	return c, nil
 }
 
