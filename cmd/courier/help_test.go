@@ -97,3 +97,22 @@ func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 		t.Fatalf("actor create with the server's base URL: exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 }
+
+// docs/settings.md lists every flag of serve, worker and migrate with its
+// environment variable.
+func TestSettingsPageListsEveryFlag(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../docs/settings.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(raw)
+	for _, cmd := range []string{"serve", "worker", "migrate"} {
+		cfg := defaultConfigFor(cmd)
+		for _, s := range settingsFor(&cfg, cmd) {
+			if !strings.Contains(page, "| `--"+s.flag+"` |") || !strings.Contains(page, "`"+s.env+"`") {
+				t.Errorf("docs/settings.md lacks --%s (%s) of %s", s.flag, s.env, cmd)
+			}
+		}
+	}
+}
