@@ -19,12 +19,17 @@ const actorUsage = "usage: courier actor create NAME [--display-name TEXT] [--su
 
 const actorHelp = `usage: courier actor create NAME [--display-name TEXT] [--summary TEXT] [--manually-approves-followers] [--json]
        courier actor delete NAME
+       courier actor followers NAME [--pending]
+       courier actor followers approve|reject NAME FOLLOWER
 
-create  a local actor with its key pair and outbox token; prints its id and
-        the token (once: only its hash is stored)
-delete  a local actor: its Delete goes to its followers
+create     a local actor with its key pair and outbox token; prints its id
+           and the token (once: only its hash is stored)
+delete     a local actor: its Delete goes to its followers
+followers  lists a local actor's followers (with --pending, the requests
+           awaiting approval); approve accepts a pending Follow, reject
+           refuses it or ends an accepted follower's follow
 
-Both take the database and base-URL settings of serve, before NAME or after
+Each takes the database and base-URL settings of serve, before NAME or after
 it: --db (COURIER_DB) and --base-url (COURIER_BASE_URL). Ids are built from
 the base URL, so give the server's: a base URL other than the one this
 database's ids were made with is refused.`
@@ -55,7 +60,7 @@ func sameBase(ctx context.Context, db *sqldb.DB, cfg Config) error {
 // delete NAME` against the database.
 func actorCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") ||
-		len(args) > 1 && (args[0] == "delete" || args[0] == "create") && wantsHelp(args[1:]) {
+		len(args) > 1 && (args[0] == "delete" || args[0] == "create" || args[0] == "followers") && wantsHelp(args[1:]) {
 		fmt.Fprintln(stdout, actorHelp)
 		return errHelp
 	}

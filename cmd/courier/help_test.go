@@ -18,7 +18,7 @@ func TestHelpExitsZeroEverywhere(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"help"},
 		{"serve", "-h"}, {"worker", "--help"}, {"migrate", "-h"},
-		{"actor", "-h"}, {"actor", "--help"}, {"actor", "create", "-h"}, {"actor", "create", "alice", "--help"}, {"actor", "delete", "-h"},
+		{"actor", "-h"}, {"actor", "--help"}, {"actor", "create", "-h"}, {"actor", "create", "alice", "--help"}, {"actor", "delete", "-h"}, {"actor", "followers", "-h"}, {"actor", "followers", "approve", "--help"},
 		{"admin", "-h"}, {"admin", "--help"},
 		{"chaos", "-h"}, {"chaos", "--help"},
 		{"store", "-h"}, {"store", "copy", "--help"},
@@ -46,7 +46,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, c := range []string{"serve", "worker", "migrate", "actor", "create NAME", "delete NAME", "admin", "chaos", "store", "copy", "version"} {
+	for _, c := range []string{"serve", "worker", "migrate", "actor", "create NAME", "delete NAME", "followers NAME", "admin", "chaos", "store", "copy", "version"} {
 		if !strings.Contains(out, c) {
 			t.Errorf("courier --help omits %q:\n%s", c, out)
 		}
@@ -86,6 +86,7 @@ func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 		{"actor", "create", "--db", cfg.DB, "bob"},
 		{"actor", "create", "--db", cfg.DB, "--base-url", "https://other.example", "bob"},
 		{"actor", "delete", "--db", cfg.DB, "alice"},
+		{"actor", "followers", "--db", cfg.DB, "alice"},
 	} {
 		code, _, errb := runCommand(args...)
 		if code != 2 || strings.Count(errb, "\n") != 1 || !strings.Contains(errb, "https://social.example") {
