@@ -12,7 +12,8 @@
 // activity id is derived from it (activitypub.ActivityID), the activity's
 // bytes are stored in the activities table, and the event's payload carries
 // the actor and those bytes, so the delivery worker can deliver from the
-// event alone.
+// event alone. The activity's id is a UUIDv5 of the event id and the type
+// (activitypub.NewActivity), and its published time is the event's time.
 //
 // The social tables are here: actors, objects, activities, follows, blocks,
 // reactions, domain blocks, the remote actor cache, the instance actor and
