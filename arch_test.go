@@ -42,6 +42,8 @@ var allowed = map[string][]string{
 	"limit":                     {},
 	"storecopy":                 {"sqldb", "sqlite", "postgres", "migrations"},
 	"console":                   {"admin"},
+	"internal/testnet":          {},
+	"docs/plot":                 {},
 	"cmd/courier":               nil, // may import everything; nothing imports it
 }
 

@@ -136,6 +136,19 @@ func newHostSet(t *testing.T, n int, mode hostMode, ca *testCA, closeEach bool) 
 	return hs
 }
 
+// patient gives o's every bound the time left before the test's deadline
+// (ten minutes without one): these tests are about what the pool does, not
+// how fast the machine is, and 64 TLS handshakes at once on a loaded 2-core
+// machine under the race detector may take longer than the defaults.
+func patient(t *testing.T, o ClientOptions) ClientOptions {
+	left := 10 * time.Minute
+	if d, ok := t.Deadline(); ok {
+		left = time.Until(d)
+	}
+	o.Timeout, o.DialTimeout, o.TLSHandshakeTimeout, o.ResponseHeaderTimeout, o.IdleConnTimeout = left, left, left, left, left
+	return o
+}
+
 // round POSTs once to every host, concurrently, and returns the requests
 // that failed.
 func (hs *hostSet) round(c *http.Client, workers int) []error {
@@ -182,7 +195,7 @@ func TestClientKeepsConnectionsAcrossManyHosts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const hosts = 300
 			hs := newHostSet(t, hosts, tc.mode, ca, false)
-			c := NewClient(ClientOptions{AllowPrivate: true, RootCAs: ca.pool})
+			c := NewClient(patient(t, ClientOptions{AllowPrivate: true, RootCAs: ca.pool}))
 			defer c.CloseIdleConnections()
 			for r := range 3 {
 				if errs := hs.round(c, 64); len(errs) > 0 {
@@ -208,7 +221,7 @@ func TestClientResumesTLSSessions(t *testing.T) {
 	ca := newTestCA(t)
 	const hosts = 20
 	hs := newHostSet(t, hosts, tlsHTTP1, ca, true) // every response closes its connection
-	c := NewClient(ClientOptions{AllowPrivate: true, RootCAs: ca.pool})
+	c := NewClient(patient(t, ClientOptions{AllowPrivate: true, RootCAs: ca.pool}))
 	defer c.CloseIdleConnections()
 	for r := range 3 {
 		if errs := hs.round(c, 8); len(errs) > 0 {
@@ -229,7 +242,7 @@ func TestClientRootCAs(t *testing.T) {
 	ca := newTestCA(t)
 	hs := newHostSet(t, 1, tlsHTTP1, ca, false)
 	other := newTestCA(t)
-	c := NewClient(ClientOptions{AllowPrivate: true, RootCAs: other.pool})
+	c := NewClient(patient(t, ClientOptions{AllowPrivate: true, RootCAs: other.pool}))
 	errs := hs.round(c, 1)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "certificate") {
 		t.Fatalf("errors %v, want one certificate error", errs)

@@ -16,4 +16,20 @@
 //
 // It imports no other package of courier. Consumers declare the interfaces
 // they need; this package declares ActorStore, the cache a Resolver uses.
+//
+// Keys are RSA, Ed25519 and FEP-521a Multikey. RFC 9421 HTTP Message
+// Signatures are signed and verified in rfc9421.go and sfv.go;
+// RequestSignature and VerifySignature dispatch on Signature-Input. Ids are
+// deterministic (NewActivity, ActivityID), used by every producer.
+//
+// # Remote fetches
+//
+// Remote fetches (actors, keys, objects) never make many handlers wait on
+// one slow host: the fetch client is gated (FetchGate: at most 8 fetches in
+// flight per host; a host with a fetch in flight for 5 s, or that answered
+// that slowly in the last minute, is refused at once with ErrHostBusy), and
+// a caller of the Resolver that finds the same fetch in flight for 2 s gets
+// ErrHostBusy instead of joining it (Actor then returns the stored copy; an
+// actor's Update of itself is imported without its refresh). One handler
+// waits on the slow host; the others go on.
 package activitypub

@@ -222,7 +222,9 @@ func TestListEventsByStatusTypeHostAndStuck(t *testing.T) {
 		b.waitStatus(e.ID, outbox.StatusDeadLettered)
 	}
 	stop()
+	enqueuedFrom := time.Now()
 	pending := b.enqueue(append(events(2, "held", "a.example"), events(2, "held", "b.example")...)...)
+	enqueuedTo := time.Now()
 	// Claim one row as a worker that then dies would, and one more later.
 	lease := 600 * time.Second
 	claimed, err := b.queue.Claim(b.ctx, 1, lease)
@@ -277,13 +279,17 @@ func TestListEventsByStatusTypeHostAndStuck(t *testing.T) {
 	if got := ids(all); !slices.Equal(got, eventIDs(pending)) {
 		t.Errorf("held = %v, want %v", got, eventIDs(pending))
 	}
-	// Ages follow the injected clock (an hour and a lease ahead of the
-	// clock the rows were enqueued by; the rows take the real time, which a
-	// loaded machine may have moved on by some seconds since the bundle's
-	// clock was set).
+	// Ages follow the injected clock (an hour and a lease ahead of the real
+	// clock when the test began) from the rows' real enqueue time, however
+	// long the steps before took.
+	lo := int64(b.clock.Now().Sub(enqueuedTo)/time.Second) - 1
+	hi := int64(b.clock.Now().Sub(enqueuedFrom)/time.Second) + 1
+	if lo < 3600 {
+		t.Fatalf("the test clock is %s ahead of the rows' enqueue time, want over an hour", b.clock.Now().Sub(enqueuedTo))
+	}
 	for _, e := range all.Events {
-		if e.AgeSeconds < 3600+600-60 || e.AgeSeconds > 3600+600+120 {
-			t.Errorf("event %s age %ds, want about %d", e.EventID, e.AgeSeconds, 3600+601)
+		if e.AgeSeconds < lo || e.AgeSeconds > hi {
+			t.Errorf("event %s age %ds, want %d to %d", e.EventID, e.AgeSeconds, lo, hi)
 		}
 		if e.Payload != nil {
 			t.Errorf("a listing carries payloads: %s", e.Payload)

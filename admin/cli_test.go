@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
+	"github.com/courier-ap/courier/internal/testnet"
 	"strconv"
 	"strings"
 	"testing"
@@ -205,12 +205,7 @@ func TestCLIUsageAndErrors(t *testing.T) {
 		t.Errorf("bad server: %d %q", code, errOut)
 	}
 	// A server that is not there: one line, exit 1.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testnet.Refusing(t)
 	code, _, errOut = run(map[string]string{"COURIER_ADMIN_TOKEN": token}, "--server", "http://"+addr, "stats")
 	if code != 1 || !strings.Contains(errOut, "connection refused") || len(lines(errOut)) != 1 {
 		t.Errorf("no server: %d %q", code, errOut)

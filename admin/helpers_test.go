@@ -252,7 +252,7 @@ func (b *bundle) startWorker(reg *outbox.Registry, maxAttempts int) (stop func()
 	return stop
 }
 
-// waitFor polls cond every 5 ms for up to 20 s.
+// waitFor polls cond every 5 ms for up to 60 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)

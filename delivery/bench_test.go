@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -799,7 +800,10 @@ func fanoutRun(b *testing.B, ca *benchCA, mode string, hung, slow float64) runRe
 	healthyHosts := benchHosts - int(float64(benchHosts)*hung) - int(float64(benchHosts)*slow)
 	want := int64(healthyHosts * benchNotes)
 	var last receiverStats
+	series := newSeries(fmt.Sprintf("fanout-%s-hung%02.0f-slow%02.0f", mode, hung*100, slow*100))
+	defer series.write(b)
 	r, signCPU := measureProbed(b, func() int64 {
+		series.start()
 		for n := range benchNotes {
 			if _, _, err := in.st.CreateNote(context.Background(), in.alice, store.NoteInput{
 				Content: fmt.Sprintf("<p>note %d</p>", n),
@@ -810,6 +814,7 @@ func fanoutRun(b *testing.B, ca *benchCA, mode string, hung, slow float64) runRe
 		deadline := time.Now().Add(5 * time.Minute)
 		for {
 			last = rc.stats(b)
+			series.add(last)
 			if last.Healthy >= want {
 				break
 			}
@@ -834,6 +839,7 @@ func fanoutRun(b *testing.B, ca *benchCA, mode string, hung, slow float64) runRe
 		for last.Slow < wantSlow && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 			last = rc.stats(b)
+			series.add(last)
 		}
 		if last.Slow < wantSlow {
 			b.Fatalf("%s: slow hosts got %d of %d deliveries", mode, last.Slow, wantSlow)
@@ -899,6 +905,67 @@ func acceptRun(b *testing.B, ca *benchCA) time.Duration {
 			b.Fatal("the Accept did not arrive in 3 min")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// BenchmarkFanoutHung runs the three fan-outs of BenchmarkFanout that
+// docs/benchmarks.md plots, over TLS HTTP/1.1: all healthy, with 20% of
+// the hosts hung, all healthy again; it reports the hung run's healthy
+// deliveries/s over the mean of the two around it. With
+// COURIER_BENCH_SERIES=DIR each run writes its deliveries over time to DIR
+// (see fanoutSeries), which `go generate ./docs` plots:
+//
+//	COURIER_BENCH_SERIES=docs/bench go test ./delivery/ -run '^$' -bench 'BenchmarkFanoutHung' -benchtime 1x -timeout 20m
+func BenchmarkFanoutHung(b *testing.B) {
+	ca := newBenchCA(b)
+	for b.Loop() {
+		before := fanoutRun(b, ca, "tls-http1", 0, 0)
+		hung := fanoutRun(b, ca, "tls-http1", 0.2, 0)
+		after := fanoutRun(b, ca, "tls-http1", 0, 0)
+		ref := around(before, after)
+		b.ReportMetric(hung.rate.wall/ref.wall, "ratio_20%_hung_to_healthy")
+		b.ReportMetric(hung.rate.wall, "hung_healthy_deliveries/s")
+		b.ReportMetric(ref.wall, "healthy_deliveries/s")
+	}
+}
+
+// fanoutSeries records what the receivers counted during one fan-out run,
+// each time the run looked, and with COURIER_BENCH_SERIES=DIR writes it to
+// DIR/NAME-N.csv (N counts the runs of the process, so runs of one mode
+// keep their order): seconds since the first note, deliveries received by
+// the healthy hosts and by the slow ones, each counted once.
+type fanoutSeries struct {
+	dir, name string
+	t0        time.Time
+	rows      [][3]float64
+}
+
+var seriesRuns atomic.Int64
+
+func newSeries(name string) *fanoutSeries {
+	return &fanoutSeries{dir: os.Getenv("COURIER_BENCH_SERIES"), name: name}
+}
+
+func (s *fanoutSeries) start() { s.t0 = time.Now(); s.rows = append(s.rows[:0], [3]float64{0, 0, 0}) }
+
+func (s *fanoutSeries) add(st receiverStats) {
+	if s.dir != "" {
+		s.rows = append(s.rows, [3]float64{time.Since(s.t0).Seconds(), float64(st.Healthy), float64(st.Slow)})
+	}
+}
+
+func (s *fanoutSeries) write(b testing.TB) {
+	if s.dir == "" {
+		return
+	}
+	var buf strings.Builder
+	buf.WriteString("seconds,healthy_deliveries,slow_deliveries\n")
+	for _, r := range s.rows {
+		fmt.Fprintf(&buf, "%.3f,%.0f,%.0f\n", r[0], r[1], r[2])
+	}
+	path := filepath.Join(s.dir, fmt.Sprintf("%s-%d.csv", s.name, seriesRuns.Add(1)))
+	if err := os.WriteFile(path, []byte(buf.String()), 0o644); err != nil {
+		b.Errorf("write the series: %v", err)
 	}
 }
 

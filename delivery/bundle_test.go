@@ -263,7 +263,7 @@ func (b *bundle) eventOf(act *store.Activity) outbox.Event {
 	return rs[0].Event
 }
 
-// waitFor polls cond every 5 ms for up to 15 s.
+// waitFor polls cond every 5 ms for up to 60 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	// Generous: under the race detector on a loaded machine a step of a

@@ -1,23 +1,3 @@
-// Package delivery gets courier's outgoing activities into every remote
-// inbox that should see them.
-//
-// Two outbox handlers do the work. The fan-out handler (HandlerFanout, for
-// activitypub.EventOutgoing events) takes the activity the event carries,
-// checks that its id is the one derived from the event, stores it (upsert
-// by id), resolves its audience to inboxes (followers expand to their
-// inboxes, preferring shared inboxes; named actors are resolved through a
-// TTL cache; as:Public, local actors, blocked actors and blocked domains
-// are never targets), and enqueues one EventPost child per inbox in one
-// transaction, with ids outbox.ChildID(parent, inbox) so a re-run creates
-// nothing new. The post handler (HandlerPost) signs and POSTs the exact
-// stored bytes to one inbox, classifies the answer (Classify), records the
-// attempt, and keeps the health of the inbox's host: a host that fails for
-// longer than Config.UnavailableAfter is marked unavailable, its
-// deliveries are parked without spending attempts while one probe delivery
-// at a time tests it on a growing interval, and a success releases them
-// all at once. A POST not answered within Config.HandOff goes on without
-// its handler (flight.go), and a fan-out to more than Config.BulkFanout
-// inboxes puts its deliveries in outbox.LaneBulk, behind interactive work.
 package delivery
 
 import (

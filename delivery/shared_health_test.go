@@ -3,11 +3,13 @@ package delivery_test
 import (
 	"context"
 	"errors"
+	"github.com/courier-ap/courier/internal/testnet"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,78 +19,112 @@ import (
 	"github.com/courier-ap/courier/store"
 )
 
-// newDownRemote is a remote whose address nobody listens on yet: POSTs
-// to it are refused, as to a host that is down. up starts serving on that
-// address.
-func newDownRemote(t *testing.T, keys *keyring, clock *testClock) (rm *remote, up func()) {
+// newDownRemote is a remote at an address the test holds from first to
+// last (a port closed and listened on again could be taken by anything in
+// between): until up, every connection to it is reset at once, as to a
+// host that is down; hang makes it accept connections and answer nothing
+// until cut, after which it is down again; up serves the remote there.
+func newDownRemote(t *testing.T, keys *keyring, clock *testClock) (rm *remote, up func(), hang func() (cut func(), conns func() int)) {
 	t.Helper()
 	rm = &remote{t: t, keys: keys, clock: clock, getStatus: map[string]int{}}
 	rm.srv = httptest.NewUnstartedServer(http.HandlerFunc(rm.serve))
-	addr := rm.srv.Listener.Addr().String()
 	rm.srv.Listener.Close()
-	rm.srv.URL = "http://" + addr
+	h := &heldHost{ln: testnet.Listen(t), served: make(chan net.Conn), stopped: make(chan struct{})}
+	rm.srv.Listener = &chanListener{addr: h.ln.Addr(), conns: h.served, done: h.stopped}
+	rm.srv.URL = "http://" + h.ln.Addr().String()
+	go h.accept()
 	up = func() {
-		t.Helper()
-		var ln net.Listener
-		waitFor(t, "listening on "+addr, func() bool {
-			var err error
-			ln, err = net.Listen("tcp", addr)
-			return err == nil
-		})
-		rm.srv.Listener = ln
 		rm.srv.URL = ""
+		h.mode.Store(hostServing)
 		rm.srv.Start()
 		t.Cleanup(rm.srv.Close)
 	}
-	return rm, up
+	hang = func() (cut func(), conns func() int) {
+		h.mode.Store(hostHanging)
+		var once sync.Once
+		cut = func() {
+			once.Do(func() {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				h.mode.Store(hostDown)
+				for _, c := range h.hung {
+					c.Close()
+				}
+			})
+		}
+		t.Cleanup(cut)
+		conns = func() int {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return len(h.hung)
+		}
+		return cut, conns
+	}
+	return rm, up, hang
 }
 
-// hangOn listens on addr and accepts connections that it never answers,
-// as a host that hangs. cut closes the listener and every connection;
-// conns counts the connections accepted.
-func hangOn(t *testing.T, addr string) (cut func(), conns func() int) {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu   sync.Mutex
-		open []net.Conn
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			open = append(open, c)
-			mu.Unlock()
+// What a heldHost does with a connection.
+const (
+	hostDown    = iota // reset at once
+	hostHanging        // kept open, never answered
+	hostServing        // handed to the HTTP server
+)
+
+type heldHost struct {
+	ln     net.Listener
+	mode   atomic.Int32
+	served chan net.Conn
+	// stopped is closed when the HTTP server closes its listener.
+	stopped chan struct{}
+	mu      sync.Mutex
+	hung    []net.Conn
+}
+
+func (h *heldHost) accept() {
+	for {
+		c, err := h.ln.Accept()
+		if err != nil {
+			return
 		}
-	}()
-	var once sync.Once
-	cut = func() {
-		once.Do(func() {
-			ln.Close()
-			<-done
-			mu.Lock()
-			defer mu.Unlock()
-			for _, c := range open {
+		h.mu.Lock()
+		switch h.mode.Load() {
+		case hostDown:
+			c.(*net.TCPConn).SetLinger(0) //nolint:errcheck // a reset, as from a closed port
+			c.Close()
+		case hostHanging:
+			h.hung = append(h.hung, c)
+		case hostServing:
+			h.mu.Unlock()
+			select {
+			case h.served <- c:
+			case <-h.stopped:
 				c.Close()
 			}
-		})
+			continue
+		}
+		h.mu.Unlock()
 	}
-	t.Cleanup(cut)
-	conns = func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(open)
-	}
-	return cut, conns
 }
+
+// chanListener is a net.Listener whose connections come from a channel.
+type chanListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l *chanListener) Addr() net.Addr { return l.addr }
 
 // process is a second delivery service on a pool of its own on the
 // bundle's store, as another worker process on the same database is.
@@ -157,7 +193,7 @@ func TestHostHealthSharedByProcesses(t *testing.T) {
 	a := &process{svc: b.svc, reg: b.reg}
 	other := b.otherProcess()
 	alice := b.actor("alice")
-	rm, up := newDownRemote(t, b.keys, b.clock)
+	rm, up, hang := newDownRemote(t, b.keys, b.clock)
 	const inboxes = 8
 	for i := range inboxes {
 		rm.follow(b, alice, "f"+string(rune('a'+i)))
@@ -201,7 +237,7 @@ func TestHostHealthSharedByProcesses(t *testing.T) {
 	// host. The host now accepts connections and answers nothing: the try
 	// hangs until every other delivery has been decided (deferred on the
 	// host's backoff, no attempt spent), then its connection is cut.
-	hung, conns := hangOn(t, host)
+	hung, conns := hang()
 	var (
 		wg                sync.WaitGroup
 		mu                sync.Mutex

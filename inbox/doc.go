@@ -88,4 +88,18 @@
 // of notes (an older version never overwrites a newer one), Delete of an
 // object or an actor, Like and Announce of local notes, and Block. Other
 // types are recorded and acknowledged.
+//
+// # Before and after the record
+//
+// Before recording, a request whose remote host is over its budget gets
+// 429 with Retry-After (budget.go), and an activity that concerns no one
+// here is answered 202 and counted, not recorded (relevance.go). What an
+// activity names only by reference (a Create's object URI, the original of
+// an Announce by a followed actor or an accepted relay) is fetched by the
+// import handler before its transaction (deref.go), one bounded fetch from
+// the object's own origin, never on the request path; what relays send is
+// in relay.go. A Follow's Accept is enqueued in the same transaction as the
+// follower row. The import clears the recorded document (the row stays for
+// duplicate detection); a remote object's text lives only in
+// objects.document (migration 0012).
 package inbox

@@ -122,7 +122,9 @@ func TestHealthBoundsSlowAndPanickingChecks(t *testing.T) {
 
 	start := time.Now()
 	code, rep, _ := get(t, srv, http.MethodGet)
-	if took := time.Since(start); took > 5*time.Second {
+	// Without the timeout the stuck check would hold the answer for ever;
+	// the bound is generous so that a loaded machine does not fail it.
+	if took := time.Since(start); took > 30*time.Second {
 		t.Fatalf("health answered after %s with a 100 ms timeout", took)
 	}
 	want := map[string]string{"stuck": "timeout", "panics": "fail", "fine": "ok"}

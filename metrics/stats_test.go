@@ -200,7 +200,9 @@ func TestScrapeTimeoutBoundsSlowSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 2*time.Second {
+	// Without the timeout the gather would wait for ever; the bound is
+	// generous so that a loaded machine does not fail it.
+	if took := time.Since(start); took > 30*time.Second {
 		t.Fatalf("gather took %s with a 50 ms scrape timeout", took)
 	}
 	if slow.calls.Load() != 2 {

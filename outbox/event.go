@@ -1,10 +1,3 @@
-// Package outbox is courier's transactional outbox: events are inserted in the
-// same transaction as the data that caused them (Enqueue), then claimed by a
-// bus (the db worker, or the JetStream relay and consumer) and run through the
-// processed-events ledger, so that no two deliveries run the same handler for
-// the same event at once and a crash never loses an event.
-//
-// outbox knows events and SQL; it knows nothing of ActivityPub.
 package outbox
 
 import (

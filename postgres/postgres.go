@@ -1,12 +1,3 @@
-// Package postgres opens courier's PostgreSQL database, the store for running
-// courier on more than one machine (several servers and workers sharing one
-// database), beside the embedded SQLite default of package sqlite.
-//
-// A --db setting that is a postgres:// or postgresql:// URL selects it
-// (IsURL); anything else is a SQLite file path. The driver is
-// github.com/jackc/pgx/v5 behind database/sql, so the packages that own the
-// tables keep one *sql.DB-shaped API for both stores and differ only in the
-// statements whose dialects disagree.
 package postgres
 
 import (

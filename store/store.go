@@ -1,18 +1,3 @@
-// Package store is courier's domain repository: local actors and their keys,
-// notes, the activities courier built, follow relationships, blocks,
-// reactions, domain blocks and the remote actor cache.
-//
-// Every method that changes state and causes events writes the data and
-// enqueues the events in one transaction through outbox.Enqueue: either it
-// runs its own transaction (sqldb.DB.Tx) or it takes the caller's *sql.Tx
-// (the methods named ...Tx). Use cases never open transactions themselves.
-//
-// A local write that federates enqueues one activitypub.EventOutgoing event
-// per activity. The event id is chosen before the activity is built, the
-// activity id is derived from it (activitypub.ActivityID), the activity's
-// bytes are stored in the activities table, and the event's payload carries
-// the actor and those bytes, so the delivery worker can deliver from the
-// event alone.
 package store
 
 import (

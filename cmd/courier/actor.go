@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
+
+	"github.com/courier-ap/courier/sqldb"
 
 	"github.com/courier-ap/courier/server"
 	"github.com/courier-ap/courier/store"
@@ -12,9 +17,53 @@ import (
 const actorUsage = "usage: courier actor create NAME [--display-name TEXT] [--summary TEXT] [--json] | courier actor delete NAME" +
 	" | courier actor followers NAME [--pending] | courier actor followers approve|reject NAME FOLLOWER"
 
+const actorHelp = `usage: courier actor create NAME [--display-name TEXT] [--summary TEXT] [--manually-approves-followers] [--json]
+       courier actor delete NAME
+       courier actor followers NAME [--pending]
+       courier actor followers approve|reject NAME FOLLOWER
+
+create     a local actor with its key pair and outbox token; prints its id
+           and the token (once: only its hash is stored)
+delete     a local actor: its Delete goes to its followers
+followers  lists a local actor's followers (with --pending, the requests
+           awaiting approval); approve accepts a pending Follow, reject
+           refuses it or ends an accepted follower's follow
+
+Each takes the database and base-URL settings of serve, before NAME or after
+it: --db (COURIER_DB) and --base-url (COURIER_BASE_URL). Ids are built from
+the base URL, so give the server's: a base URL other than the one this
+database's ids were made with is refused.`
+
+// sameBase refuses a base URL other than the one the database's local ids
+// were made with: the server builds every id from its --base-url, so an id
+// printed from another would not be the one it serves. The base URL is read
+// from the newest local activity (its actor is BASE/users/NAME); a database
+// without one has nothing to compare with.
+func sameBase(ctx context.Context, db *sqldb.DB, cfg Config) error {
+	var uri, name string
+	err := db.Read.QueryRowContext(ctx, `SELECT a.actor_uri, ac.name FROM activities a JOIN actors ac ON ac.id = a.actor_id
+		ORDER BY a.id DESC LIMIT 1`).Scan(&uri, &name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the database's base URL: %w", err)
+	}
+	recorded, ok := strings.CutSuffix(uri, "/users/"+name)
+	if !ok || recorded == cfg.base() {
+		return nil
+	}
+	return usageError("--base-url (COURIER_BASE_URL) %s is not the base URL this database's ids were made with, %s: give the server's", cfg.base(), recorded)
+}
+
 // actorCommand runs `courier actor create NAME ...` or `courier actor
 // delete NAME` against the database.
 func actorCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") ||
+		len(args) > 1 && (args[0] == "delete" || args[0] == "create" || args[0] == "followers") && wantsHelp(args[1:]) {
+		fmt.Fprintln(stdout, actorHelp)
+		return errHelp
+	}
 	if len(args) > 0 && args[0] == "delete" {
 		return deleteActorCommand(ctx, args[1:], stdout, getenv)
 	}
@@ -35,6 +84,9 @@ func actorCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return err
 	}
 	defer db.Close()
+	if err := sameBase(ctx, db, cfg); err != nil {
+		return err
+	}
 	if code := server.CreateActorCommand(ctx, store.New(db, cfg.base(), nil), rest, stdout, stderr); code != 0 {
 		return &exitError{code: code, err: errReported}
 	}
@@ -57,6 +109,9 @@ func deleteActorCommand(ctx context.Context, args []string, stdout io.Writer, ge
 		return err
 	}
 	defer db.Close()
+	if err := sameBase(ctx, db, cfg); err != nil {
+		return err
+	}
 	act, err := store.New(db, cfg.base(), nil).DeleteActor(ctx, rest[0])
 	if err != nil {
 		return err

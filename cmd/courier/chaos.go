@@ -36,9 +36,15 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 	fs := flag.NewFlagSet("courier chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	// Help asked for goes to stdout; after a bad flag, to stderr.
+	usageTo := stderr
+	if wantsHelp(args) {
+		usageTo = stdout
+	}
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, chaosUsage)
-		fmt.Fprintln(stderr, "\nflags:")
+		fs.SetOutput(usageTo)
+		fmt.Fprintln(usageTo, chaosUsage)
+		fmt.Fprintln(usageTo, "\nflags:")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.Bus, "bus", cfg.Bus, "event bus: db or nats (env EVENT_BUS_BACKEND)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -60,6 +61,11 @@ type Config struct {
 	StreamKeepAlive time.Duration
 	StreamsMax      int
 	StreamsPerActor int
+
+	// listeners are listeners already open, by the address they are
+	// bound to: a Listen or OpsListen found here is served on it. Tests
+	// set it to hold their ports from first to last.
+	listeners map[string]net.Listener
 }
 
 // setting is one flag with its environment variable.

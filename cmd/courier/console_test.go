@@ -47,8 +47,8 @@ func newConsoleRig(t *testing.T) *consoleRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
 	cfg := defaultConfig()
+	addr := holdAddr(t, &cfg)
 	cfg.DB = storetest.Location(t)
 	cfg.Synchronous = "NORMAL"
 	cfg.Listen = addr

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -125,13 +124,8 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	failing := newRemoteHost(t, key, http.StatusServiceUnavailable)
 	refusing := newRemoteHost(t, key, http.StatusBadRequest) // a permanent answer: dead letter
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	cfg := defaultConfig()
+	addr := holdAddr(t, &cfg)
 	cfg.DB = storetest.Location(t)
 	cfg.Synchronous = "NORMAL"
 	cfg.Listen = addr
@@ -322,9 +316,11 @@ func value(fams map[string]*dto.MetricFamily, name string, want map[string]strin
 	return sum
 }
 
+// waitFor polls cond for up to two minutes: generous, since under the race
+// detector on a loaded machine a step of milliseconds can take seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -45,6 +45,9 @@ func followersCommand(ctx context.Context, args []string, stdout io.Writer, gete
 		return err
 	}
 	defer db.Close()
+	if err := sameBase(ctx, db, cfg); err != nil {
+		return err
+	}
 	st := store.New(db, cfg.base(), nil)
 	actor, err := st.ActorByName(ctx, pos[0])
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -49,13 +48,8 @@ func (l *lockedBuffer) String() string {
 // awaited when the test ends.
 func startApp(t *testing.T, mutate func(*Config)) (*app, *lockedBuffer) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	cfg := defaultConfig()
+	addr := holdAddr(t, &cfg)
 	cfg.DB = storetest.Location(t)
 	cfg.Synchronous = "NORMAL"
 	cfg.Listen = addr

@@ -8,6 +8,8 @@
 //	courier worker  [flags]   the worker alone: claims outbox events and runs their handlers
 //	courier migrate [flags]   apply database migrations and exit
 //	courier actor create NAME [--display-name ...] [--summary ...] [--json]
+//	courier actor delete NAME
+//	courier actor followers NAME [--pending] | approve|reject NAME FOLLOWER
 //	courier admin ...         operate a running server through its admin API
 //	courier chaos [--bus db|nats] [--duration 60s]   fault-injection run on loopback
 //	courier store copy --from FILE --to postgres://...   move a stopped instance to PostgreSQL
@@ -58,6 +60,8 @@ commands:
   worker    run the worker alone
   migrate   apply database migrations and exit
   actor     create NAME: create a local actor and print its id and outbox token
+            delete NAME: delete a local actor (its Delete goes to its followers)
+            followers NAME [--pending]: list its followers; followers approve|reject NAME FOLLOWER
   admin     operate a running server through its admin API
   chaos     run courier under faults on loopback and count what was lost
   store     copy --from FILE --to postgres://...: move a stopped instance to PostgreSQL

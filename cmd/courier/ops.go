@@ -24,10 +24,29 @@ func knownLabels() metrics.Known {
 	}
 }
 
+// inherited are listeners this process was handed already open, by the
+// address they are bound to; a listen address found here is served on that
+// listener instead of a new one. Only the tests' child processes set it,
+// before run, so that the parent holds each port from first to last and
+// nothing else can take it in between.
+var inherited map[string]net.Listener
+
+// openListener is the listener of addr: one handed over already open
+// (Config.listeners, then inherited), else a new one.
+func (a *app) openListener(addr string) (net.Listener, error) {
+	if ln, ok := a.cfg.listeners[addr]; ok {
+		return ln, nil
+	}
+	if ln, ok := inherited[addr]; ok {
+		return ln, nil
+	}
+	return net.Listen("tcp", addr)
+}
+
 // listen opens the operators' listener and, with serveHTTP, the public one.
 // Each error names the address and the setting to change.
 func (a *app) listen(serveHTTP bool) error {
-	ops, err := net.Listen("tcp", a.cfg.OpsListen)
+	ops, err := a.openListener(a.cfg.OpsListen)
 	if err != nil {
 		if !serveHTTP {
 			return fmt.Errorf("listen on %s for /metrics and health: %w (set --ops-listen or %s to a free address)", a.cfg.OpsListen, err, workerOpsEnv)
@@ -38,7 +57,7 @@ func (a *app) listen(serveHTTP bool) error {
 	if !serveHTTP {
 		return nil
 	}
-	ln, err := net.Listen("tcp", a.cfg.Listen)
+	ln, err := a.openListener(a.cfg.Listen)
 	if err != nil {
 		ops.Close()
 		return fmt.Errorf("listen on %s: %w", a.cfg.Listen, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/courier-ap/courier/internal/testnet"
 	"io"
 	"log/slog"
 	"net"
@@ -14,15 +15,28 @@ import (
 	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
+// heldAddr is a loopback listener the test holds, and its address, for a
+// child process (startProcessOn): the port is the test's until the child
+// has it.
+func heldAddr(t *testing.T) (net.Listener, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ln := testnet.Listen(t)
+	return ln, ln.Addr().String()
+}
+
+// holdAddr opens a listener on a free loopback port and gives it to cfg,
+// which serves on it when Listen or OpsListen names its address: the port is
+// the test's from first to last (a port closed and handed on may be taken
+// by anything in between).
+func holdAddr(t *testing.T, cfg *Config) string {
+	t.Helper()
+	ln := testnet.Listen(t)
+	if cfg.listeners == nil {
+		cfg.listeners = map[string]net.Listener{}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	addr := ln.Addr().String()
+	cfg.listeners[addr] = ln
+	return addr
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -92,12 +106,14 @@ func TestOneEnvironmentServesServerAndWorker(t *testing.T) {
 	}
 
 	// Both processes from one environment, on free ports, side by side.
+	// The ports are held by the test and handed to both processes' configs.
+	held := Config{}
 	env = map[string]string{
 		"COURIER_DB":                 storetest.Location(t),
 		"COURIER_SQLITE_SYNCHRONOUS": "NORMAL",
-		"COURIER_LISTEN":             freeAddr(t),
-		"COURIER_OPS_LISTEN":         freeAddr(t),
-		"COURIER_WORKER_OPS_LISTEN":  freeAddr(t),
+		"COURIER_LISTEN":             holdAddr(t, &held),
+		"COURIER_OPS_LISTEN":         holdAddr(t, &held),
+		"COURIER_WORKER_OPS_LISTEN":  holdAddr(t, &held),
 		"COURIER_WORKER":             "false",
 	}
 	srv, _, err = parseConfig("serve", nil, getenv)
@@ -109,6 +125,7 @@ func TestOneEnvironmentServesServerAndWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrk.Worker = true
+	srv.listeners, wrk.listeners = held.listeners, held.listeners
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var apps []*app

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/courier-ap/courier/internal/testnet"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -35,6 +37,12 @@ import (
 // real courier processes beside each other.
 const envCommand = "COURIER_TEST_COMMAND"
 
+// envListeners, in such a child, lists the addresses of the listeners the
+// parent handed it open (a JSON array; the first is file descriptor 3): the
+// child serves on them instead of listening anew, so each port stays the
+// test's from first to last.
+const envListeners = "COURIER_TEST_LISTENERS"
+
 func TestMain(m *testing.M) {
 	if args := os.Getenv(envCommand); args != "" {
 		os.Exit(commandMain(args))
@@ -48,6 +56,22 @@ func commandMain(raw string) int {
 	if err := json.Unmarshal([]byte(raw), &args); err != nil {
 		fmt.Fprintf(os.Stderr, "courier: %s=%q: %v\n", envCommand, raw, err)
 		return 2
+	}
+	if raw := os.Getenv(envListeners); raw != "" {
+		var addrs []string
+		if err := json.Unmarshal([]byte(raw), &addrs); err != nil {
+			fmt.Fprintf(os.Stderr, "courier: %s=%q: %v\n", envListeners, raw, err)
+			return 2
+		}
+		inherited = map[string]net.Listener{}
+		for i, addr := range addrs {
+			ln, err := net.FileListener(os.NewFile(uintptr(3+i), addr))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "courier: listener %s: %v\n", addr, err)
+				return 2
+			}
+			inherited[addr] = ln
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -146,7 +170,7 @@ func TestDBPasswordParameterRedacted(t *testing.T) {
 		}
 	}
 	// An unreachable server: the error names the URL without the password.
-	nobody := "postgres://courier@" + freeAddr(t) + "/courier?connect_timeout=5&password=" + secret
+	nobody := "postgres://courier@" + testnet.Refusing(t) + "/courier?connect_timeout=5&password=" + secret
 	code, out, errb := runCommand("migrate", "--db", nobody)
 	if code != 1 || strings.Count(errb, "\n") != 1 || strings.Contains(out+errb, secret) || !strings.Contains(errb, "password=xxxxx") {
 		t.Fatalf("unreachable: exit %d, stderr %q; want exit 1 and one line naming the redacted URL", code, errb)
@@ -160,7 +184,7 @@ func TestDBPasswordParameterRedacted(t *testing.T) {
 // stores' runs.
 func TestPostgresSettingsAndFailures(t *testing.T) {
 	t.Parallel()
-	nobody := "postgres://courier:" + testPassword + "@" + freeAddr(t) + "/courier?connect_timeout=5" // nothing listens there
+	nobody := "postgres://courier:" + testPassword + "@" + testnet.Refusing(t) + "/courier?connect_timeout=5" // nothing listens there
 	cases := []struct {
 		name string
 		args []string
@@ -171,12 +195,12 @@ func TestPostgresSettingsAndFailures(t *testing.T) {
 		{"bad port", []string{"migrate", "--db", "postgres://courier:" + testPassword + "@127.0.0.1:notaport/courier"}, nil, 2, "invalid --db (COURIER_DB)"},
 		{"bad sslmode", []string{"serve", "--db", "postgresql://courier:" + testPassword + "@db.example/courier?sslmode=maybe"}, nil, 2, "sslmode is invalid"},
 		{"bad sslmode, password parameters", []string{"serve", "--db", "postgresql://courier@db.example/courier?sslmode=maybe&password=" + testPassword + "&sslpassword=" + testPassword}, nil, 2, "sslmode is invalid"},
-		{"unreachable, password parameter", []string{"migrate", "--db", "postgres://courier@" + freeAddr(t) + "/courier?connect_timeout=5&password=" + testPassword}, nil, 1, "password=xxxxx"},
+		{"unreachable, password parameter", []string{"migrate", "--db", "postgres://courier@" + testnet.Refusing(t) + "/courier?connect_timeout=5&password=" + testPassword}, nil, 1, "password=xxxxx"},
 		{"bad URL from the environment", []string{"worker"}, map[string]string{"COURIER_DB": "postgres://courier:" + testPassword + "@[::1/courier"}, 2, "invalid --db (COURIER_DB)"},
 		{"bad URL for an actor", []string{"actor", "create", "--db", "postgres://courier:" + testPassword + "@h:x/c", "alice"}, nil, 2, "invalid --db (COURIER_DB)"},
 		{"unreachable, migrate", []string{"migrate", "--db", nobody}, nil, 1, "postgres: connect to postgres://courier:xxxxx@"},
-		{"unreachable, serve", []string{"serve", "--db", nobody, "--listen", freeAddr(t), "--ops-listen", freeAddr(t)}, nil, 1, "postgres: connect to"},
-		{"unreachable, worker", []string{"worker", "--db", nobody, "--ops-listen", freeAddr(t)}, nil, 1, "postgres: connect to"},
+		{"unreachable, serve", []string{"serve", "--db", nobody, "--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0"}, nil, 1, "postgres: connect to"},
+		{"unreachable, worker", []string{"worker", "--db", nobody, "--ops-listen", "127.0.0.1:0"}, nil, 1, "postgres: connect to"},
 		{"unreachable, actor", []string{"actor", "create", "--db", nobody, "alice"}, nil, 1, "postgres: connect to"},
 		{"one connection", []string{"serve", "--postgres-conns", "1"}, nil, 2, "invalid --postgres-conns (COURIER_POSTGRES_CONNS) 1: must be between 2 and 1000"},
 		{"too many connections", []string{"worker"}, map[string]string{"COURIER_POSTGRES_CONNS": "5000"}, 2, "must be between 2 and 1000"},
@@ -212,8 +236,8 @@ func TestNewerDatabaseRefused(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"migrate", "--db", loc},
-		{"serve", "--db", loc, "--listen", freeAddr(t), "--ops-listen", freeAddr(t)},
-		{"worker", "--db", loc, "--ops-listen", freeAddr(t)},
+		{"serve", "--db", loc, "--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0"},
+		{"worker", "--db", loc, "--ops-listen", "127.0.0.1:0"},
 		{"actor", "create", "--db", loc, "alice"},
 	} {
 		code, _, errb := runCommand(args...)
@@ -261,6 +285,13 @@ type process struct {
 // called before.
 func startProcess(t *testing.T, name string, args ...string) *process {
 	t.Helper()
+	return startProcessOn(t, name, nil, args...)
+}
+
+// startProcessOn is startProcess handing the child the listeners lns open:
+// a --listen or --ops-listen naming one's address serves on it.
+func startProcessOn(t *testing.T, name string, lns []net.Listener, args ...string) *process {
+	t.Helper()
 	raw, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
@@ -268,6 +299,28 @@ func startProcess(t *testing.T, name string, args ...string) *process {
 	p := &process{name: name, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), envCommand+"="+string(raw))
+	if len(lns) > 0 {
+		addrs := make([]string, len(lns))
+		for i, ln := range lns {
+			addrs[i] = ln.Addr().String()
+			p.cmd.ExtraFiles = append(p.cmd.ExtraFiles, testnet.File(t, ln))
+		}
+		raw, err := json.Marshal(addrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.cmd.Env = append(p.cmd.Env, envListeners+"="+string(raw))
+	}
+	// Once the child holds them, the ports are its alone: when it dies,
+	// they are free, as a process's own listeners would be.
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		for _, f := range p.cmd.ExtraFiles {
+			f.Close()
+		}
+	}()
 	p.cmd.Stdout = p.stderr
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
@@ -372,16 +425,19 @@ func TestServersAndWorkerShareOneDatabase(t *testing.T) {
 	}
 	remote := newRemoteHost(t, key, http.StatusAccepted)
 
-	addrA, addrB := freeAddr(t), freeAddr(t)
-	opsA, opsB, opsW := freeAddr(t), freeAddr(t), freeAddr(t)
+	// Every port is held by the test from first to last and handed to its
+	// process open.
+	lnA, lnB, lnOpsA, lnOpsB, lnOpsW := testnet.Listen(t), testnet.Listen(t), testnet.Listen(t), testnet.Listen(t), testnet.Listen(t)
+	addrA, addrB := lnA.Addr().String(), lnB.Addr().String()
+	opsA, opsB, opsW := lnOpsA.Addr().String(), lnOpsB.Addr().String(), lnOpsW.Addr().String()
 	base := "http://" + addrA // both servers answer for one instance, as behind a load balancer
 	adminToken := "6c1f0e9b57a24d83b2e47f19a0c5d836e1b9"
 	common := []string{"--db", loc, "--bus", "db", "--base-url", base, "--allow-private-addresses", "--admin-token", adminToken,
 		"--synchronous", "NORMAL", "--postgres-conns", "8", "--log-level", "info"}
 	procs := []*process{
-		startProcess(t, "server A", append([]string{"serve", "--listen", addrA, "--ops-listen", opsA}, common...)...),
-		startProcess(t, "server B", append([]string{"serve", "--listen", addrB, "--ops-listen", opsB}, common...)...),
-		startProcess(t, "worker", append([]string{"worker", "--ops-listen", opsW}, common...)...),
+		startProcessOn(t, "server A", []net.Listener{lnA, lnOpsA}, append([]string{"serve", "--listen", addrA, "--ops-listen", opsA}, common...)...),
+		startProcessOn(t, "server B", []net.Listener{lnB, lnOpsB}, append([]string{"serve", "--listen", addrB, "--ops-listen", opsB}, common...)...),
+		startProcessOn(t, "worker", []net.Listener{lnOpsW}, append([]string{"worker", "--ops-listen", opsW}, common...)...),
 	}
 	for i, ops := range []string{opsA, opsB, opsW} {
 		procs[i].waitReady(t, ops)

@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
+	"github.com/courier-ap/courier/internal/testnet"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,13 +61,8 @@ func TestStoreCopyBadInput(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "courier.db")
 	storetest.Open(t, path, storetest.Options{}).Close()
-	// A port nothing listens on: one just closed.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	l.Close()
+	// A port nothing listens on, held so while the test runs.
+	closed := testnet.Refusing(t)
 	for _, c := range []struct {
 		args []string
 		code int

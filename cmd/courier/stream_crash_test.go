@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -35,7 +36,8 @@ func TestStreamLosesNothingAcrossCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote := newRemoteHost(t, key, http.StatusAccepted)
-	addr, ops := freeAddr(t), freeAddr(t)
+	lnAddr, addr := heldAddr(t)
+	lnOps, ops := heldAddr(t)
 	base := "http://" + addr // the instance's URL; after the restart connections go elsewhere, Host stays
 	code, out, errb := runCommand("actor", "create", "--db", loc, "--base-url", base, "--json", "alice")
 	if code != 0 {
@@ -52,7 +54,7 @@ func TestStreamLosesNothingAcrossCrash(t *testing.T) {
 			// What the killed process had claimed is taken again after these.
 			"--lease", "3s", "--ledger-lease", "3s"}
 	}
-	p := startProcess(t, "courier", args(addr, ops)...)
+	p := startProcessOn(t, "courier", []net.Listener{lnAddr, lnOps}, args(addr, ops)...)
 	p.waitReady(t, ops)
 	var current atomic.Value // the address courier listens at now
 	current.Store(addr)
@@ -164,8 +166,9 @@ func TestStreamLosesNothingAcrossCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-p.done
-	addr2, ops2 := freeAddr(t), freeAddr(t)
-	p2 := startProcess(t, "courier after the crash", args(addr2, ops2)...)
+	lnAddr2, addr2 := heldAddr(t)
+	lnOps2, ops2 := heldAddr(t)
+	p2 := startProcessOn(t, "courier after the crash", []net.Listener{lnAddr2, lnOps2}, args(addr2, ops2)...)
 	p2.waitReady(t, ops2)
 	current.Store(addr2)
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,6 +22,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/internal/testnet"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
@@ -216,13 +218,13 @@ func TestWebhookSurvivesSIGKILL(t *testing.T) {
 	recv := newHookReceiver(t)
 	recv.hold = true
 
-	addr := freeAddr(t)
+	lnAddr, addr := heldAddr(t)
 	base := "http://" + addr
 	adminToken := "d2b7f4a91c6e0835fa4e17b9c20d6e58a3f1"
 	common := []string{"--db", loc, "--bus", "db", "--base-url", base, "--allow-private-addresses", "--admin-token", adminToken,
 		"--synchronous", "NORMAL", "--delivery-timeout", "3s", "--lease", "10s", "--ledger-lease", "10s", "--log-level", "info"}
-	ops := freeAddr(t)
-	srv := startProcess(t, "courier", append([]string{"serve", "--listen", addr, "--ops-listen", ops}, common...)...)
+	lnOps, ops := heldAddr(t)
+	srv := startProcessOn(t, "courier", []net.Listener{lnAddr, lnOps}, append([]string{"serve", "--listen", addr, "--ops-listen", ops}, common...)...)
 	srv.waitReady(t, ops)
 	code, out, errb := runCommand("actor", "create", "--db", loc, "--base-url", base, "--json", "alice")
 	if code != 0 {
@@ -260,8 +262,9 @@ func TestWebhookSurvivesSIGKILL(t *testing.T) {
 	recv.hold = false
 	recv.mu.Unlock()
 
-	ops2, srv2Addr := freeAddr(t), freeAddr(t)
-	srv2 := startProcess(t, "courier again", append([]string{"serve", "--listen", srv2Addr, "--ops-listen", ops2}, common...)...)
+	lnOps2, ops2 := heldAddr(t)
+	lnSrv2, srv2Addr := heldAddr(t)
+	srv2 := startProcessOn(t, "courier again", []net.Listener{lnSrv2, lnOps2}, append([]string{"serve", "--listen", srv2Addr, "--ops-listen", ops2}, common...)...)
 	srv2.waitReady(t, ops2)
 	waitLong(t, "the webhook again after the restart", func() bool { return len(recv.ofType("activity.follow")) == 2 })
 	msgs := recv.ofType("activity.follow")
@@ -314,8 +317,9 @@ func TestWebhookSurvivesSIGKILL(t *testing.T) {
 	if n := len(recv.ofType("activity.create")); n != 0 {
 		t.Fatalf("the paused endpoint got %d creates", n)
 	}
-	ops3 := freeAddr(t)
-	srv3 := startProcess(t, "courier a third time", append([]string{"serve", "--listen", freeAddr(t), "--ops-listen", ops3}, common...)...)
+	lnOps3, ops3 := heldAddr(t)
+	lnSrv3, srv3Addr := heldAddr(t)
+	srv3 := startProcessOn(t, "courier a third time", []net.Listener{lnSrv3, lnOps3}, append([]string{"serve", "--listen", srv3Addr, "--ops-listen", ops3}, common...)...)
 	srv3.waitReady(t, ops3)
 	admin(ops3, "hosts", "resume", host)
 	waitLong(t, "the Create's webhook after the restart", func() bool { return len(recv.ofType("activity.create")) == 1 })
@@ -354,13 +358,15 @@ func TestExampleWebhookReceiver(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	rig := newConsoleRig(t)
-	addr := freeAddr(t)
-	ep, secret, err := rig.app.webhooks.Add(context.Background(), "http://"+addr+"/", "alice", []string{"activity.follow", "webhook.test"})
+	// The receiver picks its own port; the endpoint is a gate the test
+	// holds, opened to the receiver once it says where it listens.
+	gate := testnet.NewGate(t)
+	ep, secret, err := rig.app.webhooks.Add(context.Background(), "http://"+gate.Addr()+"/", "alice", []string{"activity.follow", "webhook.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := &lockedBuffer{}
-	cmd := exec.Command(bin, "-listen", addr)
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+secret)
 	cmd.Stdout = out
 	errOut := &lockedBuffer{}
@@ -369,7 +375,13 @@ func TestExampleWebhookReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, "the receiver listening", func() bool { return strings.Contains(errOut.String(), "listening") })
+	var listening string
+	waitFor(t, "the receiver listening", func() bool {
+		_, after, ok := strings.Cut(errOut.String(), "listening on ")
+		listening, _, _ = strings.Cut(after, "\n")
+		return ok && strings.Contains(after, "\n")
+	})
+	gate.Open(strings.TrimSpace(listening))
 
 	rig.follow(t)
 	if _, err := rig.app.webhooks.Test(context.Background(), ep.ID); err != nil {

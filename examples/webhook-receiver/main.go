@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -158,8 +159,13 @@ func main() {
 	}
 	srv := &http.Server{Addr: *listen, Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	log.SetOutput(os.Stderr)
-	log.Printf("webhook-receiver: listening on %s", *listen)
-	if err := srv.ListenAndServe(); err != nil {
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The address bound, so that -listen 127.0.0.1:0 says which port it took.
+	log.Printf("webhook-receiver: listening on %s", ln.Addr())
+	if err := srv.Serve(ln); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -7,13 +7,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/courier-ap/courier/internal/testnet"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqldb"
@@ -66,21 +71,11 @@ func newBroker(t testing.TB) *broker {
 func externalBroker(bin string) brokerFunc {
 	return func(t testing.TB) *broker {
 		t.Helper()
-		b := &broker{t: t, dir: t.TempDir(), port: freePort(t), bin: bin}
+		b := &broker{t: t, dir: t.TempDir(), port: -1, bin: bin}
 		b.start()
 		t.Cleanup(b.stop)
 		return b
 	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func (b *broker) start() {
@@ -96,9 +91,9 @@ func (b *broker) start() {
 		b.t.Fatalf("nats server: %v", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(2 * time.Minute) {
 		s.Shutdown()
-		b.t.Fatal("nats server not ready in 10s")
+		b.t.Fatal("nats server not ready in 2m")
 	}
 	b.mu.Lock()
 	b.srv = s
@@ -109,14 +104,34 @@ func (b *broker) start() {
 // startExternal runs the binary and waits until JetStream answers.
 func (b *broker) startExternal() {
 	b.t.Helper()
-	cmd := exec.Command(b.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(b.port), "-js", "-sd", b.dir)
+	// The first start takes a port of the server's own choosing (-p -1)
+	// and reports it in a ports file; a restart takes the same port again.
+	ports := filepath.Join(b.dir, "ports")
+	cmd := exec.Command(b.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(b.port), "-js", "-sd", b.dir, "--ports_file_dir", ports)
+	if err := os.MkdirAll(ports, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		b.t.Fatalf("start %s: %v", b.bin, err)
 	}
 	b.mu.Lock()
 	b.cmd = cmd
 	b.mu.Unlock()
-	deadline := time.Now().Add(15 * time.Second)
+	// Generous: on a loaded machine a start may take long; nothing here
+	// times the server.
+	deadline := time.Now().Add(2 * time.Minute)
+	for b.port <= 0 {
+		if port, ok := portsFile(ports, cmd.Process.Pid); ok {
+			b.mu.Lock()
+			b.port = port
+			b.mu.Unlock()
+			break
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s wrote no ports file in 2m", b.bin)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	for {
 		nc, err := nats.Connect(b.url(), nats.Timeout(time.Second))
 		if err == nil {
@@ -130,10 +145,75 @@ func (b *broker) startExternal() {
 			}
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("%s not ready in 15s: %v", b.bin, err)
+			b.t.Fatalf("%s not ready in 2m: %v", b.bin, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// gate is a loopback address the test holds from first to last: until
+// open, it hangs up on every connection, as where no server runs yet; after
+// open(addr) it carries each new connection to addr. A test that needs a
+// server to appear later at a known address points its client at the gate.
+type gate struct {
+	ln net.Listener
+	to atomic.Pointer[string]
+}
+
+func newGate(t testing.TB) *gate {
+	g := &gate{ln: testnet.Listen(t)}
+	go func() {
+		for {
+			c, err := g.ln.Accept()
+			if err != nil {
+				return
+			}
+			to := g.to.Load()
+			if to == nil {
+				c.Close()
+				continue
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", *to)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c); up.(*net.TCPConn).CloseWrite() }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	return g
+}
+
+func (g *gate) url() string      { return "nats://" + g.ln.Addr().String() }
+func (g *gate) open(addr string) { g.to.Store(&addr) }
+
+// portsFile reads the client port from the ports file nats-server writes
+// for process pid (--ports_file_dir), once it is there.
+func portsFile(dir string, pid int) (int, bool) {
+	raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s_%d.ports", filepath.Base(os.Args[0]), pid)))
+	if err != nil {
+		matches, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("*_%d.ports", pid)))
+		if len(matches) != 1 {
+			return 0, false
+		}
+		if raw, err = os.ReadFile(matches[0]); err != nil {
+			return 0, false
+		}
+	}
+	var p struct{ Nats []string }
+	if json.Unmarshal(raw, &p) != nil || len(p.Nats) == 0 {
+		return 0, false
+	}
+	u, err := url.Parse(p.Nats[0])
+	if err != nil {
+		return 0, false
+	}
+	port, err := strconv.Atoi(u.Port())
+	return port, err == nil && port > 0
 }
 
 func (b *broker) stop() {
@@ -160,7 +240,8 @@ func (b *broker) stop() {
 	}
 }
 
-func (b *broker) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", b.port) }
+func (b *broker) url() string  { return "nats://" + b.addr() }
+func (b *broker) addr() string { return fmt.Sprintf("127.0.0.1:%d", b.port) }
 
 // js opens a client connection for the test's own checks.
 func (b *broker) js(t testing.TB) (*nats.Conn, jetstream.JetStream) {
@@ -237,9 +318,12 @@ func (l *logBuffer) records(msg string) []map[string]any {
 	return out
 }
 
-// waitFor polls cond every 20 ms until it holds or timeout passes.
+// waitFor polls cond every 20 ms until it holds or timeout passes, and
+// never less than two minutes: timeout says what is expected, but on a
+// loaded machine the verdict must not depend on speed.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	timeout = max(timeout, 2*time.Minute)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {

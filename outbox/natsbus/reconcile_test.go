@@ -3,7 +3,6 @@ package natsbus
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -157,17 +156,14 @@ func testReconcilePushConsumerNotReady(t *testing.T, newBroker brokerFunc) {
 // not a crash; once the server comes up the bus gets ready by itself.
 func TestUnreachableAtStartupThenReady(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	// The bus dials a gate the test holds: it hangs up until the server
+	// runs, then carries the connections to it.
+	g := newGate(t)
 	db := newDB(t)
-	br := &broker{t: t, dir: t.TempDir(), port: port}
+	br := &broker{t: t, dir: t.TempDir(), port: -1}
 	t.Cleanup(br.stop)
 	logs := &logBuffer{}
-	bus := mustNew(t, fastConfig(br.url(), db, nil, logs))
+	bus := mustNew(t, fastConfig(g.url(), db, nil, logs))
 	if err := bus.Ready(); err == nil {
 		t.Fatal("ready before Run")
 	}
@@ -179,6 +175,7 @@ func TestUnreachableAtStartupThenReady(t *testing.T) {
 		t.Fatalf("Ready without a server = %v, want ErrNotReady", err)
 	}
 	br.start()
+	g.open(br.addr())
 	waitReady(t, bus)
 	enqueue(t, db, testEvents(2, "t")...)
 	waitFor(t, 10*time.Second, "rows relayed", func() bool {

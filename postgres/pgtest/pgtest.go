@@ -201,7 +201,14 @@ func launch(bin, dir, data string, port int, cred *syscall.Credential) (*Cluster
 			return nil, fmt.Errorf("pgtest: postgres exited: %v: %s", err, tail(out))
 		default:
 		}
-		if ping(c.DSN) == nil {
+		if dataDir, err := ping(c.DSN); err == nil {
+			// The port was free a moment ago, and the machine may run
+			// other clusters: the server that answers must be this one.
+			if dataDir != data {
+				cmd.Process.Kill() //nolint:errcheck // not the server that answered
+				<-exited
+				return nil, fmt.Errorf("pgtest: port %d answered by another server (%s)", port, dataDir)
+			}
 			go func() { <-exited }()
 			return c, nil
 		}
@@ -225,17 +232,25 @@ func (c *Cluster) Stop() {
 	os.RemoveAll(c.dir) //nolint:errcheck // a temporary directory
 }
 
-func ping(dsn string) error {
+// ping connects to dsn and returns the data directory of the server that
+// answered.
+func ping(dsn string) (string, error) {
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	return db.PingContext(ctx)
+	var dir string
+	err = db.QueryRowContext(ctx, `SHOW data_directory`).Scan(&dir)
+	return dir, err
 }
 
+// freePort is a port that was free a moment ago: PostgreSQL binds its own
+// socket, so a port cannot be handed to it held; launch checks that the
+// server answering on it is the one it started, and Start tries again
+// with another port otherwise.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
