@@ -280,16 +280,10 @@ type process struct {
 	err    error
 }
 
-// startProcess runs courier with args in a process of its own; it is
-// stopped (SIGTERM, then awaited) when the test ends, if stop was not
-// called before.
-func startProcess(t *testing.T, name string, args ...string) *process {
-	t.Helper()
-	return startProcessOn(t, name, nil, args...)
-}
-
-// startProcessOn is startProcess handing the child the listeners lns open:
-// a --listen or --ops-listen naming one's address serves on it.
+// startProcessOn runs courier with args in a process of its own, handing
+// the child the listeners lns open (a --listen or --ops-listen naming one's
+// address serves on it); it is stopped (SIGTERM, then awaited) when the
+// test ends, if stop was not called before.
 func startProcessOn(t *testing.T, name string, lns []net.Listener, args ...string) *process {
 	t.Helper()
 	raw, err := json.Marshal(args)
