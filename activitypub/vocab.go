@@ -18,6 +18,16 @@ func IsPublic(v string) bool {
 // ActivityStreams is the ActivityStreams JSON-LD context and profile URI.
 const ActivityStreams = "https://www.w3.org/ns/activitystreams"
 
+// EventStreamTerm defines, inline, the eventStream property of the SWICG
+// draft "Server-Sent Events for the ActivityPub API" (the stream of an
+// inbox or outbox collection). The draft's namespace serves no context
+// document a JSON-LD processor can read, and one that tries to fetch it
+// (Fedify does) fails on the whole collection, so documents carry the
+// term's definition rather than the namespace's URL.
+var EventStreamTerm = map[string]any{
+	"eventStream": map[string]string{"@id": "https://purl.archive.org/socialweb/sse#eventStream", "@type": "@id"},
+}
+
 // SecurityContext is the JSON-LD context that defines publicKey.
 const SecurityContext = "https://w3id.org/security/v1"
 

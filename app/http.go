@@ -367,7 +367,7 @@ type collectionPage struct {
 }
 
 // sseContext is the context of the documents naming an eventStream.
-var sseContext = []string{activitypub.ActivityStreams, "https://purl.archive.org/socialweb/sse"}
+var sseContext = []any{activitypub.ActivityStreams, activitypub.EventStreamTerm}
 
 // inbox serves GET /users/{name}/inbox: without page parameters the
 // OrderedCollection, with them a page, newest first, cursor-paged by seq.

@@ -122,7 +122,7 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 			TotalItems: p.Total, First: base + "?page=true",
 		}
 		if s.cfg.OutboxStream {
-			c.Context = []string{activitypub.ActivityStreams, sseContext}
+			c.Context = []any{activitypub.ActivityStreams, activitypub.EventStreamTerm}
 			c.EventStream = base + "/stream"
 		}
 		writeDoc(w, r, http.StatusOK, c)
@@ -475,5 +475,3 @@ func (s *Server) instanceActor(w http.ResponseWriter, r *http.Request) {
 	writeRawDoc(w, r, http.StatusOK, doc)
 }
 
-// sseContext is the context term of the eventStream property.
-const sseContext = "https://purl.archive.org/socialweb/sse"
