@@ -474,4 +474,3 @@ func (s *Server) instanceActor(w http.ResponseWriter, r *http.Request) {
 	}
 	writeRawDoc(w, r, http.StatusOK, doc)
 }
-

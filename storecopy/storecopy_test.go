@@ -451,8 +451,15 @@ func TestCopyWholeInstance(t *testing.T) {
 		t.Fatalf("%d progress reports for %d tables", reports, len(tables))
 	}
 	assertSame(t, src, dst)
+	replaced := map[string]bool{}
+	for _, tb := range tables {
+		replaced[tb.name] = tb.replace
+	}
 	for _, r := range res {
-		if r.Rows == 0 || r.Copied != r.Rows {
+		// A replaced table that the copy's own writes (delivery_hosts'
+		// triggers) already made equal to the source's is left as it is:
+		// assertSame above has checked its rows.
+		if r.Rows == 0 || (r.Copied != r.Rows && !(replaced[r.Table] && r.Copied == 0)) {
 			t.Fatalf("%s: %d rows, %d copied", r.Table, r.Rows, r.Copied)
 		}
 	}
