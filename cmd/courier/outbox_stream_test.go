@@ -63,6 +63,7 @@ func TestOutboxStreamWired(t *testing.T) {
 		// The reader ends once it has its one event: both may be ready.
 		select {
 		case ev = <-events:
+			done <- err // read again below
 		default:
 			t.Fatalf("the stream ended without an event: %v", err)
 		}
