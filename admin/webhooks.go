@@ -65,8 +65,11 @@ func (a *API) webhooksOff() error {
 	return nil
 }
 
-// webhookID reads the {id} of a route.
-func webhookID(r *http.Request) (int64, error) {
+// webhookID reads the {id} of a route, on a server that has webhooks.
+func (a *API) webhookID(r *http.Request) (int64, error) {
+	if err := a.webhooksOff(); err != nil {
+		return 0, err
+	}
 	raw := mux.Vars(r)["id"]
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id <= 0 {
@@ -113,10 +116,7 @@ func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) getWebhook(w http.ResponseWriter, r *http.Request) error {
-	if err := a.webhooksOff(); err != nil {
-		return err
-	}
-	id, err := webhookID(r)
+	id, err := a.webhookID(r)
 	if err != nil {
 		return err
 	}
@@ -155,10 +155,7 @@ func (a *API) addWebhook(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) removeWebhook(w http.ResponseWriter, r *http.Request) error {
-	if err := a.webhooksOff(); err != nil {
-		return err
-	}
-	id, err := webhookID(r)
+	id, err := a.webhookID(r)
 	if err != nil {
 		return err
 	}
@@ -171,10 +168,7 @@ func (a *API) removeWebhook(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) rotateWebhook(w http.ResponseWriter, r *http.Request) error {
-	if err := a.webhooksOff(); err != nil {
-		return err
-	}
-	id, err := webhookID(r)
+	id, err := a.webhookID(r)
 	if err != nil {
 		return err
 	}
@@ -195,10 +189,7 @@ func (a *API) rotateWebhook(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) testWebhook(w http.ResponseWriter, r *http.Request) error {
-	if err := a.webhooksOff(); err != nil {
-		return err
-	}
-	id, err := webhookID(r)
+	id, err := a.webhookID(r)
 	if err != nil {
 		return err
 	}
