@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -17,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,7 +24,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/courier-ap/courier/internal/testnet"
 	"github.com/courier-ap/courier/migrations"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqldb"
@@ -150,46 +147,6 @@ func (b *broker) startExternal() {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-// gate is a loopback address the test holds from first to last: until
-// open, it hangs up on every connection, as where no server runs yet; after
-// open(addr) it carries each new connection to addr. A test that needs a
-// server to appear later at a known address points its client at the gate.
-type gate struct {
-	ln net.Listener
-	to atomic.Pointer[string]
-}
-
-func newGate(t testing.TB) *gate {
-	g := &gate{ln: testnet.Listen(t)}
-	go func() {
-		for {
-			c, err := g.ln.Accept()
-			if err != nil {
-				return
-			}
-			to := g.to.Load()
-			if to == nil {
-				c.Close()
-				continue
-			}
-			go func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", *to)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { _, _ = io.Copy(up, c); up.(*net.TCPConn).CloseWrite() }()
-				_, _ = io.Copy(c, up)
-			}()
-		}
-	}()
-	return g
-}
-
-func (g *gate) url() string      { return "nats://" + g.ln.Addr().String() }
-func (g *gate) open(addr string) { g.to.Store(&addr) }
 
 // portsFile reads the client port from the ports file nats-server writes
 // for process pid (--ports_file_dir), once it is there.

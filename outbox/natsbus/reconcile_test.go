@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/courier-ap/courier/internal/testnet"
 )
 
 // A pre-existing stream with the 2-minute default window and a consumer with
@@ -158,12 +160,12 @@ func TestUnreachableAtStartupThenReady(t *testing.T) {
 	t.Parallel()
 	// The bus dials a gate the test holds: it hangs up until the server
 	// runs, then carries the connections to it.
-	g := newGate(t)
+	g := testnet.NewGate(t)
 	db := newDB(t)
 	br := &broker{t: t, dir: t.TempDir(), port: -1}
 	t.Cleanup(br.stop)
 	logs := &logBuffer{}
-	bus := mustNew(t, fastConfig(g.url(), db, nil, logs))
+	bus := mustNew(t, fastConfig("nats://"+g.Addr(), db, nil, logs))
 	if err := bus.Ready(); err == nil {
 		t.Fatal("ready before Run")
 	}
@@ -175,7 +177,7 @@ func TestUnreachableAtStartupThenReady(t *testing.T) {
 		t.Fatalf("Ready without a server = %v, want ErrNotReady", err)
 	}
 	br.start()
-	g.open(br.addr())
+	g.Open(br.addr())
 	waitReady(t, bus)
 	enqueue(t, db, testEvents(2, "t")...)
 	waitFor(t, 10*time.Second, "rows relayed", func() bool {
