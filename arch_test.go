@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"outbox/natsbus":            {"outbox", "metrics"},
 	"store":                     {"outbox", "activitypub", "sqldb", "metrics"},
 	"delivery":                  {"outbox", "activitypub", "store", "sqldb", "metrics"},
-	"app":                       {"outbox", "activitypub", "store", "sqldb", "metrics", "limit"},
+	"app":                       {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "server"},
 	"app/webhook":               {"app", "delivery", "outbox", "sqldb", "store"},
 	"examples/webhook-receiver": {},
 	"inbox":                     {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "app"},

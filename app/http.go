@@ -21,6 +21,7 @@ import (
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/metrics"
+	"github.com/courier-ap/courier/server"
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
 )
@@ -168,10 +169,11 @@ var (
 // streamURL is the eventStream of the actor name's collection of v.
 func (v view) streamURL(u store.URIs, name string) string { return v.uri(u, name) + "/stream" }
 
-// Codes of errors the application's routes raise, beside store's.
+// Codes of errors the application's routes raise, beside store's; their
+// statuses are the public listener's own (server.Status).
 const (
-	eThrottled   store.Code = "too_many_requests"
-	eUnavailable store.Code = "unavailable"
+	eThrottled   = server.EThrottled
+	eUnavailable = server.EUnavailable
 )
 
 // httpError is an error with the wait its answer's Retry-After carries.
@@ -183,29 +185,10 @@ type httpError struct {
 func (e *httpError) Error() string { return e.err.Error() }
 func (e *httpError) Unwrap() error { return e.err }
 
-func status(code store.Code) int {
-	switch code {
-	case store.EINVALID:
-		return http.StatusBadRequest
-	case store.EUNAUTHORIZED:
-		return http.StatusUnauthorized
-	case store.EFORBIDDEN:
-		return http.StatusForbidden
-	case store.ENOTFOUND:
-		return http.StatusNotFound
-	case eThrottled:
-		return http.StatusTooManyRequests
-	case eUnavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
 // writeError answers err as {"error": "..."} with the status of its code.
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := store.ErrorCode(err)
-	st := status(code)
+	st := server.Status(code)
 	msg := store.ErrorMessage(err)
 	if st == http.StatusInternalServerError {
 		h.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", st, "err", err)

@@ -29,6 +29,17 @@ const (
 	eThrottled store.Code = "too_many_requests"
 )
 
+// The codes the application's routes (package app) raise too, answered by
+// Status.
+const (
+	EThrottled   = eThrottled
+	EUnavailable = eUnavailable
+)
+
+// Status maps an error code to its HTTP status, for courier's other HTTP
+// surfaces on the public listener (package app): one mapping for all.
+func Status(code store.Code) int { return status(code) }
+
 // status maps an error code to its HTTP status. It is the only place that
 // does.
 func status(code store.Code) int {
