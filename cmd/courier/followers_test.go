@@ -3,14 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -37,28 +34,10 @@ func TestLockedActorFollowRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := activitypub.ParsePublicKeyPEM(alice.PublicKeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote.mu.Lock()
-	remote.signer = pub
-	remote.mu.Unlock()
+	remote.verifyWith(t, alice)
 	followID := remote.srv.URL + "/follows/1"
-	follow, _ := json.Marshal(map[string]any{"@context": activitypub.ActivityStreams, "id": followID,
-		"type": "Follow", "actor": remote.actor(), "object": alice.URI})
-	req, _ := http.NewRequest(http.MethodPost, a.cfg.BaseURL+"/users/alice/inbox", bytes.NewReader(follow))
-	req.Header.Set("Content-Type", activitypub.ContentType)
-	if err := activitypub.SignRequest(req, follow, remote.actor()+"#main-key", remote.key, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("Follow: %d", resp.StatusCode)
+	if st := remote.follow(t, a.cfg.BaseURL+"/users/alice/inbox", followID, alice.URI); st != http.StatusAccepted {
+		t.Fatalf("Follow: %d", st)
 	}
 	waitFor(t, "the pending follow request", func() bool {
 		_, n, err := a.store.Followers(ctx, alice.ID, store.StatePending, 0, 10)

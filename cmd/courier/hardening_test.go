@@ -284,6 +284,38 @@ func newScriptedInbox(t *testing.T) *scriptedInbox {
 
 func (s *scriptedInbox) actor() string { return s.srv.URL + "/users/r" }
 
+// verifyWith makes the inbox check every POST's signature against the
+// local actor's key.
+func (s *scriptedInbox) verifyWith(t *testing.T, local *store.Actor) {
+	t.Helper()
+	pub, err := activitypub.ParsePublicKeyPEM(local.PublicKeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.signer = pub
+	s.mu.Unlock()
+}
+
+// follow POSTs the remote actor's Follow (id followID) of object to inbox,
+// signed with its key, and returns the answer's status.
+func (s *scriptedInbox) follow(t *testing.T, inbox, followID, object string) int {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"@context": activitypub.ActivityStreams, "id": followID,
+		"type": "Follow", "actor": s.actor(), "object": object})
+	req, _ := http.NewRequest(http.MethodPost, inbox, bytes.NewReader(body))
+	req.Header.Set("Content-Type", activitypub.ContentType)
+	if err := activitypub.SignRequest(req, body, s.actor()+"#main-key", s.key, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 func (s *scriptedInbox) received() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -305,27 +337,9 @@ func TestDeletedActorKeyOutlivesItsDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := activitypub.ParsePublicKeyPEM(alice.PublicKeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote.mu.Lock()
-	remote.signer = pub
-	remote.mu.Unlock()
-	follow, _ := json.Marshal(map[string]any{"@context": activitypub.ActivityStreams, "id": remote.srv.URL + "/follows/1",
-		"type": "Follow", "actor": remote.actor(), "object": alice.URI})
-	req, _ := http.NewRequest(http.MethodPost, a.cfg.BaseURL+"/inbox", bytes.NewReader(follow))
-	req.Header.Set("Content-Type", activitypub.ContentType)
-	if err := activitypub.SignRequest(req, follow, remote.actor()+"#main-key", remote.key, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("Follow: %d", resp.StatusCode)
+	remote.verifyWith(t, alice)
+	if st := remote.follow(t, a.cfg.BaseURL+"/inbox", remote.srv.URL+"/follows/1", alice.URI); st != http.StatusAccepted {
+		t.Fatalf("Follow: %d", st)
 	}
 	waitFor(t, "the follower", func() bool {
 		fs, err := a.store.FollowerInboxes(ctx, alice.ID)

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/store"
@@ -81,25 +80,8 @@ func TestMoveToAliasedAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := activitypub.ParsePublicKeyPEM(alice.PublicKeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote.mu.Lock()
-	remote.signer = pub
-	remote.mu.Unlock()
-	follow, _ := json.Marshal(map[string]any{"@context": activitypub.ActivityStreams, "id": remote.srv.URL + "/follows/1",
-		"type": "Follow", "actor": remote.actor(), "object": alice.URI})
-	req, _ := http.NewRequest(http.MethodPost, a.cfg.BaseURL+"/inbox", bytes.NewReader(follow))
-	req.Header.Set("Content-Type", activitypub.ContentType)
-	if err := activitypub.SignRequest(req, follow, remote.actor()+"#main-key", remote.key, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	remote.verifyWith(t, alice)
+	remote.follow(t, a.cfg.BaseURL+"/inbox", remote.srv.URL+"/follows/1", alice.URI)
 	if st, body := c2s(t, a, "bob", bobToken, map[string]any{"type": "Follow", "object": alice.URI}); st != http.StatusCreated {
 		t.Fatalf("bob's Follow: %d %v", st, body)
 	}
