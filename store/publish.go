@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"slices"
-	"unicode/utf8"
 
 	"github.com/courier-ap/courier/activitypub"
 )
@@ -86,17 +85,8 @@ func (in *ObjectInput) validate(requireAudience bool) error {
 	if in.Type == "" {
 		return Errorf(EINVALID, "an object needs a type")
 	}
-	if !utf8.ValidString(in.Content) || !utf8.ValidString(in.Summary) {
-		return Errorf(EINVALID, "content and summary must be UTF-8")
-	}
-	if utf8.RuneCountInString(in.Content) > MaxContentLen {
-		return Errorf(EINVALID, "content is longer than %d characters", MaxContentLen)
-	}
-	if utf8.RuneCountInString(in.Summary) > MaxSummaryChars {
-		return Errorf(EINVALID, "summary is longer than %d characters", MaxSummaryChars)
-	}
-	if in.InReplyTo != "" && !absoluteURL(in.InReplyTo) {
-		return Errorf(EINVALID, "inReplyTo %q is not an absolute http(s) URL", in.InReplyTo)
+	if err := checkText(in.Content, in.Summary, in.InReplyTo); err != nil {
+		return err
 	}
 	if len(in.Hashtags) > MaxHashtags {
 		return Errorf(EUNPROCESSABLE, "an object may have at most %d hashtags", MaxHashtags)

@@ -37,21 +37,30 @@ type NoteInput struct {
 	To, CC []string
 }
 
+// checkText holds what a note and any object share to the same bounds:
+// UTF-8 content and summary of bounded length, an absolute inReplyTo.
+func checkText(content, summary, inReplyTo string) error {
+	if !utf8.ValidString(content) || !utf8.ValidString(summary) {
+		return Errorf(EINVALID, "content and summary must be UTF-8")
+	}
+	if utf8.RuneCountInString(content) > MaxContentLen {
+		return Errorf(EINVALID, "content is longer than %d characters", MaxContentLen)
+	}
+	if utf8.RuneCountInString(summary) > MaxSummaryChars {
+		return Errorf(EINVALID, "summary is longer than %d characters", MaxSummaryChars)
+	}
+	if inReplyTo != "" && !absoluteURL(inReplyTo) {
+		return Errorf(EINVALID, "inReplyTo %q is not an absolute http(s) URL", inReplyTo)
+	}
+	return nil
+}
+
 func (in *NoteInput) validate(requireAudience bool) error {
 	if in.Content == "" {
 		return Errorf(EINVALID, "a note needs content")
 	}
-	if !utf8.ValidString(in.Content) || !utf8.ValidString(in.Summary) {
-		return Errorf(EINVALID, "content and summary must be UTF-8")
-	}
-	if utf8.RuneCountInString(in.Content) > MaxContentLen {
-		return Errorf(EINVALID, "content is longer than %d characters", MaxContentLen)
-	}
-	if utf8.RuneCountInString(in.Summary) > MaxSummaryChars {
-		return Errorf(EINVALID, "summary is longer than %d characters", MaxSummaryChars)
-	}
-	if in.InReplyTo != "" && !absoluteURL(in.InReplyTo) {
-		return Errorf(EINVALID, "inReplyTo %q is not an absolute http(s) URL", in.InReplyTo)
+	if err := checkText(in.Content, in.Summary, in.InReplyTo); err != nil {
+		return err
 	}
 	if !requireAudience {
 		return nil
