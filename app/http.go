@@ -319,17 +319,6 @@ func (f filter) where(typ string) (string, []any) {
 	return b.String(), args
 }
 
-func cursor(v string) (int64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, store.Errorf(store.EINVALID, "cursor %q is not a non-negative integer", v)
-	}
-	return n, nil
-}
-
 type collection struct {
 	Context     any    `json:"@context"`
 	ID          string `json:"id"`
@@ -366,8 +355,8 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	maxID, err1 := cursor(q.Get("max_id"))
-	minID, err2 := cursor(q.Get("min_id"))
+	maxID, err1 := server.Cursor(q.Get("max_id"))
+	minID, err2 := server.Cursor(q.Get("min_id"))
 	if err := errors.Join(err1, err2); err != nil {
 		h.writeError(w, r, err)
 		return

@@ -152,6 +152,10 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 	writeDoc(w, r, http.StatusOK, page)
 }
 
+// Cursor parses a keyset cursor parameter (max_id, min_id) of courier's
+// collections, the public listener's and the application's; "" is 0.
+func Cursor(v string) (int64, error) { return cursor(v) }
+
 // cursor parses a keyset cursor parameter; "" is 0.
 func cursor(v string) (int64, error) {
 	if v == "" {
