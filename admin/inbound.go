@@ -1,10 +1,12 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/courier-ap/courier/inbox"
 )
@@ -24,6 +26,27 @@ type InboundHosts struct {
 	RequestsPerMinute float64            `json:"requests_per_minute"`
 	BytesPerMinute    float64            `json:"bytes_per_minute"`
 	Hosts             []inbox.HostBudget `json:"hosts"`
+	// Tombstones is what the remote tombstones hold, when the inbound view
+	// gives it (an InboundTombstoner).
+	Tombstones *InboundTombstones `json:"tombstones,omitempty"`
+}
+
+// InboundTombstones is the remote tombstones' part of GET /admin/inbound:
+// every Delete of a remote object leaves one, so that a Create or Update of
+// it arriving later is acknowledged and not stored (the import outcome
+// named by Outcome).
+type InboundTombstones struct {
+	Held             int64  `json:"held"`              // remote tombstones held now
+	Limit            int    `json:"limit"`             // at most this many; beyond it the oldest go
+	RetentionSeconds int64  `json:"retention_seconds"` // each is swept this long after its Delete
+	Refused          int64  `json:"refused"`           // Creates and Updates turned away since the store was made
+	Outcome          string `json:"outcome"`           // their import outcome: inbox.OutcomeTombstoned
+}
+
+// InboundTombstoner is the optional method of an Inbound that adds the
+// remote tombstones to the view.
+type InboundTombstoner interface {
+	InboundTombstones(ctx context.Context) (InboundTombstones, error)
 }
 
 var errNoInbound = errorf(EUNAVAILABLE, "the inbound view is not available on this server (no inbox is served)")
@@ -39,12 +62,23 @@ func (a *API) inboundHosts(w http.ResponseWriter, r *http.Request) error {
 	if out.Hosts == nil {
 		out.Hosts = []inbox.HostBudget{}
 	}
+	if tv, ok := a.cfg.Inbound.(InboundTombstoner); ok {
+		t, err := tv.InboundTombstones(r.Context())
+		if err != nil {
+			return err
+		}
+		out.Tombstones = &t
+	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
 func renderInbound(w io.Writer, v InboundHosts) {
 	fmt.Fprintf(w, "default budget per remote host: %s requests and %s bytes a minute\n\n",
 		float(v.RequestsPerMinute), float(v.BytesPerMinute))
+	if t := v.Tombstones; t != nil {
+		fmt.Fprintf(w, "remote tombstones: %d held (at most %d, each kept %s); %d late Create/Update acknowledged and not stored (outcome %q)\n\n",
+			t.Held, t.Limit, time.Duration(t.RetentionSeconds)*time.Second, t.Refused, t.Outcome)
+	}
 	tw := newTable(w)
 	row(tw, "HOST", "REQUESTS", "BYTES", "IGNORED", "THROTTLED", "LAST THROTTLED", "DEFERRED", "BUDGET REQ/MIN", "BUDGET BYTES/MIN")
 	for _, h := range v.Hosts {

@@ -229,6 +229,8 @@ type options struct {
 	// gate puts the production fetch gate (activitypub.FetchGate with its
 	// defaults) in front of the resolver's client, as cmd/courier does.
 	gate bool
+	// tombstones bounds the remote tombstones (default the package's).
+	tombstones int
 }
 
 // openDB opens and migrates the store at loc (storetest.Location: a SQLite
@@ -300,7 +302,7 @@ func setup(t testing.TB, opts ...options) *testBundle {
 	cfg := inbox.Config{
 		DB: b.db, Store: b.st, Resolver: b.resolver, Metrics: m.Inbox(), Health: b.health, KeyCacheTTL: o.keyTTL,
 		DomainBlockTTL: o.domainTTL, Now: o.now, Schemes: o.schemes,
-		HostRequestsPerMinute: o.budget, HostBytesPerMinute: o.budgetBytes,
+		HostRequestsPerMinute: o.budget, HostBytesPerMinute: o.budgetBytes, TombstoneLimit: o.tombstones,
 	}
 	if b.handler, err = inbox.New(cfg); err != nil {
 		t.Fatal(err)

@@ -78,6 +78,15 @@ type Config struct {
 	// SweepInterval is how often Importer.Run applies Retention (default
 	// 1 h).
 	SweepInterval time.Duration
+	// TombstoneLimit bounds the remote tombstones held (default 100,000):
+	// each remote object a Delete named leaves one, so that a Create or
+	// Update of it arriving later is not stored; beyond the bound the
+	// oldest go.
+	TombstoneLimit int
+	// TombstoneRetention is how long a remote tombstone is kept (default
+	// 30 days; Importer.Run sweeps older ones every SweepInterval). A
+	// peer's retries of a Create end well before it.
+	TombstoneRetention time.Duration
 	// Logger receives the logs (nil discards).
 	Logger *slog.Logger
 	// Metrics counts inbound requests by result (nil counts nothing).
@@ -113,6 +122,8 @@ const (
 	DefaultMaxBatch           = 256
 	DefaultRetention          = 30 * 24 * time.Hour
 	DefaultSweepInterval      = time.Hour
+	DefaultTombstoneLimit     = 100_000
+	DefaultTombstoneRetention = 30 * 24 * time.Hour
 	DefaultHostRequests       = 600
 	DefaultHostBytes          = 16 << 20
 )
@@ -141,6 +152,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.TombstoneLimit == 0 {
+		c.TombstoneLimit = DefaultTombstoneLimit
+	}
+	if c.TombstoneRetention == 0 {
+		c.TombstoneRetention = DefaultTombstoneRetention
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -175,6 +192,10 @@ func (c Config) validate() error {
 		return errors.New("inbox: SignOfLifeInterval must not be negative")
 	case c.Retention < time.Hour:
 		return fmt.Errorf("inbox: Retention must be at least 1h (the Date window is about that), not %s", c.Retention)
+	case c.TombstoneLimit < 1:
+		return fmt.Errorf("inbox: TombstoneLimit must be positive, not %d", c.TombstoneLimit)
+	case c.TombstoneRetention < time.Hour:
+		return fmt.Errorf("inbox: TombstoneRetention must be at least 1h, not %s", c.TombstoneRetention)
 	case c.SweepInterval < time.Second:
 		return fmt.Errorf("inbox: SweepInterval must be at least 1s, not %s", c.SweepInterval)
 	case c.MaxBatch < 1:

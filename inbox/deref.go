@@ -28,6 +28,9 @@ type objectFetcher interface {
 //   - the object of a Create or Update given by id only, fetched from the
 //     actor's own origin (an object elsewhere is refused: the actor cannot
 //     vouch for it), whose attributedTo must name the actor;
+//   - the object of an Update that embeds an object courier does not hold
+//     (its Create is late or lost), fetched the same way: what its origin
+//     serves now, not the Update's copy;
 //   - the original of an Announce of a remote object by an actor that a
 //     local actor follows (a Mastodon boost, a Lemmy community's Announce
 //     of a Create), fetched from the object's own origin, whose attributedTo
@@ -77,8 +80,31 @@ func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) 
 		if !followed {
 			return nil, "", nil
 		}
+	case act.Type == "Update" && act.Object != nil && objectTypes[act.Object.Type] && act.Object.ID != "":
+		// An Update of an object courier never saw (its Create is late,
+		// or was lost): the object as its origin serves it now, rather
+		// than what the Update carries or nothing. A held object is
+		// compared with the Update's copy as before.
+		id, author = act.Object.ID, act.Actor
+		if _, err := im.st.ObjectByURI(ctx, id); err == nil {
+			return nil, "", nil
+		} else if store.ErrorCode(err) != store.ENOTFOUND {
+			return nil, "", err
+		}
+		o1, ok1 := c.origin(id)
+		o2, ok2 := c.origin(act.Actor)
+		if !ok1 || !ok2 || o1 != o2 {
+			return nil, "refused: the object is not on the actor's origin", nil
+		}
 	default:
 		return nil, "", nil
+	}
+	if act.Type == "Create" || act.Type == "Update" {
+		// What a tombstone names is not fetched; the import's transaction
+		// gives the outcome (tombstone.go).
+		if dead, err := im.st.RemoteTombstoned(ctx, id); err != nil || dead {
+			return nil, "", err
+		}
 	}
 	fctx, cancel := context.WithTimeout(ctx, DerefTimeout)
 	defer cancel()

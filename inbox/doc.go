@@ -64,8 +64,9 @@
 //
 // A verified activity that concerns no one here (see Handler.concerns: no
 // local actor follows its sender, is addressed, mentioned or owns what it
-// acts on, and it is no Follow of a local actor, no Delete or Update of
-// something held, no Undo of a held activity) is answered 202 and counted,
+// acts on, and it is no Follow of a local actor, no Delete of an object,
+// no Update of something held, no Undo of a held activity) is answered 202
+// and counted,
 // and nothing is stored. Any other verified activity is recorded under its
 // id (inbox_activities; the document is cleared once imported) and its
 // inbox.received event enqueued, in one transaction shared with concurrent
@@ -85,8 +86,9 @@
 // crash never imports twice: Follow (follower stored, Accept enqueued unless
 // the local actor approves followers by hand), Undo of Follow, Like,
 // Announce and Block, Accept and Reject of local follows, Create and Update
-// of notes (an older version never overwrites a newer one), Delete of an
-// object or an actor, Like and Announce of local notes, and Block. Other
+// of notes (an older version never overwrites a newer one; an object a
+// Delete named first is not stored: tombstone.go), Delete of an object
+// (leaving a remote tombstone) or an actor, Like and Announce of local notes, and Block. Other
 // types are recorded and acknowledged.
 //
 // # Before and after the record

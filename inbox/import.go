@@ -51,6 +51,7 @@ const (
 	OutcomeStored      = "stored"       // a remote object was stored or updated
 	OutcomeStale       = "stale"        // an older version of a stored object: kept the newer
 	OutcomeDeleted     = "deleted"      // an object tombstoned
+	OutcomeTombstoned  = "tombstoned"   // a Create or Update of an object deleted before it arrived: not stored
 	OutcomeActorGone   = "actor_gone"   // a deleted actor's follows and objects dropped
 	OutcomeCounted     = "counted"      // a Like or Announce of a local note recorded
 	OutcomeVoted       = "voted"        // a vote on a local poll counted
@@ -223,6 +224,9 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	if outcome, ok, err := im.relayImport(ctx, tx, eventID, receivedAt, act); ok || err != nil {
 		return outcome, err
 	}
+	if outcome, ok, err := im.tombstoned(ctx, tx, act, pre); ok || err != nil { // tombstone.go
+		return outcome, err
+	}
 	if pre.outcome != "" {
 		return pre.outcome, nil
 	}
@@ -333,7 +337,7 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 			}
 			return OutcomeActorGone, nil
 		}
-		changed, err := st.TombstoneTx(ctx, tx, act.ObjectID, act.Actor)
+		changed, err := st.DeleteRemoteObjectTx(ctx, tx, act.ObjectID, act.Actor, im.cfg.TombstoneLimit)
 		if err != nil {
 			return refusal(err, "")
 		}

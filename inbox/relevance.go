@@ -21,7 +21,10 @@ const resultIgnored = "ignored"
 //   - a Follow of a local actor (its object is local), a Delete or Update
 //     of something held (an object, or the actor itself when it follows,
 //     is followed, or wrote objects held here), an Undo of an activity held
-//     (a reaction, a follow, a block) are always relevant.
+//     (a reaction, a follow, a block) are always relevant, and so is a
+//     Delete of any object, held or not: it leaves a remote tombstone so
+//     that a Create or Update of the object arriving after it is not
+//     stored (tombstone.go).
 //
 // Anything else (a public post of an actor no one here follows, sent to
 // the shared inbox, say) is answered 202 and counted, and stores nothing.
@@ -32,6 +35,9 @@ func (h *Handler) concerns(ctx context.Context, act *activitypub.Activity) (bool
 	st := h.st
 	switch act.Type {
 	case "Delete", "Update":
+		if act.Type == "Delete" && act.ObjectID != "" && act.ObjectID != act.Actor {
+			return true, nil // held or not, it leaves a tombstone (tombstone.go)
+		}
 		if act.ObjectID != "" && act.ObjectID != act.Actor {
 			held, err := st.HoldsObject(ctx, act.ObjectID)
 			if err != nil || held {

@@ -42,7 +42,7 @@ func (im *Importer) SweepRemoteActors(ctx context.Context) (int, error) {
 }
 
 // Run applies Retention (to recorded activities and cached remote actors)
-// every SweepInterval until ctx ends, then returns
+// and TombstoneRetention (to remote tombstones) every SweepInterval until ctx ends, then returns
 // nil. A failed sweep is logged and tried again at the next interval.
 func (im *Importer) Run(ctx context.Context) error {
 	t := time.NewTicker(im.cfg.SweepInterval)
@@ -59,6 +59,13 @@ func (im *Importer) Run(ctx context.Context) error {
 			im.log.WarnContext(ctx, "inbox: retention sweep failed", "err", err)
 		case n > 0:
 			im.log.InfoContext(ctx, "inbox: retention sweep", "deleted", n)
+		}
+		n, err = im.SweepTombstones(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			im.log.WarnContext(ctx, "inbox: remote tombstone sweep failed", "err", err)
+		case n > 0:
+			im.log.InfoContext(ctx, "inbox: remote tombstone sweep", "deleted", n)
 		}
 		n, err = im.SweepRemoteActors(ctx)
 		switch {

@@ -6,7 +6,8 @@ type table struct {
 	// replace marks a table that is kept on write from the rows of another
 	// table (event_queue_counts and event_queue_count_deltas, by Enqueue and
 	// event_queue's triggers; delivery_health_epoch, by delivery_hosts'
-	// triggers): it is replaced wholesale by the source's rows once the
+	// triggers; remote_tombstone_counts, by the store beside
+	// remote_tombstones): it is replaced wholesale by the source's rows once the
 	// others are copied, rather than copied row by row.
 	replace bool
 }
@@ -36,6 +37,8 @@ var tables = []table{
 	{name: "featured"},
 	{name: "remote_actors"},
 	{name: "relays"},
+	{name: "remote_tombstones"},
+	{name: "remote_tombstone_counts", replace: true},
 	// package outbox: the queue, its payloads, its counts and the ledger.
 	{name: "event_queue"},
 	{name: "event_payloads"},

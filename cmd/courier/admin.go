@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/console"
 	"github.com/courier-ap/courier/inbox"
+	"github.com/courier-ap/courier/store"
 )
 
 // registerOps mounts the admin API and the console on the operators'
@@ -34,7 +36,7 @@ func (a *app) registerOps(r *mux.Router) error {
 		Failures:              a.failures,
 	}
 	if a.inbox != nil {
-		cfg.Inbound = inboundView{h: a.inbox, requests: float64(a.cfg.InboxHostRequests), bytes: float64(a.cfg.InboxHostBytes)}
+		cfg.Inbound = inboundView{h: a.inbox, st: a.store, requests: float64(a.cfg.InboxHostRequests), bytes: float64(a.cfg.InboxHostBytes)}
 	}
 	if a.cfg.Bus == "nats" && a.cfg.NATSMode == "jetstream" {
 		cfg.JetStream = admin.NewJetStream(a.db.Read, a.db.Write, nil)
@@ -55,7 +57,19 @@ func (a *app) registerOps(r *mux.Router) error {
 // inboundView shows the inbox's per-host budgets in the admin API.
 type inboundView struct {
 	h               *inbox.Handler
+	st              *store.Store
 	requests, bytes float64
+}
+
+// InboundTombstones adds the remote tombstones (the inbox's defaults:
+// cmd sets neither bound nor retention) to the view.
+func (v inboundView) InboundTombstones(ctx context.Context) (admin.InboundTombstones, error) {
+	st, err := v.st.RemoteTombstoneStats(ctx)
+	if err != nil {
+		return admin.InboundTombstones{}, err
+	}
+	return admin.InboundTombstones{Held: st.Held, Refused: st.Refused, Limit: inbox.DefaultTombstoneLimit,
+		RetentionSeconds: int64(inbox.DefaultTombstoneRetention / time.Second), Outcome: inbox.OutcomeTombstoned}, nil
 }
 
 func (v inboundView) InboundHosts() admin.InboundHosts {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/admin"
+	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
@@ -200,12 +201,17 @@ func TestInboundBudgetSettingAndView(t *testing.T) {
 	if h := view.Hosts[0]; h.Host != host || h.Requests != 3 || h.Ignored != 1 || h.Throttled != 1 || h.RequestsPerMinute != 3 {
 		t.Fatalf("/admin/inbound host %+v", h)
 	}
+	if tb := view.Tombstones; tb == nil || tb.Outcome != inbox.OutcomeTombstoned || tb.Held != 0 ||
+		tb.Limit != inbox.DefaultTombstoneLimit || tb.RetentionSeconds != 30*24*3600 {
+		t.Fatalf("/admin/inbound tombstones %+v", tb)
+	}
 	var out, errOut bytes.Buffer
 	env := map[string]string{"COURIER_ADMIN_TOKEN": tok}
 	if code := admin.Command(context.Background(), []string{"--server", ops, "inbound"}, &out, &errOut, func(k string) string { return env[k] }); code != 0 {
 		t.Fatalf("courier admin inbound: exit %d %s", code, errOut.String())
 	}
-	if !strings.Contains(out.String(), "3 requests") || !strings.Contains(out.String(), host) {
+	if !strings.Contains(out.String(), "3 requests") || !strings.Contains(out.String(), host) ||
+		!strings.Contains(out.String(), `remote tombstones: 0 held`) || !strings.Contains(out.String(), `(outcome "tombstoned")`) {
 		t.Fatalf("courier admin inbound:\n%s", out.String())
 	}
 }
