@@ -440,7 +440,8 @@ const messageLabel = "sig1"
 // SignMessage signs req with an RFC 9421 HTTP Message Signature as keyID,
 // with key: rsa-v1_5-sha256 for an RSA key (what Mastodon verifies),
 // ed25519 for an Ed25519 key. It covers "@method" "@target-uri" and, when
-// body is non-nil, "content-type" "content-digest" (setting Content-Digest,
+// body is non-nil, "content-type" "content-digest" (and
+// "collection-synchronization" when set: FEP-8fcf) (setting Content-Digest,
 // sha-256 of body, and a Content-Type, ContentType unless already set), with
 // created (from now), keyid and alg. It sets Date too, which draft-cavage
 // peers and logs expect. Earlier Digest, Signature and Signature-Input
@@ -476,6 +477,9 @@ func signMessage(req *http.Request, body []byte, keyID string, key crypto.Signer
 		}
 		req.Header.Set("Content-Digest", ContentDigest(body))
 		components = append(components, sfItem{value: "content-type"}, sfItem{value: "content-digest"})
+		if req.Header.Get(CollectionSyncHeader) != "" {
+			components = append(components, sfItem{value: "collection-synchronization"})
+		}
 	}
 	params := []sfParam{
 		{key: "created", value: now.Unix()},

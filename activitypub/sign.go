@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,7 +46,8 @@ var ErrSign = errors.New("activitypub: sign")
 // fediverse servers expect. It sets Date (from now), a Host header equal to
 // the host the request goes to, and, when body is non-nil, Digest
 // (SHA-256 of body) and a Content-Type (ContentType unless already set); it
-// signs "(request-target) host date digest content-type" for a request with
+// signs "(request-target) host date digest content-type" (and
+// collection-synchronization when set: FEP-8fcf) for a request with
 // a body and "(request-target) host date [accept]" without one. The
 // (request-target) uses the path as sent on the wire (percent-encoding
 // kept). The algorithm parameter says rsa-sha256, which strict verifiers
@@ -66,6 +68,9 @@ func SignRequest(req *http.Request, body []byte, keyID string, key *rsa.PrivateK
 	headers := getHeaders
 	if body != nil {
 		headers = postHeaders
+		if req.Header.Get(CollectionSyncHeader) != "" {
+			headers = append(slices.Clip(postHeaders), "collection-synchronization")
+		}
 		if req.Header.Get("Content-Type") == "" {
 			req.Header.Set("Content-Type", ContentType)
 		}

@@ -291,6 +291,10 @@ func (p *SignatureParams) String() string {
 	return b.String()
 }
 
+// Signs reports whether the signature covers the header name (lower
+// case), as a draft-cavage header or an RFC 9421 component.
+func (p *SignatureParams) Signs(name string) bool { return p != nil && p.signed(name) }
+
 // signed reports whether name is in the signed header list.
 func (p *SignatureParams) signed(name string) bool {
 	for _, h := range p.Headers {
