@@ -349,6 +349,9 @@ func verifyCavage(r *http.Request, body []byte, keys *keyring, now time.Time) (k
 	want := "(request-target) host date"
 	if r.Method == http.MethodPost {
 		want = "(request-target) host date digest content-type"
+		if r.Header.Get(activitypub.CollectionSyncHeader) != "" { // FEP-8fcf: signed too
+			want += " collection-synchronization"
+		}
 	} else if r.Header.Get("Accept") != "" {
 		want = "(request-target) host date accept"
 	}
@@ -407,6 +410,7 @@ type received struct {
 	Body       []byte
 	UserAgent  string
 	KeyID      string
+	Sync       string // the Collection-Synchronization header
 }
 
 // remote is a fediverse server on 127.0.0.1: it serves actor documents
@@ -507,7 +511,8 @@ func (rm *remote) serve(w http.ResponseWriter, r *http.Request) {
 		rm.bad = append(rm.bad, fmt.Sprintf("POST %s: body is not JSON: %v", r.URL.Path, jerr))
 	}
 	rm.got = append(rm.got, received{Path: r.URL.Path, Host: r.Host, ActivityID: a.ID, Type: a.Type,
-		Body: bytes.Clone(body), UserAgent: r.Header.Get("User-Agent"), KeyID: keyID})
+		Body: bytes.Clone(body), UserAgent: r.Header.Get("User-Agent"), KeyID: keyID,
+		Sync: r.Header.Get(activitypub.CollectionSyncHeader)})
 	respond := rm.respond
 	rm.mu.Unlock()
 	status, h := http.StatusAccepted, http.Header(nil)

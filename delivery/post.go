@@ -135,6 +135,7 @@ type prepared struct {
 	body  []byte
 	sig   activitypub.Signer
 	order []Scheme
+	sync  string // the Collection-Synchronization header, or ""
 	// client, when set, sends req as it is, without signature schemes
 	// to learn (a webhook's POST); nil is the delivery client.
 	client *http.Client
@@ -160,22 +161,53 @@ func (s *Service) request(ctx context.Context, p Post, host string) (*prepared, 
 	if err != nil {
 		return nil, err
 	}
+	sync, err := s.followersSync(ctx, p, body)
+	if err != nil {
+		return nil, err
+	}
 	order := s.schemeOrder(ctx, host, sig)
-	req, err := s.newPost(p.Inbox, body, sig, order[0])
+	req, err := s.newPost(p.Inbox, body, sig, order[0], sync)
 	if err != nil {
 		return nil, outbox.Permanent(fmt.Errorf("delivery: %s: %w", p.Inbox, err))
 	}
-	return &prepared{req: req, body: body, sig: sig, order: order}, nil
+	return &prepared{req: req, body: body, sig: sig, order: order, sync: sync}, nil
 }
 
-// newPost builds the POST of body to inbox, signed with scheme.
-func (s *Service) newPost(inbox string, body []byte, sig activitypub.Signer, scheme Scheme) (*http.Request, error) {
+// followersSync returns the Collection-Synchronization header (FEP-8fcf)
+// of the delivery p of body, or "": a delivery of a followers-only
+// activity (addressed to its actor's followers, not to the public) to the
+// shared inbox of one of the actor's followers carries the digest of the
+// actor's followers on that inbox's server, computed now, as the receiver
+// will compare it with what it holds now (store.FollowersSync).
+func (s *Service) followersSync(ctx context.Context, p Post, body []byte) (string, error) {
+	uris := s.store.URIs()
+	name, ok := uris.ActorName(p.Actor)
+	if !ok {
+		return "", nil
+	}
+	act, err := activitypub.ParseActivity(body)
+	if err != nil || store.Visibility(append(act.To, act.Bto...), append(act.Cc, act.Bcc...), uris.Followers(name)) != store.VisibilityFollowers {
+		return "", nil
+	}
+	cs, ok, err := s.store.FollowersSync(ctx, p.Actor, p.Inbox)
+	if err != nil || !ok {
+		return "", err
+	}
+	return cs.String(), nil
+}
+
+// newPost builds the POST of body to inbox, signed with scheme, with the
+// Collection-Synchronization header sync (signed too) when not "".
+func (s *Service) newPost(inbox string, body []byte, sig activitypub.Signer, scheme Scheme, sync string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodPost, inbox, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", activitypub.ErrBadURL, err)
 	}
 	req.Header.Set("Content-Type", activitypub.ContentType)
 	req.Header.Set("User-Agent", s.cfg.UserAgent)
+	if sync != "" {
+		req.Header.Set(activitypub.CollectionSyncHeader, sync)
+	}
 	if err := signAs(req, body, sig, scheme, s.now()); err != nil {
 		return nil, err
 	}

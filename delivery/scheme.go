@@ -500,7 +500,7 @@ func (s *Service) sendLearning(ctx context.Context, host string, p *prepared) (i
 			break
 		}
 		var req *http.Request
-		if req, err = s.newPost(p.req.URL.String(), p.body, p.sig, p.order[i+1]); err != nil {
+		if req, err = s.newPost(p.req.URL.String(), p.body, p.sig, p.order[i+1], p.sync); err != nil {
 			break
 		}
 		status, header, err = s.send(req.WithContext(ctx))
