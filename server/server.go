@@ -141,6 +141,7 @@ func New(cfg Config) (*Server, error) {
 //	GET  /.well-known/webfinger, /.well-known/host-meta, /.well-known/nodeinfo, /nodeinfo/2.1
 //	GET  /actor, /actor/outbox (empty)
 //	GET  /users/{name}, /users/{name}/followers, /users/{name}/following, /users/{name}/featured (empty)
+//	GET  /users/{name}/followers_synchronization (FEP-8fcf; signed GETs only: followsync.go)
 //	GET  /users/{name}/outbox     POST /users/{name}/outbox (Authorization: Bearer)
 //	GET  /objects/{id}, /objects/{id}/likes, /objects/{id}/shares
 //	GET  /activities/{id}
@@ -157,6 +158,7 @@ func (s *Server) Register(r *mux.Router) {
 	r.HandleFunc("/users/{name}/outbox", s.doc(s.outbox)).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/users/{name}/outbox", s.postOutbox).Methods(http.MethodPost)
 	r.HandleFunc("/users/{name}/followers", s.doc(s.followers)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/users/{name}"+store.FollowersSyncPath, s.followersSync).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/users/{name}/following", s.doc(s.following)).Methods(http.MethodGet, http.MethodHead)
 
 	r.HandleFunc("/objects/{id}", s.doc(s.object)).Methods(http.MethodGet, http.MethodHead)
