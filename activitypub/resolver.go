@@ -182,6 +182,12 @@ func (r *Resolver) Object(ctx context.Context, id string) (*Object, error) {
 	return r.cfg.Fetcher.FetchObject(ctx, id)
 }
 
+// Fetch fetches the document at url (uncached, signed, through the
+// Fetcher's guarded client and its limits); see Fetcher.Fetch.
+func (r *Resolver) Fetch(ctx context.Context, url string) ([]byte, string, error) {
+	return r.cfg.Fetcher.Fetch(ctx, url)
+}
+
 // Refresh fetches the actor anew, stores and returns it.
 func (r *Resolver) Refresh(ctx context.Context, id string) (*Actor, error) {
 	return r.fetchActor(ctx, id)

@@ -87,6 +87,10 @@ type Config struct {
 	// 30 days; Importer.Run sweeps older ones every SweepInterval). A
 	// peer's retries of a Create end well before it.
 	TombstoneRetention time.Duration
+	// FollowersSyncInterval is the window in which a remote server gets at
+	// most one followers synchronization (FEP-8fcf; followsync.go)
+	// (default 10 min).
+	FollowersSyncInterval time.Duration
 	// Logger receives the logs (nil discards).
 	Logger *slog.Logger
 	// Metrics counts inbound requests by result (nil counts nothing).
@@ -124,6 +128,7 @@ const (
 	DefaultSweepInterval      = time.Hour
 	DefaultTombstoneLimit     = 100_000
 	DefaultTombstoneRetention = 30 * 24 * time.Hour
+	DefaultFollowersSync      = 10 * time.Minute
 	DefaultHostRequests       = 600
 	DefaultHostBytes          = 16 << 20
 )
@@ -158,6 +163,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TombstoneRetention == 0 {
 		c.TombstoneRetention = DefaultTombstoneRetention
+	}
+	if c.FollowersSyncInterval == 0 {
+		c.FollowersSyncInterval = DefaultFollowersSync
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -196,6 +204,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("inbox: TombstoneLimit must be positive, not %d", c.TombstoneLimit)
 	case c.TombstoneRetention < time.Hour:
 		return fmt.Errorf("inbox: TombstoneRetention must be at least 1h, not %s", c.TombstoneRetention)
+	case c.FollowersSyncInterval < time.Second:
+		return fmt.Errorf("inbox: FollowersSyncInterval must be at least 1s, not %s", c.FollowersSyncInterval)
 	case c.SweepInterval < time.Second:
 		return fmt.Errorf("inbox: SweepInterval must be at least 1s, not %s", c.SweepInterval)
 	case c.MaxBatch < 1:

@@ -227,6 +227,7 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err := h.checkBlocked(ctx, local, act); err != nil {
 		return "", err
 	}
+	h.collectionSync(ctx, r, sig, act.Actor) // FEP-8fcf: followsync.go
 	relevant, err := h.concerns(ctx, act)
 	if err != nil {
 		return "", err

@@ -34,10 +34,11 @@ func NewImporter(cfg Config) (*Importer, error) {
 }
 
 // Register registers the import handler on reg: HandlerImport for
-// EventReceived.
+// EventReceived, and HandlerFollowersSync for EventFollowersSync.
 func (im *Importer) Register(reg *outbox.Registry) {
 	reg.Handle(EventReceived, HandlerImport, im.Import)
 	reg.Handle(store.EventPollUpdate, HandlerPollUpdate, im.pollUpdate)
+	reg.Handle(EventFollowersSync, HandlerFollowersSync, im.followersSync) // followsync.go
 }
 
 // Outcomes of an import, recorded in inbox_activities.outcome. A refusal

@@ -28,6 +28,7 @@ var wantNames = []string{
 	"courier_delivery_parked",
 	"courier_delivery_parked_total",
 	"courier_inbox_deferred_total",
+	"courier_inbox_followers_sync_total",
 	"courier_inbox_requests_total",
 	"courier_outbox_events_dead_lettered_total",
 	"courier_outbox_events_enqueued_total",
@@ -109,6 +110,7 @@ func recordOneOfEach(m *metrics.Metrics) {
 	m.App().StreamOpened("outbox", 1)
 	m.App().StreamEvents("outbox", 2)
 	m.Inbox().Deferred(metrics.InboxDeferredKeyHostBusy)
+	m.Inbox().FollowersSync("in_sync")
 	m.Relay().SetPaused(true)
 	m.Relay().SetLag(1500 * time.Millisecond)
 }

@@ -261,6 +261,8 @@ type Inbox struct {
 	results  *labelGuard
 	deferred *prometheus.CounterVec
 	reasons  *labelGuard
+	syncs    *prometheus.CounterVec
+	syncRes  *labelGuard
 }
 
 func newInbox(r *registrar) *Inbox {
@@ -271,7 +273,19 @@ func newInbox(r *registrar) *Inbox {
 		deferred: counterVec(r, "inbox", "deferred_total",
 			"Inbound inbox POSTs answered 503 with Retry-After for a temporary condition on courier's side, by reason.", "reason"),
 		reasons: r.guard(),
+		syncs: counterVec(r, "inbox", "followers_sync_total",
+			"Followers synchronization (FEP-8fcf) of remote actors: headers seen by result (in_sync, requested, ignored) and syncs run by result.", "result"),
+		syncRes: r.guard(),
 	}
+}
+
+// FollowersSync counts one Collection-Synchronization header looked at, or
+// one followers synchronization run, by result.
+func (i *Inbox) FollowersSync(result string) {
+	if i == nil {
+		return
+	}
+	i.syncs.WithLabelValues(i.syncRes.value(result)).Inc()
 }
 
 // Deferred counts one inbound request answered 503 for reason (one of the

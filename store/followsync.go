@@ -84,3 +84,40 @@ func (s *Store) FollowersOn(ctx context.Context, name, prefix string) ([]string,
 	}
 	return ids, nil
 }
+
+// LocalFollow is a local actor's follow of a remote actor.
+type LocalFollow struct {
+	Name  string // the local actor's name
+	URI   string // its id
+	State string // StatePending or StateAccepted
+}
+
+// LocalFollowsOf returns the local actors' follows of the remote actor
+// remoteURI, accepted and pending, by actor name: the receiving side of
+// followers synchronization (the local actors a remote server should list
+// as its actor's followers here are the accepted ones). More than
+// MaxFollowersSync is EINVALID.
+func (s *Store) LocalFollowsOf(ctx context.Context, remoteURI string) ([]LocalFollow, error) {
+	rows, err := s.db.Read.QueryContext(ctx, `SELECT a.name, f.state FROM following f JOIN actors a ON a.id = f.actor_id
+		WHERE f.target_uri = ? AND a.deleted_at IS NULL ORDER BY a.name LIMIT ?`, remoteURI, MaxFollowersSync+1)
+	if err != nil {
+		return nil, wrap("local follows", err)
+	}
+	defer rows.Close()
+	var out []LocalFollow
+	for rows.Next() {
+		var f LocalFollow
+		if err := rows.Scan(&f.Name, &f.State); err != nil {
+			return nil, wrap("local follows", err)
+		}
+		f.URI = s.uris.Actor(f.Name)
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("local follows", err)
+	}
+	if len(out) > MaxFollowersSync {
+		return nil, Errorf(EINVALID, "more than %d local follows of %s", MaxFollowersSync, remoteURI)
+	}
+	return out, nil
+}
