@@ -72,6 +72,12 @@ const (
 	SyncRefused        = "refused"         // the partial collection is paginated, malformed or too large: nothing changed
 )
 
+// FollowersSyncResults lists the results of
+// courier_inbox_followers_sync_total, for metrics.Known.
+func FollowersSyncResults() []string {
+	return []string{SyncInSync, SyncRequested, SyncIgnored, SyncRepaired, SyncDigestMismatch, SyncFetchFailed, SyncRefused}
+}
+
 // syncSpace is the UUID namespace of followers synchronization event ids.
 var syncSpace = uuid.MustParse("5c0d7e1a-93b4-5f62-a8d1-0e4b7c2f9a35")
 

@@ -28,6 +28,9 @@ type Known struct {
 	// HostStates are the health states CountHosts reports ("healthy",
 	// "failing", "unavailable", "paused").
 	HostStates []string
+	// FollowersSyncResults are the results of
+	// courier_inbox_followers_sync_total (inbox.FollowersSyncResults).
+	FollowersSyncResults []string
 }
 
 // Init creates the series of every label value in k (and of the values this
@@ -84,6 +87,9 @@ func (m *Metrics) Init(k Known) {
 	}
 	for _, reason := range inboxDeferReasons {
 		in.deferred.WithLabelValues(in.reasons.value(reason))
+	}
+	for _, res := range k.FollowersSyncResults {
+		in.syncs.WithLabelValues(in.syncRes.value(res))
 	}
 	m.stats.know(k.EventTypes, k.HostStates)
 }
