@@ -111,3 +111,25 @@ func TestCollectionSyncSigned(t *testing.T) {
 		t.Fatal("signed a header that is not there")
 	}
 }
+
+// FuzzParseCollectionSync: any header value parses or fails with
+// ErrCollectionSync, and what parses formats back to a value that parses to
+// the same.
+func FuzzParseCollectionSync(f *testing.F) {
+	f.Add(`collectionId="https://m.example/users/a/followers", url="https://m.example/users/a/followers_synchronization", digest="` + strings.Repeat("0", 64) + `"`)
+	f.Add(`collectionId="https://m.example/f",url="http://m.example/p",digest="` + strings.Repeat("F", 64) + `",x="y"`)
+	f.Add(`collectionId="`)
+	f.Fuzz(func(t *testing.T, h string) {
+		s, err := ParseCollectionSync(h)
+		if err != nil {
+			if !errors.Is(err, ErrCollectionSync) {
+				t.Fatalf("%q: %v", h, err)
+			}
+			return
+		}
+		again, err := ParseCollectionSync(s.String())
+		if err != nil || again != s {
+			t.Fatalf("%q: %+v, again %+v %v", h, s, again, err)
+		}
+	})
+}
