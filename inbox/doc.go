@@ -91,6 +91,11 @@
 // (leaving a remote tombstone) or an actor, Like and Announce of local notes, and Block. Other
 // types are recorded and acknowledged.
 //
+// A verified POST carrying a signed Collection-Synchronization header
+// (FEP-8fcf) about its actor's followers is compared with the local actors
+// that follow that actor here; a difference enqueues one followers
+// synchronization per remote server and window (followsync.go).
+//
 // # Before and after the record
 //
 // Before recording, a request whose remote host is over its budget gets
