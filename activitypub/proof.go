@@ -147,18 +147,20 @@ func AddProof(doc []byte, keyID string, key ed25519.PrivateKey, created time.Tim
 	return append(out, '}'), nil
 }
 
-// Proofs returns the proofs doc carries under "proof" (one object or a
-// list; nil when there is none). A "proof" that is not an object or a list
-// of objects, or more than maxProofs of them, gives an error matching
-// ErrProof.
+// Proofs returns the proofs doc carries under "proof" (see ParseProofs).
 func Proofs(doc []byte) ([]Proof, error) {
-	var top struct {
-		Proof json.RawMessage `json:"proof"`
-	}
-	if err := json.Unmarshal(doc, &top); err != nil {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &fields); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	raw := bytes.TrimSpace(top.Proof)
+	return ParseProofs(fields["proof"])
+}
+
+// ParseProofs reads the value of a "proof" property (Activity.Proof): one
+// proof object or a list of them; nil when raw is empty or null. Anything
+// else, or more than maxProofs proofs, gives an error matching ErrProof.
+func ParseProofs(raw json.RawMessage) ([]Proof, error) {
+	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -179,8 +181,25 @@ func Proofs(doc []byte) ([]Proof, error) {
 		if err := json.Unmarshal(r, &p.raw); err != nil || p.raw == nil {
 			return nil, fmt.Errorf("%w: proof is not a JSON object", ErrProof)
 		}
-		if err := json.Unmarshal(r, &p); err != nil {
-			return nil, fmt.Errorf("%w: proof: %v", ErrProof, err)
+		for k, v := range p.raw {
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				continue // not a string: not one of ours, hashed as it is
+			}
+			switch k {
+			case "type":
+				p.Type = s
+			case "cryptosuite":
+				p.Cryptosuite = s
+			case "verificationMethod":
+				p.VerificationMethod = s
+			case "proofPurpose":
+				p.ProofPurpose = s
+			case "proofValue":
+				p.ProofValue = s
+			case "created":
+				p.Created = s
+			}
 		}
 		out = append(out, p)
 	}
