@@ -194,3 +194,56 @@ func TestWithDataIntegrity(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkProof measures making and verifying the proof of a Create of a
+// short note, as courier builds it:
+//
+//	go test ./activitypub/ -run '^$' -bench BenchmarkProof
+func BenchmarkProof(b *testing.B) {
+	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize))
+	pub := key.Public().(ed25519.PublicKey)
+	at := time.Date(2026, 12, 6, 13, 0, 0, 0, time.UTC)
+	actor := "https://courier.example/users/alice"
+	note := map[string]any{"id": "https://courier.example/objects/1", "type": "Note", "attributedTo": actor,
+		"content": "<p>" + strings.Repeat("a few words ", 20) + "</p>", "to": []string{Public},
+		"cc": []string{actor + "/followers"}, "published": at.Format(time.RFC3339)}
+	doc, _, err := NewActivityContext(WithDataIntegrity(nil), "https://courier.example", "ev-1", "Create", actor,
+		note, "", []string{Public}, []string{actor + "/followers"}, at)
+	if err != nil {
+		b.Fatal(err)
+	}
+	signed, err := AddProof(doc, Ed25519KeyID(actor), key, at)
+	if err != nil {
+		b.Fatal(err)
+	}
+	act, err := ParseActivity(signed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("sign", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := AddProof(doc, Ed25519KeyID(actor), key, at); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("verify", func(b *testing.B) {
+		for b.Loop() {
+			proofs, err := ParseProofs(act.Proof)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := VerifyProof(signed, proofs[0], pub); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ed25519-verify", func(b *testing.B) {
+		sig := ed25519.Sign(key, doc)
+		for b.Loop() {
+			if !ed25519.Verify(pub, doc, sig) {
+				b.Fatal("no")
+			}
+		}
+	})
+}
