@@ -18,8 +18,8 @@ import (
 // metrics show them at 0 on a fresh instance.
 func knownLabels() metrics.Known {
 	return metrics.Known{
-		EventTypes: []string{activitypub.EventOutgoing, delivery.EventPost, inbox.EventReceived, store.EventPollUpdate},
-		Handlers:   []string{delivery.HandlerFanout, delivery.HandlerPost, inbox.HandlerImport, inbox.HandlerPollUpdate},
+		EventTypes: []string{activitypub.EventOutgoing, activitypub.EventForward, delivery.EventPost, inbox.EventReceived, store.EventPollUpdate},
+		Handlers:   []string{delivery.HandlerFanout, delivery.HandlerForward, delivery.HandlerPost, inbox.HandlerImport, inbox.HandlerPollUpdate},
 		HostStates: []string{delivery.HostHealthy, delivery.HostFailing, delivery.HostUnavailable, delivery.HostPaused},
 	}
 }
