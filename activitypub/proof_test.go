@@ -247,3 +247,58 @@ func BenchmarkProof(b *testing.B) {
 		}
 	})
 }
+
+// FuzzProof: reading and verifying the proofs of any document never
+// panics, a proof never verifies over a document it was not made for, and
+// the W3C vector's proof verifies only over its own document.
+func FuzzProof(f *testing.F) {
+	signed, err := os.ReadFile("testdata/vc-di-eddsa/signedJCS.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(signed)
+	f.Add([]byte(`{"proof":[{"type":"DataIntegrityProof","cryptosuite":"eddsa-jcs-2022","proofValue":"z1"},null,1]}`))
+	f.Add([]byte(`{"@context":{"a":1e400},"proof":{"@context":[{"b":-0.0}],"type":"DataIntegrityProof","cryptosuite":"eddsa-jcs-2022","proofPurpose":"assertionMethod","proofValue":"z5"}}`))
+	var kp struct{ PublicKeyMultibase string }
+	kb, err := os.ReadFile("testdata/vc-di-eddsa/keyPair.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := json.Unmarshal(kb, &kp); err != nil {
+		f.Fatal(err)
+	}
+	pub, err := ParseEd25519Multibase(kp.PublicKeyMultibase)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		proofs, err := Proofs(data)
+		if err != nil {
+			return
+		}
+		for _, p := range proofs {
+			if VerifyProof(data, p, pub) == nil && !bytes.Equal(data, signed) {
+				// Only JSON that canonicalizes like the vector may verify.
+				a, err1 := jcs.Transform(stripProofs(t, data))
+				b, err2 := jcs.Transform(stripProofs(t, signed))
+				if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+					t.Fatalf("a proof verified over another document: %s", data)
+				}
+			}
+		}
+	})
+}
+
+func stripProofs(t *testing.T, doc []byte) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "proof")
+	delete(m, "signature")
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
