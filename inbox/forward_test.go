@@ -101,8 +101,9 @@ func (b *testBundle) runDelivery(t *testing.T) {
 // dan on host B. courier forwards the reply, signed as alice, to C's
 // shared inbox exactly once with the bytes bob's server sent (whitespace
 // and all), never to B; its receivers can verify it without bob's HTTP
-// signature because it carries bob's FEP-8b32 proof. The same reply
-// without a proof is imported but not forwarded, and counted so.
+// signature because it carries bob's FEP-8b32 proof (another reply carries
+// an LD signature instead, and is forwarded too). The same reply without
+// either is imported but not forwarded, and counted so.
 func TestForwardPublicReply(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{noWorker: true})
@@ -138,13 +139,18 @@ func TestForwardPublicReply(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	reply := func(id string, signed bool) []byte {
+	reply := func(id string, signed bool, extra ...map[string]any) []byte {
 		n := map[string]any{"id": id + "/note", "type": "Note", "attributedTo": bob, "content": "<p>I agree</p>",
 			"inReplyTo": note.URI, "to": []string{activitypub.Public}, "cc": []string{bob + "/followers", alice.URI},
 			"published": "2026-12-06T13:00:00Z"}
 		doc := map[string]any{"@context": activitypub.WithDataIntegrity(nil), "id": id, "type": "Create", "actor": bob,
 			"object": n, "to": []string{activitypub.Public}, "cc": []string{bob + "/followers", alice.URI},
 			"published": "2026-12-06T13:00:00Z"}
+		for _, e := range extra {
+			for k, v := range e {
+				doc[k] = v
+			}
+		}
 		raw := mustJSON(t, doc)
 		if signed {
 			var err error
@@ -173,8 +179,15 @@ func TestForwardPublicReply(t *testing.T) {
 			t.Fatalf("the proved reply: %d %s", status, resp)
 		}
 	}
+	// With an LD signature (Mastodon's), which courier passes on: forwarded.
+	ldID := b.id("create")
+	ldBody := reply(ldID, false, map[string]any{"signature": map[string]any{"type": "RsaSignature2017",
+		"creator": b.remote.keyID("bob"), "created": "2026-12-06T13:00:00Z", "signatureValue": "c2lnbmVk"}})
+	if status, resp := do(t, b.request(t, "/inbox", ldBody, b.as(t, "bob"))); status != http.StatusAccepted {
+		t.Fatalf("the LD-signed reply: %d %s", status, resp)
+	}
 	deadline := time.Now().Add(20 * time.Second)
-	for len(hostC.with("/inbox", id)) == 0 {
+	for len(hostC.with("/inbox", id)) == 0 || len(hostC.with("/inbox", ldID)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("no forward reached host C in 20 s")
 		}
@@ -203,6 +216,9 @@ func TestForwardPublicReply(t *testing.T) {
 			t.Fatalf("the reply went to %s too", path)
 		}
 	}
+	if got := hostC.with("/inbox", ldID); len(got) != 1 || !bytes.Equal(got[0], ldBody) {
+		t.Fatalf("the LD-signed reply reached host C %d times, or changed", len(got))
+	}
 	if n := len(hostC.with("/inbox", plainID)); n != 0 {
 		t.Fatalf("the unproved reply was forwarded %d times", n)
 	}
@@ -226,11 +242,11 @@ func TestForwardPublicReply(t *testing.T) {
 	if n := b.count(t, `SELECT COUNT(*) FROM delivery_targets WHERE activity_id = ?`, id); n != 1 {
 		t.Fatalf("%d forwarded deliveries recorded, want 1", n)
 	}
-	if n := b.count(t, `SELECT COUNT(*) FROM event_queue WHERE type = ?`, activitypub.EventForward); n != 1 {
-		t.Fatalf("%d forward events, want 1", n)
+	if n := b.count(t, `SELECT COUNT(*) FROM event_queue WHERE type = ?`, activitypub.EventForward); n != 2 {
+		t.Fatalf("%d forward events, want 2", n)
 	}
-	if f, u := b.forwards(t, "forwarded"), b.forwards(t, "unverifiable"); f != 1 || u != 1 {
-		t.Fatalf("courier_inbox_forwards_total: forwarded %d, unverifiable %d; want 1 and 1", f, u)
+	if f, u := b.forwards(t, "forwarded"), b.forwards(t, "unverifiable"); f != 2 || u != 1 {
+		t.Fatalf("courier_inbox_forwards_total: forwarded %d, unverifiable %d; want 2 and 1", f, u)
 	}
 	if strings.Contains(string(got[0]), `"signature"`) {
 		t.Fatal("the forward carries an LD signature it was not sent with")
