@@ -13,7 +13,8 @@ import (
 // body parsed): every eddsa-jcs-2022 proof must verify with the Ed25519 key
 // its verificationMethod names, resolved as a signature's key is (budgeted,
 // cached, refetched once when it fails against a cached key). Proofs of
-// other cryptosuites are not judged. It reports whether one of them is made
+// other cryptosuites, and proofs whose verificationMethod is no http(s) URL
+// (a DID), are not judged. It reports whether one of them is made
 // with a key of the activity's actor: such an activity speaks for its actor
 // whoever delivered it (a forward, a relay), without fetching it again from
 // its origin. A malformed or failing proof refuses the request (401,
@@ -34,7 +35,7 @@ func (h *Handler) checkProofs(ctx context.Context, refs *urls, body []byte, act 
 		}
 		vm := p.VerificationMethod
 		if _, ok := refs.origin(vm); !ok {
-			return false, fmt.Errorf("%w: verificationMethod %q is not an http(s) URL", activitypub.ErrProof, vm)
+			continue // a DID (FEP-ef61) or worse: not resolvable here, not judged
 		}
 		if err := h.checkDomain(ctx, refs.hostOf(vm)); err != nil {
 			return false, err
