@@ -274,3 +274,80 @@ func (b *testBundle) forwards(t testing.TB, result string) int {
 	}
 	return 0
 }
+
+// TestForwardAddressedToFollowers: a reply addressed to alice's followers
+// collection (not public) whose inReplyTo chain reaches alice's note
+// through three remote replies held here is forwarded to her followers;
+// one whose chain needs a fourth is past the recursion bound and is not.
+func TestForwardAddressedToFollowers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorker: true})
+	b.runDelivery(t)
+	b.remote.add("bob", key(t, keyRemote))
+	ed := b.remote.addEd(t, "bob")
+	hostC := newPostLog(t, b)
+	alice := b.localActor(t, "alice", false)
+	bob := b.remote.actor("bob")
+	followers := b.st.URIs().Followers("alice")
+	_, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "<p>root</p>", To: []string{activitypub.Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A chain of remote replies held here: r1 replies to the note, r2 to
+	// r1, and so on.
+	chain := []string{note.URI}
+	err = b.db.Tx(b.ctx, func(tx *sql.Tx) error {
+		if _, err := b.st.AddFollowerTx(b.ctx, tx, store.Follower{ActorID: alice.ID, State: store.StateAccepted,
+			URI: hostC.srv.URL + "/users/carol", Inbox: hostC.srv.URL + "/users/carol/inbox", SharedInbox: hostC.srv.URL + "/inbox"}); err != nil {
+			return err
+		}
+		for i := 1; i <= 4; i++ {
+			uri := b.remote.url("/notes/r" + string(rune('0'+i)))
+			doc := mustJSON(t, map[string]any{"id": uri, "type": "Note", "attributedTo": bob, "content": "<p>r</p>",
+				"inReplyTo": chain[i-1]})
+			if _, err := b.st.UpsertRemoteObjectTx(b.ctx, tx, store.RemoteObject{URI: uri, Type: "Note", AttributedTo: bob,
+				Content: "<p>r</p>", InReplyTo: chain[i-1], Published: time.Now(), Document: doc}); err != nil {
+				return err
+			}
+			chain = append(chain, uri)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply := func(id, inReplyTo string) []byte {
+		n := map[string]any{"id": id + "/note", "type": "Note", "attributedTo": bob, "content": "<p>deep</p>",
+			"inReplyTo": inReplyTo, "to": []string{bob + "/followers"}, "cc": []string{followers}}
+		doc := map[string]any{"@context": activitypub.WithDataIntegrity(nil), "id": id, "type": "Create", "actor": bob,
+			"object": n, "to": []string{bob + "/followers"}, "cc": []string{followers}}
+		signed, err := activitypub.AddProof(mustJSON(t, doc), activitypub.Ed25519KeyID(bob), ed, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return signed
+	}
+	tooDeep, within := b.id("create"), b.id("create")
+	for _, c := range []struct{ id, parent string }{{tooDeep, chain[4]}, {within, chain[3]}} {
+		if status, resp := do(t, b.request(t, "/inbox", reply(c.id, c.parent), b.as(t, "bob"))); status != http.StatusAccepted {
+			t.Fatalf("reply to %s: %d %s", c.parent, status, resp)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(hostC.with("/inbox", within)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the reply within the bound was not forwarded in 20 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.drain(t)
+	if got := b.outcome(t, tooDeep); got != inbox.OutcomeStored {
+		t.Fatalf("the deep reply's outcome %q", got)
+	}
+	if n := len(hostC.with("/inbox", tooDeep)); n != 0 {
+		t.Fatalf("the reply past the recursion bound was forwarded %d times", n)
+	}
+	if n := len(hostC.with("/inbox", within)); n != 1 {
+		t.Fatalf("the reply within the bound was forwarded %d times", n)
+	}
+}
