@@ -55,6 +55,12 @@ type Activity struct {
 	Summary string
 	// InReplyTo is the id of "inReplyTo", if any.
 	InReplyTo string
+	// Proof is the "proof" property exactly as received (FEP-8b32
+	// integrity proofs; nil if absent): see ParseProofs.
+	Proof json.RawMessage
+	// Signature is the "signature" property exactly as received (a Linked
+	// Data signature, RsaSignature2017; nil if absent).
+	Signature json.RawMessage
 	// Raw is the whole document as received.
 	Raw json.RawMessage
 }
@@ -121,6 +127,8 @@ func ParseActivity(data []byte) (*Activity, error) {
 		Content:   vStringOrMap(p[pContent]),
 		Summary:   vStringOrMap(p[pSummary]),
 		InReplyTo: vFirstID(p[pInReplyTo]),
+		Proof:     rawProp(p[pProof]),
+		Signature: rawProp(p[pSignature]),
 		Raw:       json.RawMessage(doc),
 	}
 	obj := p[pObject]
@@ -148,6 +156,14 @@ func ParseActivity(data []byte) (*Activity, error) {
 		return nil, &MissingFieldError{Field: "actor"}
 	}
 	return a, nil
+}
+
+// rawProp returns a property's raw value, nil when absent or null.
+func rawProp(v []byte) json.RawMessage {
+	if len(v) == 0 || string(v) == "null" {
+		return nil
+	}
+	return json.RawMessage(v)
 }
 
 // ParseObject decodes an object. It requires a JSON object with a non-empty

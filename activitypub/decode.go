@@ -59,6 +59,8 @@ const (
 	pSensitive
 	pTag
 	pHref
+	pProof
+	pSignature
 	nProps
 )
 
@@ -68,7 +70,7 @@ var propNames = [nProps]string{
 	pAttributedTo: "attributedTo", pTo: "to", pCc: "cc", pBto: "bto", pBcc: "bcc", pAudience: "audience",
 	pPublished: "published", pUpdated: "updated", pName: "name", pSummary: "summary", pContent: "content",
 	pMediaType: "mediaType", pURL: "url", pInReplyTo: "inReplyTo", pSensitive: "sensitive", pTag: "tag",
-	pHref: "href",
+	pHref: "href", pProof: "proof", pSignature: "signature",
 }
 
 // propIndex returns the props index of the (still quoted) property name

@@ -22,6 +22,27 @@ type Outgoing struct {
 	Activity json.RawMessage `json:"activity"`
 }
 
+// EventForward is the outbox event type of an inbound activity to forward
+// (ActivityPub 7.1.2): its payload is a Forward. The inbox's import
+// enqueues it in the import's transaction, its id derived from the
+// activity's inbound event; the delivery worker turns it into one delivery
+// per inbox of the followers named, each POSTing the activity's bytes
+// exactly as received.
+const EventForward = "activity.forward"
+
+// Forward is the payload of an EventForward event.
+type Forward struct {
+	// ActivityID is the forwarded activity's id; its bytes are kept under
+	// it (store.RecordForwardTx).
+	ActivityID string `json:"activity_id"`
+	// Actors are the local actors whose followers get the activity, each
+	// follower's POST signed by the actor it follows.
+	Actors []string `json:"actors"`
+	// Exclude are URLs whose hosts are never POSTed to: the activity's
+	// actor (its origin) and the key of its sender.
+	Exclude []string `json:"exclude,omitempty"`
+}
+
 // ErrBuild is returned (wrapped) when NewActivity's inputs are unusable.
 var ErrBuild = errors.New("activitypub: build activity")
 

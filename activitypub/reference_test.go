@@ -36,6 +36,8 @@ type wire struct {
 	InReplyTo    json.RawMessage `json:"inReplyTo"`
 	Sensitive    json.RawMessage `json:"sensitive"`
 	Tag          json.RawMessage `json:"tag"`
+	Proof        json.RawMessage `json:"proof"`
+	Signature    json.RawMessage `json:"signature"`
 }
 
 // refParseActivity decodes an activity. It requires a JSON object with non-empty
@@ -62,6 +64,8 @@ func refParseActivity(data []byte) (*Activity, error) {
 		Content:   refStringOrMap(w.Content),
 		Summary:   refStringOrMap(w.Summary),
 		InReplyTo: refFirstID(w.InReplyTo),
+		Proof:     refRawProp(w.Proof),
+		Signature: refRawProp(w.Signature),
 		Raw:       json.RawMessage(bytes.Clone(bytes.TrimSpace(data))),
 	}
 	if len(w.Object) > 0 && !refIsNull(w.Object) {
@@ -77,6 +81,14 @@ func refParseActivity(data []byte) (*Activity, error) {
 		return nil, &MissingFieldError{Field: "actor"}
 	}
 	return a, nil
+}
+
+// refRawProp is a property's raw value, nil when absent or null.
+func refRawProp(v json.RawMessage) json.RawMessage {
+	if len(v) == 0 || refIsNull(v) {
+		return nil
+	}
+	return v
 }
 
 // refParseObject decodes an object. It requires a JSON object with a non-empty

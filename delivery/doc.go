@@ -9,7 +9,11 @@
 // TTL cache; as:Public, local actors, blocked actors and blocked domains
 // are never targets), and enqueues one EventPost child per inbox in one
 // transaction, with ids outbox.ChildID(parent, inbox) so a re-run creates
-// nothing new. The post handler (HandlerPost) signs and POSTs the exact
+// nothing new. The forward handler (HandlerForward, for
+// activitypub.EventForward events the inbox enqueues) does the same for an
+// inbound activity courier forwards (forward.go): its local actors'
+// followers, never the hosts of its actor and sender, its POSTs carrying
+// the bytes received (store.ForwardDocument). The post handler (HandlerPost) signs and POSTs the exact
 // stored bytes to one inbox, classifies the answer (Classify), records the
 // attempt, and keeps the health of the inbox's host: a host that fails for
 // longer than Config.UnavailableAfter is marked unavailable, its

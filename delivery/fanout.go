@@ -32,6 +32,10 @@ type Post struct {
 	// Recipient is the one remote actor behind a personal inbox (empty for
 	// a shared inbox): a 410 from the inbox removes it as a follower.
 	Recipient string `json:"recipient,omitempty"`
+	// Forward marks the forward of an inbound activity (see forward): its
+	// body is the activity's bytes as received (store.ForwardDocument),
+	// not a local activity's.
+	Forward bool `json:"forward,omitempty"`
 }
 
 // target is one inbox of an activity's audience.

@@ -157,7 +157,7 @@ func (s *Service) request(ctx context.Context, p Post, host string) (*prepared, 
 		}
 		return nil, err
 	}
-	body, err := s.activity(ctx, p.ActivityID)
+	body, err := s.activity(ctx, p.ActivityID, p.Forward)
 	if err != nil {
 		return nil, err
 	}
@@ -218,15 +218,28 @@ func (s *Service) newPost(inbox string, body []byte, sig activitypub.Signer, sch
 const maxCachedActivities = 256
 
 // activity returns the stored bytes of the activity id, the body of its
-// deliveries, from a small cache in front of the activities table.
-func (s *Service) activity(ctx context.Context, id string) ([]byte, error) {
+// deliveries, from a small cache in front of the activities table (of the
+// forwards table for a forwarded inbound activity).
+func (s *Service) activity(ctx context.Context, id string, forwarded bool) ([]byte, error) {
+	key := id
+	if forwarded {
+		key = "forward\x00" + id
+	}
 	s.docsMu.Lock()
-	doc, ok := s.docs[id]
+	doc, ok := s.docs[key]
 	s.docsMu.Unlock()
 	if ok {
 		return doc, nil
 	}
-	a, err := s.store.ActivityByURI(ctx, id)
+	var err error
+	if forwarded {
+		doc, err = s.store.ForwardDocument(ctx, id)
+	} else {
+		var a *store.Activity
+		if a, err = s.store.ActivityByURI(ctx, id); err == nil {
+			doc = a.Document
+		}
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, outbox.Permanent(fmt.Errorf("%w: activity %s is not stored", ErrPayload, id))
 	}
@@ -237,9 +250,9 @@ func (s *Service) activity(ctx context.Context, id string) ([]byte, error) {
 	if len(s.docs) >= maxCachedActivities {
 		clear(s.docs)
 	}
-	s.docs[id] = a.Document
+	s.docs[key] = doc
 	s.docsMu.Unlock()
-	return a.Document, nil
+	return doc, nil
 }
 
 // removeGone removes an actor whose inbox answered 410 from every local

@@ -449,11 +449,12 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Register registers the fan-out and post handlers on reg under their
-// stable names (HandlerFanout for activitypub.EventOutgoing, HandlerPost
-// for EventPost).
+// Register registers the fan-out, forward and post handlers on reg under
+// their stable names (HandlerFanout for activitypub.EventOutgoing,
+// HandlerForward for activitypub.EventForward, HandlerPost for EventPost).
 func (s *Service) Register(reg *outbox.Registry) {
 	reg.Handle(activitypub.EventOutgoing, HandlerFanout, s.fanout)
+	reg.Handle(activitypub.EventForward, HandlerForward, s.forward)
 	reg.Handle(EventPost, HandlerPost, s.deliverSettled)
 	if s.cfg.Webhooks != nil {
 		reg.Handle(EventWebhook, HandlerWebhook, s.deliverWebhook)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/ed25519"
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/binary"
@@ -68,18 +69,32 @@ const benchConns = 256
 // it with a fixed count, e.g.
 //
 //	go test ./inbox/ -run '^$' -bench BenchmarkAccept -benchtime 3000x
-func BenchmarkAccept(b *testing.B) {
+func BenchmarkAccept(b *testing.B) { benchAccept(b, false) }
+
+// BenchmarkAcceptProof is BenchmarkAccept with every Create carrying an
+// FEP-8b32 eddsa-jcs-2022 proof by its actor's Ed25519 key, which the inbox
+// verifies beside the HTTP signature (the ratio's denominator stays the RSA
+// verifications):
+//
+//	go test ./inbox/ -run '^$' -bench 'BenchmarkAccept(Proof)?$' -benchtime 3000x
+func BenchmarkAcceptProof(b *testing.B) { benchAccept(b, true) }
+
+func benchAccept(b *testing.B, proof bool) {
 	tb := setup(b, options{sync: "FULL", noWorker: true})
+	var eds []ed25519.PrivateKey
 	for i := range benchSenders {
 		tb.remote.add(fmt.Sprintf("s%d", i), key(b, keyRemote))
+		if proof {
+			eds = append(eds, tb.remote.addEd(b, fmt.Sprintf("s%d", i)))
+		}
 	}
 	addr := strings.TrimPrefix(tb.base, "http://")
 
 	// The client warms the key cache (one fetch per sender) and its
 	// connections with the first batch, then waits for the word to post
 	// the measured one.
-	warm := signRequests(b, tb, 2*benchSenders)
-	wire := signRequests(b, tb, b.N)
+	warm := signRequests(b, tb, 2*benchSenders, eds...)
+	wire := signRequests(b, tb, b.N, eds...)
 	c := startBenchClient(b, addr, warm, wire)
 	runMeasured(b, c, func() {
 		if got := tb.result(b, metrics.InboxAccepted); got != b.N+2*benchSenders {
@@ -352,8 +367,9 @@ func readBatches(file string) ([][][]byte, error) {
 }
 
 // signRequests returns n Creates of notes by the benchmark's senders,
-// signed, each serialized as an HTTP/1.1 request to the shared inbox.
-func signRequests(b *testing.B, tb *testBundle, n int) [][]byte {
+// signed, each serialized as an HTTP/1.1 request to the shared inbox. With
+// eds (sender i's Ed25519 key), each Create carries its sender's proof.
+func signRequests(b *testing.B, tb *testBundle, n int, eds ...ed25519.PrivateKey) [][]byte {
 	b.Helper()
 	wire := make([][]byte, n)
 	procs := runtime.GOMAXPROCS(0)
@@ -367,6 +383,15 @@ func signRequests(b *testing.B, tb *testBundle, n int) [][]byte {
 				create := activity(id, "Create", actor, note(id+"/note", actor, nil))
 				create["cc"] = []string{tb.base + "/users/alice"} // concerns a local actor: stored
 				body := mustJSON(b, create)
+				if eds != nil {
+					create["@context"] = activitypub.WithDataIntegrity(nil)
+					var err error
+					if body, err = activitypub.AddProof(mustJSON(b, create), activitypub.Ed25519KeyID(actor),
+						eds[i%benchSenders], time.Now()); err != nil {
+						b.Error(err)
+						return
+					}
+				}
 				var buf bytes.Buffer
 				if err := tb.request(b, "/inbox", body, tb.as(b, name)).Write(&buf); err != nil {
 					b.Error(err)

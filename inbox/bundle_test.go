@@ -79,6 +79,9 @@ type remote struct {
 	actors  map[string]*remoteActor
 	fetches map[string]int
 	badGets atomic.Int64
+	// posts, when not nil, records the body of every POST (answered 202
+	// unverified), by path.
+	posts map[string][][]byte
 }
 
 type remoteActor struct {
@@ -97,6 +100,10 @@ func newRemote(t testing.TB) *remote {
 }
 
 func (r *remote) serve(w http.ResponseWriter, req *http.Request) {
+	if req.Method == http.MethodPost && r.recordPost(req) {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
 	if err := activitypub.Verify(req, nil, r.instancePub, activitypub.VerifyOptions{}); err != nil {
 		r.badGets.Add(1)
 		http.Error(w, "unsigned fetch", http.StatusUnauthorized)
@@ -140,6 +147,18 @@ func (r *remote) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	w.Header().Set("Content-Type", activitypub.ContentType)
 	_ = json.NewEncoder(w).Encode(doc)
+}
+
+// recordPost records req's body when the remote records POSTs.
+func (r *remote) recordPost(req *http.Request) bool {
+	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.posts == nil || err != nil {
+		return false
+	}
+	r.posts[req.URL.Path] = append(r.posts[req.URL.Path], body)
+	return true
 }
 
 // setAlsoKnownAs publishes ids as actor name's alsoKnownAs.

@@ -88,8 +88,18 @@
 // Announce and Block, Accept and Reject of local follows, Create and Update
 // of notes (an older version never overwrites a newer one; an object a
 // Delete named first is not stored: tombstone.go), Delete of an object
-// (leaving a remote tombstone) or an actor, Like and Announce of local notes, and Block. Other
-// types are recorded and acknowledged.
+// (leaving a remote tombstone) or an actor, Like and Announce of local
+// notes, and Block. Other types are recorded and acknowledged. In the same
+// transaction, a stored public reply to a local note, or an activity
+// addressed to a local followers collection that reaches something local,
+// is forwarded to those followers when it carries an FEP-8b32 proof or an
+// LD signature (forward.go: its bytes kept, an activitypub.EventForward
+// enqueued once).
+//
+// An activity carrying FEP-8b32 eddsa-jcs-2022 proofs has each verified
+// on acceptance (proof.go): a failing one is refused 401 (bad_proof), and
+// one by its actor's key lets it in when another server delivered it (the
+// HTTP signer need not be its actor).
 //
 // A verified POST carrying a signed Collection-Synchronization header
 // (FEP-8fcf) about its actor's followers is compared with the local actors

@@ -126,6 +126,9 @@ const (
 	// for, answered 202 and dropped.
 	resultDroppedDelete = "dropped_unverifiable_delete"
 	resultInternal      = "internal_error"
+	// resultBadProof: an FEP-8b32 integrity proof that is malformed or
+	// does not verify (401).
+	resultBadProof = "bad_proof"
 )
 
 // classify maps an acceptance error to its HTTP status and metrics result.
@@ -169,6 +172,8 @@ func classify(err error) (int, string) {
 		return http.StatusUnauthorized, "unsupported_key"
 	case errors.Is(err, activitypub.ErrBadSignature):
 		return http.StatusUnauthorized, "bad_signature"
+	case errors.Is(err, activitypub.ErrProof):
+		return http.StatusUnauthorized, resultBadProof
 	case errors.Is(err, ErrUnknownKey):
 		return http.StatusUnauthorized, "unknown_key"
 	case errors.Is(err, ErrActorMismatch):
@@ -190,7 +195,7 @@ func Results() []string {
 		metrics.InboxAccepted, metrics.InboxDuplicate, resultDroppedDelete, resultIgnored, resultThrottled, resultDeferred,
 		"bad_content_type", "body_too_large", "unknown_inbox", "missing_field", "malformed_json", "bad_url", "bad_text",
 		"no_signature", "rfc9421_signature", "malformed_signature", "unsigned_header", "digest_mismatch",
-		"date_out_of_window", "unsupported_key", "bad_signature", "unknown_key", "actor_not_key_owner",
+		"date_out_of_window", "unsupported_key", "bad_signature", resultBadProof, "unknown_key", "actor_not_key_owner",
 		"domain_blocked", "actor_blocked", "origin_mismatch", "wrong_host", resultInternal,
 	}
 }

@@ -217,8 +217,13 @@ func (h *Handler) accept(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return "", err
 	}
-	if owner != act.Actor {
-		return "", fmt.Errorf("%w: key %s is owned by %s, not %s", ErrActorMismatch, sig.KeyID, owner, act.Actor)
+	proved, err := h.checkProofs(ctx, &refs, body, act)
+	if err != nil {
+		return "", err
+	}
+	if owner != act.Actor && !proved {
+		return "", fmt.Errorf("%w: key %s is owned by %s, not %s, and no integrity proof of the actor's verifies",
+			ErrActorMismatch, sig.KeyID, owner, act.Actor)
 	}
 	h.budgets.charge(host, len(body))
 	if err := checkOrigin(&refs, act); err != nil {

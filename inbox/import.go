@@ -71,7 +71,7 @@ var objectTypes = map[string]bool{
 }
 
 const (
-	sqlLoadActivity = `SELECT document, received_at, imported_at IS NOT NULL
+	sqlLoadActivity = `SELECT document, received_at, imported_at IS NOT NULL, key_id
 		FROM inbox_activities WHERE activity_id = ?`
 	// The import's transaction reads the imported mark first; the row
 	// decides between two imports of one activity at once (two workers
@@ -100,7 +100,8 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 	var document []byte
 	var received int64
 	var imported bool
-	err := im.cfg.DB.Read.QueryRowContext(ctx, sqlLoadActivity, p.ActivityID).Scan(&document, &received, &imported)
+	var keyID string
+	err := im.cfg.DB.Read.QueryRowContext(ctx, sqlLoadActivity, p.ActivityID).Scan(&document, &received, &imported, &keyID)
 	if errors.Is(err, sql.ErrNoRows) {
 		im.log.InfoContext(ctx, "inbox: import of an activity no longer recorded", "event_id", ev.ID,
 			"activity_id", p.ActivityID)
@@ -141,6 +142,10 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 			}
 			// The application's inbox view (package app), in this transaction.
 			if err := im.recordApp(ctx, tx, act, outcome); err != nil {
+				return err
+			}
+			// Its forward to local actors' followers, when due (forward.go).
+			if err := im.forwardTx(ctx, tx, ev.ID, keyID, act, document, outcome); err != nil {
 				return err
 			}
 		}

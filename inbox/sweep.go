@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// Sweep deletes the recorded activities imported more than Retention ago
-// and returns how many it deleted. A redelivery of a deleted one would be
+// Sweep deletes the recorded activities imported more than Retention ago,
+// and the bytes of forwarded activities kept as long, and returns how many
+// recorded activities it deleted. A redelivery of a deleted one would be
 // recorded and imported again; imports are upserts, and the Date window
 // keeps old signed requests from being replayed.
 func (im *Importer) Sweep(ctx context.Context) (int, error) {
@@ -19,7 +20,11 @@ func (im *Importer) Sweep(ctx context.Context) (int, error) {
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		// The bytes kept for forwards go with them.
+		_, err = im.st.SweepForwardsTx(ctx, tx, time.UnixMilli(cutoff))
 		return err
 	})
 	if err != nil {

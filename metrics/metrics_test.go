@@ -29,6 +29,7 @@ var wantNames = []string{
 	"courier_delivery_parked_total",
 	"courier_inbox_deferred_total",
 	"courier_inbox_followers_sync_total",
+	"courier_inbox_forwards_total",
 	"courier_inbox_requests_total",
 	"courier_outbox_events_dead_lettered_total",
 	"courier_outbox_events_enqueued_total",

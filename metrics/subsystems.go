@@ -254,6 +254,13 @@ const (
 // inboxDeferReasons are the reasons Init creates series for.
 var inboxDeferReasons = []string{InboxDeferredKeyHostBusy, InboxDeferredKeyHostUnavailable, InboxDeferredDatabaseBusy}
 
+// Results of an inbound activity's forwarding to local actors' followers
+// (label result of courier_inbox_forwards_total).
+const (
+	InboxForwarded    = "forwarded"    // its forward was enqueued (once per activity)
+	InboxUnverifiable = "unverifiable" // due a forward, but carries neither an FEP-8b32 proof nor an LD signature
+)
+
 // Inbox records inbound requests to the inboxes. A nil *Inbox records
 // nothing.
 type Inbox struct {
@@ -263,10 +270,11 @@ type Inbox struct {
 	reasons  *labelGuard
 	syncs    *prometheus.CounterVec
 	syncRes  *labelGuard
+	forwards *prometheus.CounterVec
 }
 
 func newInbox(r *registrar) *Inbox {
-	return &Inbox{
+	i := &Inbox{
 		requests: counterVec(r, "inbox", "requests_total",
 			"Inbound inbox POSTs by result: accepted, duplicate, or the rejection reason.", "result"),
 		results: r.guard(),
@@ -276,7 +284,22 @@ func newInbox(r *registrar) *Inbox {
 		syncs: counterVec(r, "inbox", "followers_sync_total",
 			"Followers synchronization (FEP-8fcf) of remote actors: headers seen by result (in_sync, requested, ignored) and syncs run by result.", "result"),
 		syncRes: r.guard(),
+		forwards: counterVec(r, "inbox", "forwards_total",
+			"Inbound activities due a forward to local actors' followers (ActivityPub 7.1.2), by result: forwarded, or unverifiable (neither an integrity proof nor an LD signature, so not forwarded).", "result"),
 	}
+	for _, res := range []string{InboxForwarded, InboxUnverifiable} {
+		i.forwards.WithLabelValues(res)
+	}
+	return i
+}
+
+// Forward counts one inbound activity due a forward, by result
+// (InboxForwarded or InboxUnverifiable).
+func (i *Inbox) Forward(result string) {
+	if i == nil {
+		return
+	}
+	i.forwards.WithLabelValues(result).Inc()
 }
 
 // FollowersSync counts one Collection-Synchronization header looked at, or

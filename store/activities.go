@@ -222,9 +222,20 @@ func (s *Store) emit(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Ac
 	if t, ok := object.(targeted); ok {
 		object, target = t.Object, t.Target
 	}
-	doc, id, err := activitypub.NewActivityContext(ev.Context, s.uris.Base, ev.ID, typ, actor.URI, object, target, to, cc, ev.At)
+	ldContext := ev.Context
+	if actor.Ed25519Key != nil {
+		ldContext = activitypub.WithDataIntegrity(ldContext)
+	}
+	doc, id, err := activitypub.NewActivityContext(ldContext, s.uris.Base, ev.ID, typ, actor.URI, object, target, to, cc, ev.At)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: build %s: %w", typ, err)
+	}
+	if actor.Ed25519Key != nil {
+		// The proof is made once, here, and stored with the activity: a
+		// retried delivery sends these bytes, never a new signature.
+		if doc, err = activitypub.AddProof(doc, activitypub.Ed25519KeyID(actor.URI), actor.Ed25519Key, ev.At); err != nil {
+			return nil, false, fmt.Errorf("store: sign %s: %w", typ, err)
+		}
 	}
 	payload, err := json.Marshal(activitypub.Outgoing{Actor: actor.URI, Activity: doc})
 	if err != nil {

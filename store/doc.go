@@ -14,6 +14,11 @@
 // the actor and those bytes, so the delivery worker can deliver from the
 // event alone. The activity's id is a UUIDv5 of the event id and the type
 // (activitypub.NewActivity), and its published time is the event's time.
+// An actor with an Ed25519 key signs each activity it builds with an
+// FEP-8b32 eddsa-jcs-2022 proof (activitypub.AddProof, created at the
+// event's time), once, before it is stored: retries send those bytes.
+// Forwarded inbound activities keep their received bytes in forwards
+// (RecordForwardTx).
 //
 // The social tables are here: actors, objects, activities, follows, blocks,
 // reactions, domain blocks, the remote actor cache, the instance actor and

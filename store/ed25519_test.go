@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/migrations"
@@ -165,5 +166,59 @@ func TestRotateKeyRotatesEd25519(t *testing.T) {
 	pub, _, err := activitypub.KeyOf(person, a.URI+"#ed25519-key")
 	if err != nil || !got.Ed25519Key.Public().(ed25519.PublicKey).Equal(pub) {
 		t.Fatalf("the Update publishes %v, %v", pub, err)
+	}
+}
+
+// TestOutgoingActivitiesCarryProofs: every activity a local actor writes
+// carries an FEP-8b32 eddsa-jcs-2022 proof made with its Ed25519 key (the
+// key its actor document publishes in assertionMethod), stored with the
+// activity and carried in its event byte for byte, and the @context defines
+// proof. The proof verifies against the published key; a changed copy does
+// not.
+func TestOutgoingActivitiesCarryProofs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	create, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "signed words", To: []string{Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow, err := b.store.Follow(b.ctx, a, "https://remote.example/users/bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := b.store.ActorJSON(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	person, err := activitypub.ParseActor(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, owner, err := activitypub.KeyOf(person, activitypub.Ed25519KeyID(a.URI))
+	if err != nil || owner.ID != a.URI {
+		t.Fatalf("the published Ed25519 key: %v", err)
+	}
+	for _, act := range []*Activity{create, follow} {
+		out := b.checkOutgoing(t, act, act.Type)
+		proofs, err := activitypub.Proofs(out.Activity)
+		if err != nil || len(proofs) != 1 {
+			t.Fatalf("%s: proofs %v, %v in %s", act.Type, proofs, err, out.Activity)
+		}
+		p := proofs[0]
+		if p.VerificationMethod != a.URI+"#ed25519-key" || !p.EdDSAJCS() || p.ProofPurpose != "assertionMethod" ||
+			p.Created != act.Published.UTC().Format(time.RFC3339) {
+			t.Fatalf("%s: proof %+v", act.Type, p)
+		}
+		if err := activitypub.VerifyProof(out.Activity, p, pub.(ed25519.PublicKey)); err != nil {
+			t.Fatalf("%s: the proof does not verify: %v", act.Type, err)
+		}
+		if !bytes.Contains(out.Activity, []byte(`"`+activitypub.DataIntegrityContext+`"`)) {
+			t.Fatalf("%s: no data integrity context in %s", act.Type, out.Activity)
+		}
+		changed := bytes.Replace(out.Activity, []byte(`"to":["`), []byte(`"to":["https://remote.example/users/eve","`), 1)
+		if err := activitypub.VerifyProof(changed, p, pub.(ed25519.PublicKey)); err == nil {
+			t.Fatalf("%s: a changed copy verifies", act.Type)
+		}
 	}
 }

@@ -140,8 +140,18 @@ func (b *testBundle) checkOutgoing(t *testing.T, act *Activity, typ string) acti
 	if raw, ok := obj.(json.RawMessage); ok {
 		obj = raw
 	}
-	rebuilt, _, err := activitypub.NewActivity(testBase, ev.ID, typ, out.Actor, obj, nilIfEmpty(parsed.To), nilIfEmpty(parsed.Cc), time.UnixMilli(ev.OccurredAt))
+	at := time.UnixMilli(ev.OccurredAt)
+	rebuilt, _, err := activitypub.NewActivityContext(activitypub.WithDataIntegrity(nil), testBase, ev.ID, typ, out.Actor, obj, "",
+		nilIfEmpty(parsed.To), nilIfEmpty(parsed.Cc), at)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The proof is made with the actor's Ed25519 key, deterministically.
+	author, err := b.store.ActorByURI(b.ctx, out.Actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rebuilt, err = activitypub.AddProof(rebuilt, activitypub.Ed25519KeyID(out.Actor), author.Ed25519Key, at); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(rebuilt, out.Activity) {

@@ -56,6 +56,7 @@ var tables = []table{
 	{name: "delivery_outcome_counts"},
 	// package inbox and outbox/natsbus.
 	{name: "inbox_activities"},
+	{name: "forwards"},
 	{name: "jetstream_exhausted"},
 	// package app: the inbox view and its per-actor counters.
 	{name: "app_inbox_counters"},

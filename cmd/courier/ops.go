@@ -18,10 +18,10 @@ import (
 // metrics show them at 0 on a fresh instance.
 func knownLabels() metrics.Known {
 	return metrics.Known{
-		EventTypes: []string{activitypub.EventOutgoing, delivery.EventPost, inbox.EventReceived, store.EventPollUpdate,
-			inbox.EventFollowersSync},
-		Handlers: []string{delivery.HandlerFanout, delivery.HandlerPost, inbox.HandlerImport, inbox.HandlerPollUpdate,
-			inbox.HandlerFollowersSync},
+		EventTypes: []string{activitypub.EventOutgoing, activitypub.EventForward, delivery.EventPost, inbox.EventReceived,
+			store.EventPollUpdate, inbox.EventFollowersSync},
+		Handlers: []string{delivery.HandlerFanout, delivery.HandlerForward, delivery.HandlerPost, inbox.HandlerImport,
+			inbox.HandlerPollUpdate, inbox.HandlerFollowersSync},
 		HostStates:           []string{delivery.HostHealthy, delivery.HostFailing, delivery.HostUnavailable, delivery.HostPaused},
 		FollowersSyncResults: inbox.FollowersSyncResults(),
 	}
