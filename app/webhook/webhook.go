@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -44,6 +45,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
@@ -187,6 +189,14 @@ type Config struct {
 	SecretCacheTTL time.Duration
 	// MaxURL bounds an endpoint's URL (default 2048 bytes).
 	MaxURL int
+	// DenyMetadata refuses an endpoint URL whose host is a link-local or
+	// cloud metadata address (activitypub.MetadataAddr) that AllowAddrs
+	// does not contain; the delivery client refuses to dial one alike
+	// (delivery.Config.WebhookDenyMetadata), whatever name resolves to it.
+	// Set it when courier refuses private addresses. Other private
+	// addresses stay allowed: the application usually sits beside courier.
+	DenyMetadata bool
+	AllowAddrs   []netip.Prefix
 	// UserAgent is sent with every POST (default "courier-webhooks").
 	UserAgent string
 	// Logger receives the service's logs (nil discards). Secrets and
@@ -494,7 +504,8 @@ func (s *Service) forget(id int64) {
 // validURL checks an endpoint URL: http or https, a host, no user
 // information or fragment, at most MaxURL bytes. Loopback and private
 // addresses are allowed: the application usually sits beside courier, and
-// only the operator adds endpoints.
+// only the operator adds endpoints; link-local and cloud metadata addresses
+// only when named in AllowAddrs, under DenyMetadata.
 func (s *Service) validURL(raw string) error {
 	if len(raw) > s.cfg.MaxURL {
 		return store.Errorf(store.EINVALID, "url: longer than %d bytes", s.cfg.MaxURL)
@@ -505,6 +516,11 @@ func (s *Service) validURL(raw string) error {
 	}
 	if u.User != nil || u.Fragment != "" {
 		return store.Errorf(store.EINVALID, "url %q: must not carry user information or a fragment", raw)
+	}
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && s.cfg.DenyMetadata &&
+		activitypub.MetadataAddr(ip) && !activitypub.AddrAllowed(ip, s.cfg.AllowAddrs) {
+		return store.Errorf(store.EINVALID, "url %q: %s is a link-local or cloud metadata address; "+
+			"an operator allows it by naming it in --webhook-allow-addresses", raw, ip)
 	}
 	return nil
 }

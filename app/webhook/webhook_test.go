@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -753,5 +754,43 @@ func TestEventTypeOf(t *testing.T) {
 		if !slices.Contains(webhook.KnownTypes(), typ) {
 			t.Errorf("KnownTypes lacks %s", typ)
 		}
+	}
+}
+
+// TestAddRefusesMetadataAddresses: on a courier that refuses private
+// addresses (DenyMetadata), an endpoint at a link-local or cloud metadata
+// address, in any form, is refused unless the operator named it; loopback
+// and private LAN addresses stay allowed. With private addresses allowed,
+// nothing is refused.
+func TestAddRefusesMetadataAddresses(t *testing.T) {
+	t.Parallel()
+	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
+	hooks, err := webhook.New(webhook.Config{DB: db, DenyMetadata: true,
+		AllowAddrs: []netip.Prefix{netip.MustParsePrefix("169.254.10.20/32")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{
+		"http://169.254.169.254/latest/meta-data/", "http://169.254.0.1:8080/hook",
+		"http://[::ffff:169.254.169.254]/", "http://[::ffff:a9fe:a9fe]/", "http://[fd00:ec2::254]/",
+		"http://100.100.100.200/", "http://[fe80::1]/", "http://[fe80::1%25eth0]:9000/",
+	} {
+		_, _, err := hooks.Add(t.Context(), u, "", nil)
+		if store.ErrorCode(err) != store.EINVALID || !strings.Contains(store.ErrorMessage(err), "--webhook-allow-addresses") {
+			t.Errorf("Add(%q) = %v, want refused naming the setting", u, err)
+		}
+	}
+	for _, u := range []string{"http://127.0.0.1:9/hook", "http://10.0.0.5/hook", "http://192.168.1.10:8080/",
+		"http://[fd12:3456::1]/", "http://169.254.10.20/named", "https://hooks.example/"} {
+		if _, _, err := hooks.Add(t.Context(), u, "", nil); err != nil {
+			t.Errorf("Add(%q) = %v, want it allowed", u, err)
+		}
+	}
+	open, err := webhook.New(webhook.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := open.Add(t.Context(), "http://169.254.169.254/", "", nil); err != nil {
+		t.Errorf("with private addresses allowed: %v", err)
 	}
 }
