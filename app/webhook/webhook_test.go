@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -792,5 +793,61 @@ func TestAddRefusesMetadataAddresses(t *testing.T) {
 	}
 	if _, _, err := open.Add(t.Context(), "http://169.254.169.254/", "", nil); err != nil {
 		t.Errorf("with private addresses allowed: %v", err)
+	}
+}
+
+// syncBuffer is a log destination goroutines share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestEndpointCredentialNotLogged: an endpoint whose URL carries its
+// credential (a token in its path and in its query) fails a delivery; the
+// debug log of the attempt names the endpoint by host and path with the
+// credential redacted, and so do the delivery's records.
+func TestEndpointCredentialNotLogged(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := setup(t, nil, func(c *delivery.Config) { c.Logger = logger })
+	b.actor("alice")
+	r := newReceiver(t, func(int) int { return http.StatusInternalServerError })
+	const pathToken, queryToken = "Xq9mZ2kL7pR4sT1vW8yN3bC6", "s3cr3t-qu3ry"
+	ep, secret, err := b.hooks.Add(b.ctx, r.srv.URL+"/hooks/"+pathToken+"?token="+queryToken, "alice", []string{"webhook.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.verifyWith(t, secret)
+	if _, err := b.hooks.Test(b.ctx, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the failed attempt's log", func() bool { return strings.Contains(logs.String(), "attempt failed") })
+	out := logs.String()
+	if strings.Contains(out, pathToken) || strings.Contains(out, queryToken) {
+		t.Fatalf("the endpoint's credential is logged:\n%s", out)
+	}
+	if !strings.Contains(out, strings.TrimPrefix(r.srv.URL, "http://")+"/hooks/redacted?token=redacted") {
+		t.Fatalf("the log does not name the endpoint:\n%s", out)
+	}
+	var n int
+	if err := b.db.Read.QueryRow(`SELECT COUNT(*) FROM delivery_attempts WHERE inbox LIKE ? OR inbox LIKE ?`,
+		"%"+pathToken+"%", "%"+queryToken+"%").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d delivery records carry the credential", n)
 	}
 }
