@@ -282,7 +282,9 @@ func parseFilter(q url.Values) (filter, error) {
 			}) {
 				return f, store.Errorf(store.EINVALID, "type %q is not an activity type", t)
 			}
-			f.types = append(f.types, t)
+			if !slices.Contains(f.types, t) { // a type named twice is read once
+				f.types = append(f.types, t)
+			}
 		}
 		if len(f.types) > maxTypes {
 			return f, store.Errorf(store.EINVALID, "at most %d types in one filter", maxTypes)
