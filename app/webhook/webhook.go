@@ -45,7 +45,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
@@ -189,14 +188,14 @@ type Config struct {
 	SecretCacheTTL time.Duration
 	// MaxURL bounds an endpoint's URL (default 2048 bytes).
 	MaxURL int
-	// DenyMetadata refuses an endpoint URL whose host is a link-local or
-	// cloud metadata address (activitypub.MetadataAddr) that AllowAddrs
-	// does not contain; the delivery client refuses to dial one alike
-	// (delivery.Config.WebhookDenyMetadata), whatever name resolves to it.
-	// Set it when courier refuses private addresses. Other private
-	// addresses stay allowed: the application usually sits beside courier.
-	DenyMetadata bool
-	AllowAddrs   []netip.Prefix
+	// RefuseAddr, when set, refuses an endpoint URL whose host is an IP
+	// address it reports: cmd gives the link-local and cloud metadata
+	// addresses (activitypub.MetadataAddr) the operator did not name, when
+	// courier refuses private addresses; the delivery client refuses to
+	// dial them alike (delivery.Config.WebhookDenyMetadata), whatever name
+	// resolves to one. Other private addresses stay allowed: the
+	// application usually sits beside courier. Nil: none refused.
+	RefuseAddr func(netip.Addr) bool
 	// UserAgent is sent with every POST (default "courier-webhooks").
 	UserAgent string
 	// Logger receives the service's logs (nil discards). Secrets and
@@ -504,8 +503,7 @@ func (s *Service) forget(id int64) {
 // validURL checks an endpoint URL: http or https, a host, no user
 // information or fragment, at most MaxURL bytes. Loopback and private
 // addresses are allowed: the application usually sits beside courier, and
-// only the operator adds endpoints; link-local and cloud metadata addresses
-// only when named in AllowAddrs, under DenyMetadata.
+// only the operator adds endpoints; an address RefuseAddr reports is not.
 func (s *Service) validURL(raw string) error {
 	if len(raw) > s.cfg.MaxURL {
 		return store.Errorf(store.EINVALID, "url: longer than %d bytes", s.cfg.MaxURL)
@@ -517,8 +515,7 @@ func (s *Service) validURL(raw string) error {
 	if u.User != nil || u.Fragment != "" {
 		return store.Errorf(store.EINVALID, "url %q: must not carry user information or a fragment", raw)
 	}
-	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && s.cfg.DenyMetadata &&
-		activitypub.MetadataAddr(ip) && !activitypub.AddrAllowed(ip, s.cfg.AllowAddrs) {
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && s.cfg.RefuseAddr != nil && s.cfg.RefuseAddr(ip) {
 		return store.Errorf(store.EINVALID, "url %q: %s is a link-local or cloud metadata address; "+
 			"an operator allows it by naming it in --webhook-allow-addresses", raw, ip)
 	}

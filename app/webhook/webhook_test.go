@@ -766,8 +766,12 @@ func TestEventTypeOf(t *testing.T) {
 func TestAddRefusesMetadataAddresses(t *testing.T) {
 	t.Parallel()
 	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
-	hooks, err := webhook.New(webhook.Config{DB: db, DenyMetadata: true,
-		AllowAddrs: []netip.Prefix{netip.MustParsePrefix("169.254.10.20/32")}})
+	// As cmd/courier configures it without --allow-private-addresses and
+	// with --webhook-allow-addresses 169.254.10.20.
+	allow := []netip.Prefix{netip.MustParsePrefix("169.254.10.20/32")}
+	hooks, err := webhook.New(webhook.Config{DB: db, RefuseAddr: func(ip netip.Addr) bool {
+		return activitypub.MetadataAddr(ip) && !activitypub.AddrAllowed(ip, allow)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

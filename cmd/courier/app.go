@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -170,7 +171,13 @@ func (a *app) buildFederation(ctx context.Context) error {
 		return err
 	}
 	denyMetadata := !a.cfg.AllowPrivateAddresses
-	a.webhooks, err = webhook.New(webhook.Config{DB: a.db, Logger: a.logger, DenyMetadata: denyMetadata, AllowAddrs: webhookAllow})
+	wcfg := webhook.Config{DB: a.db, Logger: a.logger}
+	if denyMetadata {
+		wcfg.RefuseAddr = func(ip netip.Addr) bool {
+			return activitypub.MetadataAddr(ip) && !activitypub.AddrAllowed(ip, webhookAllow)
+		}
+	}
+	a.webhooks, err = webhook.New(wcfg)
 	if err != nil {
 		return err
 	}
