@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -26,6 +27,13 @@ type ClientOptions struct {
 	// other non-global addresses (COURIER_ALLOW_PRIVATE_ADDRESSES; tests on
 	// 127.0.0.1 need it). Default false.
 	AllowPrivate bool
+	// DenyMetadata, with AllowPrivate, still refuses link-local and cloud
+	// metadata addresses (MetadataAddr) but those AllowAddrs contains: a
+	// client to the operator's own services on a private network (webhooks)
+	// that no endpoint can turn to the host's metadata service. Default
+	// false.
+	DenyMetadata bool
+	AllowAddrs   []netip.Prefix
 	// Timeout bounds a whole request, body included. Default 30 s.
 	Timeout time.Duration
 	// DialTimeout bounds connecting. Default 5 s.
@@ -104,8 +112,25 @@ func (o ClientOptions) withDefaults() ClientOptions {
 func NewClient(opts ClientOptions) *http.Client {
 	opts = opts.withDefaults()
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
-	if !opts.AllowPrivate {
+	switch {
+	case !opts.AllowPrivate:
 		dialer.Control = guardControl
+	case opts.DenyMetadata:
+		allow := slices.Clone(opts.AllowAddrs)
+		dialer.Control = func(network, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: %s", ErrPrivateAddress, address)
+			}
+			ip, err := netip.ParseAddr(host)
+			if err != nil {
+				return fmt.Errorf("%w: %s", ErrPrivateAddress, address)
+			}
+			if MetadataAddr(ip) && !AddrAllowed(ip, allow) {
+				return fmt.Errorf("%w: %s is link-local or a cloud metadata address", ErrPrivateAddress, ip)
+			}
+			return nil
+		}
 	}
 	tr := &http.Transport{
 		Proxy:             nil,
@@ -198,6 +223,56 @@ var nonGlobal = []netip.Prefix{
 
 // nat64 is the well-known NAT64 prefix; its addresses embed an IPv4 one.
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// metadataAddrs are cloud metadata services outside the link-local ranges:
+// AWS's IPv6 one and Alibaba Cloud's.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("100.100.100.200"),
+}
+
+// MetadataAddr reports whether ip is link-local (169.254.0.0/16, where most
+// clouds serve their metadata at 169.254.169.254, and fe80::/10) or another
+// cloud metadata address (fd00:ec2::254, 100.100.100.200). IPv4-mapped,
+// IPv4-compatible and NAT64 addresses are judged by the IPv4 address they
+// carry.
+func MetadataAddr(ip netip.Addr) bool {
+	ip = embeddedV4(ip.Unmap())
+	return ip.IsLinkLocalUnicast() || slices.Contains(metadataAddrs, ip.WithZone(""))
+}
+
+// embeddedV4 is the IPv4 address a NAT64 or IPv4-compatible (::a.b.c.d)
+// address carries; ip itself otherwise.
+func embeddedV4(ip netip.Addr) netip.Addr {
+	if !ip.Is6() {
+		return ip
+	}
+	b := ip.As16()
+	v4 := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	if nat64.Contains(ip) {
+		return v4
+	}
+	for _, x := range b[:12] {
+		if x != 0 {
+			return ip
+		}
+	}
+	if v4.As4() == [4]byte{} || v4 == netip.AddrFrom4([4]byte{0, 0, 0, 1}) {
+		return ip // :: and ::1 are IPv6's own
+	}
+	return v4
+}
+
+// AddrAllowed reports whether one of allow contains ip (compared unmapped).
+func AddrAllowed(ip netip.Addr, allow []netip.Prefix) bool {
+	ip = ip.Unmap().WithZone("")
+	for _, p := range allow {
+		if p.Contains(ip) || p.Contains(embeddedV4(ip)) {
+			return true
+		}
+	}
+	return false
+}
 
 // IsGlobalAddr reports whether ip is a globally reachable unicast address:
 // not loopback, private (RFC 1918, fc00::/7), link-local, unspecified,

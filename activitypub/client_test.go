@@ -115,3 +115,70 @@ func TestClientGuard(t *testing.T) {
 		t.Fatalf("redirect followed: status %d", resp.StatusCode)
 	}
 }
+
+func TestMetadataAddr(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ip   string
+		want bool
+	}{
+		{"169.254.169.254", true},
+		{"169.254.0.1", true},
+		{"::ffff:169.254.169.254", true},
+		{"::169.254.169.254", true},
+		{"64:ff9b::169.254.169.254", true},
+		{"fd00:ec2::254", true},
+		{"100.100.100.200", true},
+		{"::ffff:100.100.100.200", true},
+		{"fe80::1", true},
+		{"fe80::1%eth0", true},
+		{"10.0.0.5", false},
+		{"192.168.1.10", false},
+		{"127.0.0.1", false},
+		{"::1", false},
+		{"::", false},
+		{"fd00:ec2::253", false},
+		{"100.100.100.201", false},
+		{"93.184.216.34", false},
+	} {
+		if got := MetadataAddr(netip.MustParseAddr(tc.ip)); got != tc.want {
+			t.Errorf("MetadataAddr(%s) = %v, want %v", tc.ip, got, tc.want)
+		}
+	}
+	allow := []netip.Prefix{netip.MustParsePrefix("169.254.10.0/24")}
+	if !AddrAllowed(netip.MustParseAddr("::ffff:169.254.10.20"), allow) || AddrAllowed(netip.MustParseAddr("169.254.169.254"), allow) {
+		t.Error("AddrAllowed does not judge by the prefix")
+	}
+}
+
+// TestClientDenyMetadata: a client that allows private addresses but
+// denies metadata ones (the webhooks') reaches loopback and refuses to dial
+// link-local and cloud metadata addresses, in any of their forms, but
+// those it allows; the refusal comes before any packet is sent.
+func TestClientDenyMetadata(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	c := NewClient(ClientOptions{AllowPrivate: true, DenyMetadata: true, Timeout: 5 * time.Second,
+		AllowAddrs: []netip.Prefix{netip.MustParsePrefix("169.254.10.20/32")}})
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("loopback: %v", err)
+	}
+	resp.Body.Close()
+	for _, u := range []string{"http://169.254.169.254:9/latest/meta-data/", "http://[::ffff:169.254.169.254]:9/",
+		"http://[fd00:ec2::254]:9/", "http://100.100.100.200:9/", "http://[fe80::1%25lo]:9/", "http://[::169.254.169.254]:9/"} {
+		resp, err := c.Get(u)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if !errors.Is(err, ErrPrivateAddress) {
+			t.Errorf("GET %s: %v, want ErrPrivateAddress", u, err)
+		}
+	}
+	if !AddrAllowed(netip.MustParseAddr("169.254.10.20"), []netip.Prefix{netip.MustParsePrefix("169.254.10.20/32")}) {
+		t.Error("an allowed address is not allowed")
+	}
+}

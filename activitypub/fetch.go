@@ -177,7 +177,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (body []byte, finalU
 			if err != nil {
 				return nil, "", fmt.Errorf("%w: redirect to %q", ErrBadURL, loc)
 			}
-			f.cfg.Logger.DebugContext(ctx, "activitypub fetch redirected", "url", cur, "location", next.String(), "status", status)
+			f.cfg.Logger.DebugContext(ctx, "activitypub fetch redirected", "url", RedactURL(cur), "location", RedactURL(next.String()), "status", status)
 			cur = next.String()
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -74,7 +75,7 @@ func (a *API) addRelay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a.log.InfoContext(r.Context(), "admin: relay added", "relay", rel.URL, "style", rel.Style)
+	a.log.InfoContext(r.Context(), "admin: relay added", "relay", activitypub.RedactURL(rel.URL), "style", rel.Style)
 	return writeJSON(w, http.StatusCreated, relayInfo(rel))
 }
 
@@ -93,7 +94,7 @@ func (a *API) removeRelay(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	a.log.InfoContext(r.Context(), "admin: relay removed", "relay", rel.URL)
+	a.log.InfoContext(r.Context(), "admin: relay removed", "relay", activitypub.RedactURL(rel.URL))
 	return writeJSON(w, http.StatusOK, ActionResult{Action: "unsubscribe", Message: "relay " + rel.URL + " removed; Undo sent"})
 }
 

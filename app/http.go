@@ -42,6 +42,11 @@ type Config struct {
 	// KeepAlive is the interval of a stream's keep-alive comments when it
 	// has nothing to send (default 15 s).
 	KeepAlive time.Duration
+	// WriteTimeout is how long one write of a stream (an event, a
+	// keep-alive) may wait for its client to read (default 30 s): a
+	// stream whose client reads nothing for that long is closed and its
+	// place freed (the client reconnects with Last-Event-ID).
+	WriteTimeout time.Duration
 	// Poll is how often an idle stream reads its actor's inbox view
 	// without being woken (default 1 s): wake-ups come from this process's
 	// commits and, on PostgreSQL with listening on, other processes'.
@@ -67,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = 15 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 30 * time.Second
 	}
 	if c.Poll <= 0 {
 		c.Poll = time.Second
@@ -274,7 +282,9 @@ func parseFilter(q url.Values) (filter, error) {
 			}) {
 				return f, store.Errorf(store.EINVALID, "type %q is not an activity type", t)
 			}
-			f.types = append(f.types, t)
+			if !slices.Contains(f.types, t) { // a type named twice is read once
+				f.types = append(f.types, t)
+			}
 		}
 		if len(f.types) > maxTypes {
 			return f, store.Errorf(store.EINVALID, "at most %d types in one filter", maxTypes)

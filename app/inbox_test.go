@@ -182,6 +182,15 @@ func TestInboxConcerns(t *testing.T) {
 	if got := itemIDs(t, p); len(got) != 2 || got[0] != wants[4].id || got[1] != wants[3].id {
 		t.Errorf("type=Like,Announce: %v", got)
 	}
+	// A type named twice is read once: each item once, and the page's own
+	// links name it once.
+	p = getPage(t, inboxURL+"?page=true&type=Like,Announce,Like,%20Like", aliceTok)
+	if got := itemIDs(t, p); len(got) != 2 || got[0] != wants[4].id || got[1] != wants[3].id {
+		t.Errorf("type=Like,Announce,Like, Like: %v", got)
+	}
+	if strings.Count(p.ID, "Like") != 1 {
+		t.Errorf("type=Like,Announce,Like, Like: the page's id %s", p.ID)
+	}
 	p = getPage(t, inboxURL+"?page=true&notifications=true", aliceTok)
 	var notif []string
 	for i := len(wants) - 1; i >= 0; i-- {

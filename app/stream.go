@@ -2,8 +2,10 @@ package app
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,8 +15,10 @@ import (
 	"github.com/courier-ap/courier/store"
 )
 
-// streamBatch is how many items a stream reads per query.
-const streamBatch = 100
+// streamBatch is how many items a stream lists per query: their seqs and
+// types only. Each item's document is read when its event is written, so
+// that a stream holds one item at a time, whatever the size of its items.
+const streamBatch = 16
 
 // retryMillis is the reconnection delay a stream suggests to its client.
 const retryMillis = 2000
@@ -53,26 +57,39 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, v view) {
 	}
 	defer release()
 
-	// A stream outlives the server's write timeout.
+	// A stream outlives the server's write timeout; each of its writes
+	// has a deadline of its own instead (write).
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.SetReadDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
+	// write sends what f writes within the stream's write timeout: a
+	// client that reads nothing for that long gets its stream closed, and
+	// its place is free again.
 	bw := bufio.NewWriterSize(w, 32<<10)
-	fmt.Fprintf(bw, "retry: %d\n\n", retryMillis)
-	flush := func() error {
-		if err := bw.Flush(); err != nil {
-			return err
+	write := func(f func(io.Writer)) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+		f(bw)
+		err := bw.Flush()
+		if err == nil {
+			err = rc.Flush()
 		}
-		return rc.Flush()
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.DebugContext(ctx, "app: stream closed: its client did not read", "actor", a.Name,
+					"timeout", h.cfg.WriteTimeout, "err", err)
+			}
+			return false
+		}
+		return true
 	}
-	if flush() != nil {
+	w.WriteHeader(http.StatusOK)
+	if !write(func(w io.Writer) { fmt.Fprintf(w, "retry: %d\n\n", retryMillis) }) {
 		return
 	}
-	ctx := r.Context()
 	target := v.uri(h.uris, a.Name)
 	keepAlive := time.NewTicker(h.cfg.KeepAlive)
 	defer keepAlive.Stop()
@@ -80,30 +97,35 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, v view) {
 	defer poll.Stop()
 	for {
 		woken := h.wake.wait() // taken before reading: a commit after the read wakes us
-		items, err := h.page(ctx, v, a.ID, filter{}, 0, last, streamBatch)
+		items, err := h.after(ctx, v, a.ID, last, streamBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.log.WarnContext(ctx, "app: stream read failed; the client reconnects", "actor", a.Name, "err", err)
 			}
 			return
 		}
-		// page returns newest first; events go oldest first.
-		for i := len(items) - 1; i >= 0; i-- {
-			it := items[i]
-			data, err := Event(target, it.typ, it.doc)
+		for _, it := range items {
+			doc, err := h.document(ctx, v, a.ID, it.seq)
+			if err != nil {
+				if ctx.Err() == nil {
+					h.log.WarnContext(ctx, "app: stream read failed; the client reconnects", "actor", a.Name, "err", err)
+				}
+				return
+			}
+			data, err := Event(target, it.typ, doc)
+			doc = nil
 			if err != nil {
 				h.log.WarnContext(ctx, "app: stream event unreadable; skipped", "actor", a.Name, "seq", it.seq, "err", err)
 				data = []byte(`{"@context":"https://www.w3.org/ns/activitystreams","type":"Add","target":` +
 					strconv.Quote(target) + `}`)
 			}
-			fmt.Fprintf(bw, "id: %d\ndata: %s\n\n", it.seq, data)
-			last = it.seq
-		}
-		h.cfg.Metrics.StreamEvents(v.collection, len(items))
-		if len(items) > 0 {
-			if flush() != nil {
+			if !write(func(w io.Writer) { fmt.Fprintf(w, "id: %d\ndata: %s\n\n", it.seq, data) }) {
 				return
 			}
+			h.cfg.Metrics.StreamEvents(v.collection, 1)
+			last = it.seq
+		}
+		if len(items) > 0 {
 			keepAlive.Reset(h.cfg.KeepAlive)
 			if len(items) == streamBatch {
 				continue
@@ -117,12 +139,45 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, v view) {
 		case <-woken:
 		case <-poll.C:
 		case <-keepAlive.C:
-			fmt.Fprint(bw, ": keep-alive\n\n")
-			if flush() != nil {
+			if !write(func(w io.Writer) { fmt.Fprint(w, ": keep-alive\n\n") }) {
 				return
 			}
 		}
 	}
+}
+
+// after lists up to limit items of the actor's view v after seq, oldest
+// first: their seqs and types, without their documents.
+func (h *Handler) after(ctx context.Context, v view, actorID, seq int64, limit int) ([]row, error) {
+	rows, err := h.db.Read.QueryContext(ctx, `SELECT seq, type FROM `+v.items+
+		` WHERE actor_id = ? AND seq > ? ORDER BY seq ASC LIMIT ?`, actorID, seq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("app: %s stream: %w", v.collection, err)
+	}
+	defer rows.Close()
+	var out []row
+	for rows.Next() {
+		var it row
+		if err := rows.Scan(&it.seq, &it.typ); err != nil {
+			return nil, fmt.Errorf("app: %s stream: %w", v.collection, err)
+		}
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("app: %s stream: %w", v.collection, err)
+	}
+	return out, nil
+}
+
+// document is the document of the actor's item seq of view v.
+func (h *Handler) document(ctx context.Context, v view, actorID, seq int64) (json.RawMessage, error) {
+	var doc []byte
+	err := h.db.Read.QueryRowContext(ctx, `SELECT document FROM `+v.items+` WHERE actor_id = ? AND seq = ?`,
+		actorID, seq).Scan(&doc)
+	if err != nil {
+		return nil, fmt.Errorf("app: %s stream item %d: %w", v.collection, seq, err)
+	}
+	return doc, nil
 }
 
 // lastEventID is the request's Last-Event-ID (header, or query parameter

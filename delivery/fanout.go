@@ -164,7 +164,7 @@ func (s *Service) audience(ctx context.Context, eventID string, actor *store.Act
 			if !ok {
 				skipped[inbox] = true
 				s.log.InfoContext(ctx, "delivery: skipping an inbox that is not an http(s) URL",
-					"activity_id", act.ID, "inbox", inbox)
+					"activity_id", act.ID, "inbox", activitypub.RedactURL(inbox))
 				return
 			}
 			if s.uris.IsLocal(inbox) || host == self {
@@ -323,7 +323,7 @@ func (s *Service) named(ctx context.Context, eventID string, actor *store.Actor,
 	add func(inbox, recipient string, shared, several bool)) error {
 	if _, ok := inboxHost(r); !ok {
 		s.log.InfoContext(ctx, "delivery: skipping a recipient that is not an http(s) URL",
-			"activity_id", act.ID, "recipient", r)
+			"activity_id", act.ID, "recipient", activitypub.RedactURL(r))
 		return nil
 	}
 	var blocked bool

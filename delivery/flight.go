@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/outbox"
 )
 
@@ -154,7 +155,7 @@ func (s *Service) launch(ev outbox.Event, p Post, host string, probe bool, req *
 		status, header, postErr := s.sendLearning(ctx, host, req)
 		took := time.Since(start)
 		if postErr != nil && ctx.Err() != nil {
-			f.err = fmt.Errorf("delivery: post to %s interrupted: %w", p.Inbox, ctx.Err())
+			f.err = fmt.Errorf("delivery: post to %s interrupted: %w", activitypub.RedactURL(p.Inbox), ctx.Err())
 			s.finish(f)
 			return
 		}
@@ -172,7 +173,7 @@ func (s *Service) launch(ev outbox.Event, p Post, host string, probe bool, req *
 			s.removeGone(ctx, p.Recipient)
 		}
 		if d.Verdict == Retry {
-			s.log.DebugContext(ctx, "delivery: attempt failed", "event_id", ev.ID, "inbox", p.Inbox, "host", host,
+			s.log.DebugContext(ctx, "delivery: attempt failed", "event_id", ev.ID, "inbox", activitypub.RedactURL(p.Inbox), "host", host,
 				"status", status, "err", d.Reason)
 		}
 		f.d, f.status = d, status
@@ -374,7 +375,7 @@ func (s *Service) send(req *http.Request) (int, http.Header, error) {
 func (s *Service) sendWith(c *http.Client, req *http.Request) (int, http.Header, error) {
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, activitypub.RedactError(err) // its URL may carry a credential
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.cfg.MaxResponseBody))

@@ -52,7 +52,9 @@ func (s *Service) deliverWebhook(ctx context.Context, ev outbox.Event) error {
 		if err != nil {
 			return nil, err
 		}
-		p.Inbox = req.URL.String()
+		// What is recorded and logged of an endpoint's URL leaves out
+		// the credential it may carry.
+		p.Inbox = activitypub.RedactURL(req.URL.String())
 		return &prepared{req: req, body: body, client: s.hookClient}, nil
 	})
 	if errors.Is(err, ErrWebhookGone) {

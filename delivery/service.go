@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -235,6 +236,12 @@ type Config struct {
 	// are added by the operator, and the application usually sits
 	// beside courier, on loopback or a private network).
 	WebhookClient *http.Client
+	// WebhookDenyMetadata makes the default WebhookClient refuse to dial
+	// link-local and cloud metadata addresses (activitypub.MetadataAddr)
+	// but those WebhookAllowAddrs contains; set it when courier refuses
+	// private addresses. Private and loopback addresses stay allowed.
+	WebhookDenyMetadata bool
+	WebhookAllowAddrs   []netip.Prefix
 	// Logger receives the service's logs (nil discards).
 	Logger *slog.Logger
 	// Metrics records attempts and parking (nil records nothing).
@@ -415,6 +422,8 @@ func New(cfg Config) (*Service, error) {
 	if hc == nil {
 		hc = activitypub.NewClient(activitypub.ClientOptions{
 			AllowPrivate:          true,
+			DenyMetadata:          cfg.WebhookDenyMetadata,
+			AllowAddrs:            cfg.WebhookAllowAddrs,
 			Timeout:               cfg.Timeout,
 			DialTimeout:           cfg.DialTimeout,
 			TLSHandshakeTimeout:   cfg.DialTimeout,

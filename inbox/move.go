@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/store"
 )
 
 // An inbound Move: a remote account announces it moved to another
@@ -20,10 +21,17 @@ import (
 // account then stops following it (an Undo of its Follow is sent) and
 // follows the new one (a Follow enqueued in the import's transaction, as a
 // client's Follow is), unless it blocks the new account or follows it
-// already (store.MoveFollowsTx).
+// already (store.MoveFollowsTx). A Move of an account whose last honoured
+// Move is less than store.MoveCooldown (7 days) old is not honoured
+// (OutcomeMoveCooldown), checked before the fetch and again in the
+// transaction.
 
 // OutcomeMoved: a verified Move moved local actors' follows to its target.
 const OutcomeMoved = "moved"
+
+// OutcomeMoveCooldown: a Move of an account that moved less than
+// store.MoveCooldown ago; nothing changed.
+const OutcomeMoveCooldown = "move_cooldown"
 
 // actorFetcher is the Resolver method the verification uses: a fresh
 // fetch, so that an alsoKnownAs just added is seen.
@@ -50,6 +58,11 @@ func (im *Importer) verifyMove(ctx context.Context, act *activitypub.Activity) (
 	}
 	if !followed {
 		return OutcomeNoMatch, nil
+	}
+	if recent, err := im.st.RemoteMovedWithin(ctx, act.Actor, im.cfg.Now()); err != nil {
+		return "", err
+	} else if recent {
+		return OutcomeMoveCooldown, nil
 	}
 	if blocked, err := im.st.IsDomainBlocked(ctx, act.Target); err != nil || blocked {
 		return "refused: the Move's target is on a blocked domain", err
@@ -88,6 +101,9 @@ func alsoKnownAs(a *activitypub.Actor) []string {
 // move applies a verified Move in tx.
 func (im *Importer) move(ctx context.Context, tx *sql.Tx, eventID string, receivedAt time.Time, act *activitypub.Activity) (string, error) {
 	moved, err := im.st.MoveFollowsTx(ctx, tx, eventID, receivedAt, act.Actor, act.Target)
+	if errors.Is(err, store.ErrMoveCooldown) {
+		return OutcomeMoveCooldown, nil
+	}
 	if err != nil {
 		return refusal(err, "")
 	}

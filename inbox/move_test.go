@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/courier-ap/courier/activitypub"
@@ -150,5 +151,63 @@ func TestInboundMove(t *testing.T) {
 	// no one: the inbox does not keep it.
 	if got := move(old, newAcct); got != inbox.OutcomeIgnored {
 		t.Fatalf("a Move of an account no longer followed: %q", got)
+	}
+}
+
+// TestMoveCooldown: an account moving A to B, B back to A and A to B again
+// within seconds is honoured for A's first Move and B's, not for A's
+// second (store.MoveCooldown): its followers here neither unfollow nor
+// follow again, and nothing is sent. A local actor's second Move within
+// the cooldown is refused too.
+func TestMoveCooldown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, n := range []string{"a", "b"} {
+		b.remote.add(n, key(t, keyRemote))
+	}
+	acctA, acctB := b.remote.actor("a"), b.remote.actor("b")
+	b.remote.setAlsoKnownAs("a", acctB)
+	b.remote.setAlsoKnownAs("b", acctA)
+	alice := b.localActor(t, "alice", false)
+	carol := b.localActor(t, "carol", false)
+	for _, a := range []*store.Actor{alice, carol} {
+		b.follow(t, a, acctA)
+	}
+	move := func(from, to string) string {
+		t.Helper()
+		id := b.id("move")
+		m := activity(id, "Move", b.remote.actor(from), b.remote.actor(from))
+		m["target"] = b.remote.actor(to)
+		b.mustPost(t, b.as(t, from), m)
+		b.drain(t)
+		return b.outcome(t, id)
+	}
+	if got := move("a", "b"); got != inbox.OutcomeMoved {
+		t.Fatalf("a's first Move: %q", got)
+	}
+	if got := move("b", "a"); got != inbox.OutcomeMoved {
+		t.Fatalf("b's first Move: %q", got)
+	}
+	outgoing := b.count(t, `SELECT COUNT(*) FROM event_queue WHERE type = ?`, activitypub.EventOutgoing)
+	if got := move("a", "b"); got != inbox.OutcomeMoveCooldown {
+		t.Fatalf("a's second Move within the cooldown: %q", got)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM event_queue WHERE type = ?`, activitypub.EventOutgoing); n != outgoing {
+		t.Fatalf("a Move within the cooldown enqueued %d activities", n-outgoing)
+	}
+	for _, a := range []*store.Actor{alice, carol} {
+		if _, err := b.st.FollowingState(b.ctx, a.ID, acctA); err != nil {
+			t.Fatalf("%s no longer follows a after a Move within the cooldown: %v", a.Name, err)
+		}
+	}
+
+	// A local actor: its first Move is recorded, a second within the
+	// cooldown refused.
+	if _, err := b.st.MoveActor(b.ctx, alice, acctA); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.st.MoveActor(b.ctx, alice, acctB)
+	if store.ErrorCode(err) != store.EUNPROCESSABLE || !strings.Contains(store.ErrorMessage(err), "7 days") {
+		t.Fatalf("a local actor's second Move within the cooldown: %v", err)
 	}
 }

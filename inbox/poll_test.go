@@ -1,7 +1,9 @@
 package inbox_test
 
 import (
+	"database/sql"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +124,73 @@ func TestPollVotesCounted(t *testing.T) {
 	}
 	if !hasString(act.To, store.Public) || !hasString(act.Cc, b.st.URIs().Followers("alice")) {
 		t.Fatalf("Update addressed to %v %v", act.To, act.Cc)
+	}
+}
+
+// TestPollVotesAudience: a poll that is not public counts the votes of its
+// audience only: on a followers-only poll an accepted follower's and an
+// addressed actor's, on a direct poll the addressed actor's; the vote of
+// an actor neither addressed nor following is refused, on either.
+func TestPollVotesAudience(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.localActor(t, "alice", false)
+	for _, n := range []string{"fan", "guest", "stranger"} {
+		b.remote.add(n, key(t, keyRemote))
+	}
+	fan, guest := b.remote.actor("fan"), b.remote.actor("guest")
+	if err := b.db.Tx(b.ctx, func(tx *sql.Tx) error {
+		_, err := b.st.AddFollowerTx(b.ctx, tx, store.Follower{ActorID: alice.ID, URI: fan, Inbox: fan + "/inbox"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	poll := func(to ...string) *store.Object {
+		props := map[string]any{"content": "tea or coffee?",
+			"oneOf": []any{map[string]any{"type": "Note", "name": "tea"}, map[string]any{"type": "Note", "name": "coffee"}}}
+		_, o, err := b.st.CreateObject(b.ctx, alice, store.ObjectInput{Type: "Question", Content: "tea or coffee?",
+			To: to, Properties: props})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	followersOnly := poll(b.st.URIs().Followers("alice"), guest)
+	direct := poll(guest)
+	cast := func(voter string, poll *store.Object, counted bool) {
+		t.Helper()
+		a := vote(b, b.remote.actor(voter), poll.URI, alice.URI, "tea")
+		b.mustPost(t, b.as(t, voter), a)
+		var got string
+		waitFor(t, "outcome of "+a["id"].(string), func() bool {
+			var o *string
+			err := b.db.Read.QueryRow(`SELECT outcome FROM inbox_activities WHERE activity_id = ?`, a["id"]).Scan(&o)
+			if err == nil && o != nil {
+				got = *o
+			}
+			return got != ""
+		})
+		if counted != (got == inbox.OutcomeVoted) || !counted && !strings.HasPrefix(got, "refused") {
+			t.Errorf("%s's vote on %s: %q", voter, poll.Visibility, got)
+		}
+	}
+	cast("fan", followersOnly, true)
+	cast("guest", followersOnly, true)
+	cast("stranger", followersOnly, false)
+	cast("fan", direct, false)
+	cast("guest", direct, true)
+	cast("stranger", direct, false)
+	for _, tc := range []struct {
+		o   *store.Object
+		tea int
+	}{{followersOnly, 2}, {direct, 1}} {
+		c, err := b.st.PollCounts(b.ctx, tc.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c["tea"] != tc.tea {
+			t.Errorf("%s poll: counts %v, want tea %d", tc.o.Visibility, c, tc.tea)
+		}
 	}
 }
 

@@ -38,28 +38,31 @@ type reactionWire struct {
 
 // emojiTag is a tag entry that may be a custom emoji.
 type emojiTag struct {
+	ID   string          `json:"id"`
 	Type string          `json:"type"`
 	Name string          `json:"name"`
 	Icon json.RawMessage `json:"icon"`
 }
 
 // emojiOf returns the emoji of the reaction document raw of type typ (an
-// EmojiReact, or a Like that carries one) and the image URL of a custom
-// emoji; "" when raw carries no emoji.
-func emojiOf(typ string, raw json.RawMessage) (emoji, icon string) {
+// EmojiReact, or a Like that carries one) and, for a custom emoji, its
+// image URL and its Emoji tag's id; "" when raw carries no emoji. A
+// Unicode emoji has no image, whatever tag comes with it (the store keeps
+// a custom emoji's image only from a reactor of its host).
+func emojiOf(typ string, raw json.RawMessage) (emoji, icon, id string) {
 	if !emojiReactTypes[typ] && typ != "Like" {
-		return "", ""
+		return "", "", ""
 	}
 	var w reactionWire
 	if json.Unmarshal(raw, &w) != nil {
-		return "", ""
+		return "", "", ""
 	}
 	emoji = strings.TrimSpace(jsonString(w.MisskeyReaction))
 	if emoji == "" {
 		emoji = strings.TrimSpace(jsonString(w.Content))
 	}
-	if emoji == "" {
-		return "", ""
+	if emoji == "" || !store.CustomEmoji(emoji) {
+		return emoji, "", ""
 	}
 	for _, t := range tagList(w.Tag) {
 		if t.Type != "Emoji" || !sameShortcode(t.Name, emoji) {
@@ -68,9 +71,10 @@ func emojiOf(typ string, raw json.RawMessage) (emoji, icon string) {
 		if u := iconURL(t.Icon); strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
 			icon = u
 		}
+		id = t.ID
 		break
 	}
-	return emoji, icon
+	return emoji, icon, id
 }
 
 // sameShortcode compares custom emoji names with or without their colons
@@ -129,13 +133,13 @@ func iconURL(raw json.RawMessage) string {
 // isEmojiReaction reports whether act is an emoji reaction (its import is
 // react's).
 func isEmojiReaction(act *activitypub.Activity) bool {
-	e, _ := emojiOf(act.Type, act.Raw)
+	e, _, _ := emojiOf(act.Type, act.Raw)
 	return e != ""
 }
 
 // react records the emoji reaction act of a local object.
 func (im *Importer) react(ctx context.Context, tx *sql.Tx, act *activitypub.Activity) (string, error) {
-	emoji, icon := emojiOf(act.Type, act.Raw)
+	emoji, icon, emojiID := emojiOf(act.Type, act.Raw)
 	if emoji == "" {
 		return "refused: an emoji reaction without content", nil
 	}
@@ -147,7 +151,7 @@ func (im *Importer) react(ctx context.Context, tx *sql.Tx, act *activitypub.Acti
 		return OutcomeIgnored, nil
 	}
 	added, err := im.st.AddEmojiReactionTx(ctx, tx, store.EmojiReaction{
-		ActivityURI: act.ID, ActorURI: act.Actor, ObjectURI: o.URI, Emoji: emoji, Icon: icon,
+		ActivityURI: act.ID, ActorURI: act.Actor, ObjectURI: o.URI, Emoji: emoji, Icon: icon, EmojiID: emojiID,
 	})
 	if err != nil {
 		return refusal(err, "")
@@ -167,7 +171,7 @@ func (im *Importer) undoEmoji(ctx context.Context, tx *sql.Tx, act *activitypub.
 	var emoji string
 	switch innerType {
 	case "EmojiReact", "EmojiReaction", "Like":
-		emoji, _ = emojiOf(innerType, inner.Raw)
+		emoji, _, _ = emojiOf(innerType, inner.Raw)
 		if emoji != "" || emojiReactTypes[innerType] {
 			r.ObjectURI, r.Emoji = inner.ObjectID, emoji
 		}

@@ -1,7 +1,10 @@
 package inbox_test
 
 import (
+	"database/sql"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -184,4 +187,130 @@ func sameCounts(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// TestEmojiReactionBounds: one actor's many custom emoji are kept up to
+// store.MaxEmojiPerActor on one object, the rest refused, and the distinct
+// emoji of an object up to store.MaxEmojiPerObject; an image URL past
+// store.MaxEmojiIconLen is refused; a custom emoji's image is the one a
+// reactor of its host gave, not another server's; a Unicode emoji has no
+// image, whatever Emoji tag comes with it.
+func TestEmojiReactionBounds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.localActor(t, "alice", false)
+	_, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "react to me", To: []string{store.Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	react := func(actor, emoji, icon, emojiID string) string {
+		t.Helper()
+		id := b.id("react")
+		act := map[string]any{"id": id, "type": "EmojiReact", "actor": actor, "object": note.URI, "content": emoji}
+		if icon != "" {
+			act["tag"] = []map[string]any{{"id": emojiID, "type": "Emoji", "name": emoji,
+				"icon": map[string]string{"type": "Image", "url": icon}}}
+		}
+		b.remote.addPath(strings.TrimPrefix(actor, b.remote.url("")), key(t, keyRemote))
+		b.mustPost(t, signer{keyID: actor + "#main-key", key: key(t, keyRemote)}, act)
+		b.drain(t)
+		return b.outcome(t, id)
+	}
+	longIcon := func(n int) string {
+		u := b.remote.url("/emoji/")
+		return u + strings.Repeat("e", n-len(u)-4) + ".png"
+	}
+
+	// One actor, 20 distinct custom emoji with long image URLs.
+	mint := b.remote.url("/u/mint")
+	for i := range 20 {
+		name := fmt.Sprintf(":e%02d:", i)
+		got := react(mint, name, longIcon(store.MaxEmojiIconLen), b.remote.url("/emoji/"+name))
+		if want := i < store.MaxEmojiPerActor; want != (got == inbox.OutcomeReacted) ||
+			!want && !strings.HasPrefix(got, "refused") {
+			t.Fatalf("custom emoji %d by one actor: %q", i, got)
+		}
+	}
+	// An image URL past the bound.
+	if got := react(b.remote.url("/u/long"), ":long:", longIcon(store.MaxEmojiIconLen+1), ""); !strings.HasPrefix(got, "refused") {
+		t.Fatalf("a custom emoji with an image URL of %d bytes: %q", store.MaxEmojiIconLen+1, got)
+	}
+	// :blobcat: of the reactors' host, then the same shortcode by a reactor
+	// of that host whose image and emoji id are another server's.
+	ownIcon := b.remote.url("/emoji/blobcat.png")
+	if got := react(b.remote.url("/u/owner"), ":blobcat:", ownIcon, b.remote.url("/emoji/blobcat")); got != inbox.OutcomeReacted {
+		t.Fatalf(":blobcat: by its host's reactor: %q", got)
+	}
+	if got := react(b.remote.url("/u/thief"), ":blobcat:", "https://zz.example/stolen.png", "https://zz.example/emoji/blobcat"); got != inbox.OutcomeReacted {
+		t.Fatalf(":blobcat: with another server's image: %q", got)
+	}
+	// A Unicode emoji with an Emoji tag of its own.
+	if got := react(b.remote.url("/u/thief"), "👍", b.remote.url("/emoji/thumb.png"), ""); got != inbox.OutcomeReacted {
+		t.Fatalf("👍 with an image: %q", got)
+	}
+
+	doc, _ := serveNote(t, b, note.LocalID)
+	if doc.Reactions == nil {
+		t.Fatal("no reactions served")
+	}
+	byEmoji := map[string]int{}
+	for _, it := range doc.Reactions.Items {
+		byEmoji[it.Content]++
+		switch {
+		case it.Content == ":blobcat:":
+			if it.TotalItems != 2 || len(it.Tag) != 1 || it.Tag[0].Icon.URL != ownIcon {
+				t.Errorf(":blobcat: is served with %+v, want 2 and the image of its host's reactor %s", it, ownIcon)
+			}
+		case it.Content == "👍":
+			if len(it.Tag) != 0 {
+				t.Errorf("👍 is served with an image: %+v", it.Tag)
+			}
+		case strings.HasPrefix(it.Content, ":e"):
+			if len(it.Tag) != 1 || len(it.Tag[0].Icon.URL) != store.MaxEmojiIconLen {
+				t.Errorf("%s is served without its image: %+v", it.Content, it.Tag)
+			}
+		default:
+			t.Errorf("served reaction %q", it.Content)
+		}
+	}
+	if n := len(doc.Reactions.Items); n != store.MaxEmojiPerActor+2 || doc.Reactions.TotalItems != store.MaxEmojiPerActor+3 {
+		t.Fatalf("%d reactions served (total %d), want %d (total %d)", n, doc.Reactions.TotalItems,
+			store.MaxEmojiPerActor+2, store.MaxEmojiPerActor+3)
+	}
+
+	// Many actors, one distinct emoji each: the object holds
+	// MaxEmojiPerObject distinct emoji, and an emoji it has still counts.
+	distinct := len(doc.Reactions.Items)
+	for i := 0; distinct < store.MaxEmojiPerObject+5; i++ {
+		actor := fmt.Sprintf("https://h%d.example/u/x", i)
+		var added bool
+		err := b.db.Tx(b.ctx, func(tx *sql.Tx) error {
+			var err error
+			added, err = b.st.AddEmojiReactionTx(b.ctx, tx, store.EmojiReaction{ActivityURI: actor + "/react", ActorURI: actor,
+				ObjectURI: note.URI, Emoji: fmt.Sprintf(":d%d:", i)})
+			return err
+		})
+		switch {
+		case distinct < store.MaxEmojiPerObject && (err != nil || !added):
+			t.Fatalf("distinct emoji %d: %v %v", distinct+1, added, err)
+		case distinct >= store.MaxEmojiPerObject && store.ErrorCode(err) != store.EUNPROCESSABLE:
+			t.Fatalf("distinct emoji %d past the bound: %v %v", distinct+1, added, err)
+		}
+		distinct++
+	}
+	err = b.db.Tx(b.ctx, func(tx *sql.Tx) error {
+		added, err := b.st.AddEmojiReactionTx(b.ctx, tx, store.EmojiReaction{ActivityURI: "https://late.example/react",
+			ActorURI: "https://late.example/u/x", ObjectURI: note.URI, Emoji: "👍"})
+		if err == nil && !added {
+			err = errors.New("not added")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("an emoji the object has, by another actor: %v", err)
+	}
+	doc, _ = serveNote(t, b, note.LocalID)
+	if n := len(doc.Reactions.Items); n != store.MaxEmojiPerObject {
+		t.Fatalf("%d distinct emoji served, want %d", n, store.MaxEmojiPerObject)
+	}
 }

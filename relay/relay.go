@@ -170,7 +170,7 @@ func (s *Service) send(ctx context.Context, ev outbox.Event) error {
 		resp.Body.Close()
 	}
 	d := delivery.Classify(status, header, postErr, now, s.cfg.MaxRetryAfter)
-	s.log.DebugContext(ctx, "relay: sent", "event_id", ev.ID, "inbox", inbox, "status", status, "verdict", d.Reason)
+	s.log.DebugContext(ctx, "relay: sent", "event_id", ev.ID, "inbox", activitypub.RedactURL(inbox), "status", status, "verdict", d.Reason)
 	switch d.Verdict {
 	case delivery.Delivered:
 		return nil

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -425,16 +424,19 @@ func HashtagName(name string) string {
 }
 
 // checkTags checks the tags: a Mention names an actor by href or by
-// @user@host (resolved by WebFinger) and puts it among the recipients (cc
-// when it is not addressed); a Hashtag gets its href at /tags/{name}.
-// Other tags (Emoji...) are kept as sent.
+// @user@host (resolved by WebFinger, mentions.go) and puts it among the
+// recipients (cc when it is not addressed); a Hashtag gets its href at
+// /tags/{name}. Other tags (Emoji...) are kept as sent. More than
+// MaxMentions distinct mentions are refused before any lookup.
 func (s *Server) checkTags(r *http.Request, props map[string]any, in *store.ObjectInput) error {
 	v, ok := props["tag"]
 	if !ok || v == nil {
 		return nil
 	}
 	l := list(v)
-	out := make([]any, 0, len(l))
+	out := make([]map[string]any, 0, len(l))
+	var refs []mentionRef
+	distinct := map[string]bool{}
 	for i, e := range l {
 		t, ok := e.(map[string]any)
 		if !ok {
@@ -447,13 +449,14 @@ func (s *Server) checkTags(r *http.Request, props map[string]any, in *store.Obje
 		typ, _ := c["type"].(string)
 		switch typ {
 		case "Mention":
-			href, err := s.mentionHref(r, i, c)
-			if err != nil {
-				return err
+			href, _ := c["href"].(string)
+			name, _ := c["name"].(string)
+			key := href
+			if key == "" {
+				key = strings.ToLower(name)
 			}
-			c["href"] = href
-			if !slices.Contains(in.To, href) && !slices.Contains(in.CC, href) {
-				in.CC = append(in.CC, href)
+			if distinct[key] = true; len(distinct) > MaxMentions {
+				return store.Errorf(store.EUNPROCESSABLE, "an object may mention at most %d actors", MaxMentions)
 			}
 		case "Hashtag":
 			name, _ := c["name"].(string)
@@ -471,58 +474,35 @@ func (s *Server) checkTags(r *http.Request, props map[string]any, in *store.Obje
 		}
 		out = append(out, c)
 	}
+	for i, c := range out {
+		if c["type"] != "Mention" {
+			continue
+		}
+		m, err := s.readMention(r, i, c)
+		if err != nil {
+			return err
+		}
+		refs = append(refs, m)
+	}
+	if err := s.resolveMentions(r.Context(), refs); err != nil {
+		return err
+	}
+	for _, m := range refs {
+		out[m.tag]["href"] = m.href
+		if !slices.Contains(in.To, m.href) && !slices.Contains(in.CC, m.href) {
+			in.CC = append(in.CC, m.href)
+		}
+	}
 	if _, isList := v.([]any); isList || len(out) != 1 {
-		props["tag"] = out
+		tags := make([]any, len(out))
+		for i, c := range out {
+			tags[i] = c
+		}
+		props["tag"] = tags
 	} else {
 		props["tag"] = out[0]
 	}
 	return nil
-}
-
-// mentionHref returns the actor id a Mention names: its href, or its name
-// @user@host resolved (a local actor by the store, a remote one by
-// WebFinger).
-func (s *Server) mentionHref(r *http.Request, i int, t map[string]any) (string, error) {
-	if href, _ := t["href"].(string); href != "" {
-		u, err := url.Parse(href)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return "", store.Errorf(store.EUNPROCESSABLE, "tag %d: Mention href %q is not an actor id", i, href)
-		}
-		if s.uris.IsLocal(href) {
-			if _, err := s.localActorByURI(r, href); err != nil {
-				return "", store.Errorf(store.EUNPROCESSABLE, "tag %d: Mention href %q is no local actor", i, href)
-			}
-		}
-		return href, nil
-	}
-	name, _ := t["name"].(string)
-	user, host, err := activitypub.ParseWebFingerResource(name)
-	if err != nil || !strings.HasPrefix(name, "@") || strings.Count(name, "@") != 2 {
-		return "", store.Errorf(store.EUNPROCESSABLE, "tag %d: a Mention needs an href (an actor id) or a name @user@host", i)
-	}
-	if host == strings.ToLower(s.uris.Host()) {
-		a, err := s.st.ActorByName(r.Context(), user)
-		if err != nil {
-			return "", store.Errorf(store.EUNPROCESSABLE, "tag %d: no local actor %q", i, name)
-		}
-		return a.URI, nil
-	}
-	if s.cfg.Mentions == nil {
-		return "", store.Errorf(store.EUNPROCESSABLE, "tag %d: Mention %q has no href and this server does not look names up", i, name)
-	}
-	id, err := s.cfg.Mentions(r.Context(), user, host)
-	switch {
-	case err == nil:
-		return id, nil
-	case errors.Is(err, activitypub.ErrNotFound), errors.Is(err, activitypub.ErrBadURL), errors.Is(err, activitypub.ErrTooLarge):
-		return "", store.Errorf(store.EUNPROCESSABLE, "tag %d: Mention %q: no such account", i, name)
-	}
-	var se *activitypub.StatusError
-	if errors.As(err, &se) && se.Status >= 400 && se.Status < 500 && se.Status != http.StatusTooManyRequests {
-		return "", store.Errorf(store.EUNPROCESSABLE, "tag %d: Mention %q: WebFinger answered %d", i, name, se.Status)
-	}
-	s.log.InfoContext(r.Context(), "client write: mention lookup failed", "mention", name, "err", err)
-	return "", store.Errorf(eUnavailable, "Mention %q could not be looked up now; try again later", name)
 }
 
 // localActorByURI returns the local actor whose id is uri.

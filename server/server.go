@@ -125,6 +125,8 @@ type Server struct {
 	st   *store.Store
 	uris store.URIs
 	log  *slog.Logger
+
+	mentions mentionCache // WebFinger answers for mentions (mentions.go)
 }
 
 // New returns a Server for cfg.

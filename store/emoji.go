@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+	"net/url"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -14,15 +16,36 @@ import (
 // emoji sequence or a custom emoji's :shortcode:.
 const MaxEmojiLen = 256
 
+// The bounds of emoji reactions, so that no actor, nor many, can grow an
+// object's document without end: an actor's reactions on one object, the
+// distinct emoji of one object (a custom emoji of each host counts apart),
+// and the length of a custom emoji's image URL. A reaction past either
+// count, or with a longer image URL, is refused (EUNPROCESSABLE); the same
+// emoji again is no new reaction.
+const (
+	MaxEmojiPerActor  = 8
+	MaxEmojiPerObject = 64
+	MaxEmojiIconLen   = 512
+)
+
+// CustomEmoji reports whether emoji is a custom emoji's :shortcode: rather
+// than a Unicode emoji.
+func CustomEmoji(emoji string) bool {
+	return len(emoji) > 2 && strings.HasPrefix(emoji, ":") && strings.HasSuffix(emoji, ":")
+}
+
 // EmojiReaction is one emoji reaction of an object.
 type EmojiReaction struct {
 	ActivityURI string
 	ActorURI    string
 	ObjectURI   string
 	// Emoji is the reaction: a Unicode emoji, or a custom emoji's
-	// :shortcode: whose image is Icon.
-	Emoji string
-	Icon  string
+	// :shortcode: whose image is Icon. A custom emoji is its reactor's
+	// host's: Icon is kept only when it, or the emoji's own id EmojiID,
+	// is on the host of ActorURI. A Unicode emoji has no image.
+	Emoji   string
+	Icon    string
+	EmojiID string
 }
 
 // EmojiCount is how many actors reacted to an object with one emoji.
@@ -34,7 +57,9 @@ type EmojiCount struct {
 
 // AddEmojiReactionTx records r in tx. A repeated activity, or the same
 // emoji by the same actor on the same object, is ignored; it reports
-// whether r is new.
+// whether r is new. It refuses a reaction past MaxEmojiPerActor or
+// MaxEmojiPerObject, or with an image URL over MaxEmojiIconLen bytes
+// (EUNPROCESSABLE).
 func (s *Store) AddEmojiReactionTx(ctx context.Context, tx *sql.Tx, r EmojiReaction) (bool, error) {
 	if r.ActivityURI == "" || r.ActorURI == "" || r.ObjectURI == "" || r.Emoji == "" {
 		return false, Errorf(EINVALID, "an emoji reaction needs an activity, an actor, an object and an emoji")
@@ -42,16 +67,64 @@ func (s *Store) AddEmojiReactionTx(ctx context.Context, tx *sql.Tx, r EmojiReact
 	if len(r.Emoji) > MaxEmojiLen || !utf8.ValidString(r.Emoji) {
 		return false, Errorf(EINVALID, "the emoji is not UTF-8 of at most %d bytes", MaxEmojiLen)
 	}
-	if len(r.Icon) > 2048 {
-		r.Icon = "" // a custom emoji's image URL past any sane length is not kept
+	host := ""
+	if CustomEmoji(r.Emoji) {
+		host = urlHost(r.ActorURI)
+		if len(r.Icon) > MaxEmojiIconLen {
+			return false, Errorf(EUNPROCESSABLE, "a custom emoji's image URL is at most %d bytes", MaxEmojiIconLen)
+		}
+		if host == "" || (urlHost(r.Icon) != host && urlHost(r.EmojiID) != host) {
+			r.Icon = "" // another server's image for this host's emoji is not shown
+		}
+	} else {
+		r.Icon = ""
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO emoji_reactions (activity_uri, actor_uri, object_uri, emoji, emoji_icon, created_at)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, r.ActivityURI, r.ActorURI, r.ObjectURI, r.Emoji, r.Icon, ms(s.clock()))
+	var mine, same int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN emoji = ? THEN 1 ELSE 0 END), 0)
+		FROM emoji_reactions WHERE actor_uri = ? AND object_uri = ?`, r.Emoji, r.ActorURI, r.ObjectURI).Scan(&mine, &same); err != nil {
+		return false, wrap("add emoji reaction", err)
+	}
+	if same > 0 {
+		return false, nil
+	}
+	if mine >= MaxEmojiPerActor {
+		return false, Errorf(EUNPROCESSABLE, "an actor has at most %d emoji reactions on one object", MaxEmojiPerActor)
+	}
+	var known int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM emoji_reactions WHERE object_uri = ? AND emoji = ? AND emoji_host = ?`,
+		r.ObjectURI, r.Emoji, host).Scan(&known); err != nil {
+		return false, wrap("add emoji reaction", err)
+	}
+	if known == 0 {
+		var distinct int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT emoji, emoji_host FROM emoji_reactions
+			WHERE object_uri = ? LIMIT ?) d`, r.ObjectURI, MaxEmojiPerObject).Scan(&distinct); err != nil {
+			return false, wrap("add emoji reaction", err)
+		}
+		if distinct >= MaxEmojiPerObject {
+			return false, Errorf(EUNPROCESSABLE, "an object has at most %d distinct emoji reactions", MaxEmojiPerObject)
+		}
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO emoji_reactions (activity_uri, actor_uri, object_uri, emoji, emoji_icon, emoji_host, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, r.ActivityURI, r.ActorURI, r.ObjectURI, r.Emoji, r.Icon, host, ms(s.clock()))
 	if err != nil {
 		return false, wrap("add emoji reaction", err)
 	}
 	n, _ := res.RowsAffected()
 	return n > 0, nil
+}
+
+// urlHost is the lower-cased host (with its port) of an absolute URL; ""
+// when it has none.
+func urlHost(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Host)
 }
 
 // RemoveEmojiReactionTx removes an emoji reaction by r.ActorURI in tx (an
@@ -89,11 +162,13 @@ func (s *Store) RemoveEmojiReactionTx(ctx context.Context, tx *sql.Tx, r EmojiRe
 	return n > 0, nil
 }
 
-// EmojiCounts returns objectURI's emoji reactions counted per emoji, the
-// most frequent first (ties by emoji).
+// EmojiCounts returns objectURI's emoji reactions counted per emoji (a
+// custom emoji per its host, with an image its host's reactors gave), the
+// most frequent first (ties by emoji), at most MaxEmojiPerObject.
 func (s *Store) EmojiCounts(ctx context.Context, objectURI string) ([]EmojiCount, error) {
 	rows, err := s.db.Read.QueryContext(ctx, `SELECT emoji, MAX(emoji_icon), COUNT(*) FROM emoji_reactions
-		WHERE object_uri = ? GROUP BY emoji ORDER BY COUNT(*) DESC, emoji`, objectURI)
+		WHERE object_uri = ? GROUP BY emoji, emoji_host ORDER BY COUNT(*) DESC, emoji, emoji_host LIMIT ?`,
+		objectURI, MaxEmojiPerObject)
 	if err != nil {
 		return nil, wrap("emoji counts", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
@@ -12,6 +13,36 @@ import (
 
 // An inbound Move of a remote account that local actors follow (package
 // inbox verifies it: the new account lists the old one in alsoKnownAs).
+
+// MoveCooldown is how long after an honoured Move of an account no other
+// Move of it is honoured: a remote account's (MoveFollowsTx refuses it with
+// ErrMoveCooldown) and a local actor's (MoveActor refuses it,
+// EUNPROCESSABLE). Mastodon lets an account move once in 30 days; 7 days
+// here keeps an account that moves back and forth from making every
+// follower here unfollow and follow again each time.
+const MoveCooldown = 7 * 24 * time.Hour
+
+// ErrMoveCooldown is returned (wrapped) by MoveFollowsTx for a Move of an
+// account whose last honoured Move is less than MoveCooldown old.
+var ErrMoveCooldown = errors.New("store: the account moved less than 7 days ago")
+
+// RemoteMovedWithin reports whether a Move of the remote account uri was
+// honoured within MoveCooldown before at.
+func (s *Store) RemoteMovedWithin(ctx context.Context, uri string, at time.Time) (bool, error) {
+	return movedWithin(s.db.Read.QueryRowContext(ctx, `SELECT moved_at FROM remote_moves WHERE actor_uri = ?`, uri), at)
+}
+
+func movedWithin(row *sql.Row, at time.Time) (bool, error) {
+	var last int64
+	err := row.Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrap("last move", err)
+	}
+	return at.Sub(time.UnixMilli(last)) < MoveCooldown, nil
+}
 
 // MovedFollow is what MoveFollowsTx did for one local actor.
 type MovedFollow struct {
@@ -31,13 +62,28 @@ type MovedFollow struct {
 // ids derive from eventID (outbox.ChildID of it, "move-undo:" and
 // "move-follow:" and the actor's name) and their time is at, so a call
 // again for the same event enqueues nothing twice. newURI must be a remote
-// actor (checkRemoteActor: EINVALID, EFORBIDDEN for a blocked domain).
+// actor (checkRemoteActor: EINVALID, EFORBIDDEN for a blocked domain). The
+// Move is remembered (remote_moves); one of oldURI less than MoveCooldown
+// after the last is refused with ErrMoveCooldown.
 func (s *Store) MoveFollowsTx(ctx context.Context, tx *sql.Tx, eventID string, at time.Time, oldURI, newURI string) ([]MovedFollow, error) {
 	if eventID == "" || oldURI == "" || oldURI == newURI {
 		return nil, Errorf(EINVALID, "a move needs an event id and two different accounts")
 	}
 	if err := s.checkRemoteActor(ctx, newURI); err != nil {
 		return nil, err
+	}
+	at = at.UTC().Truncate(time.Millisecond)
+	recent, err := movedWithin(tx.QueryRowContext(ctx, `SELECT moved_at FROM remote_moves WHERE actor_uri = ?`, oldURI), at)
+	if err != nil {
+		return nil, err
+	}
+	if recent {
+		return nil, fmt.Errorf("move follows of %s: %w", oldURI, ErrMoveCooldown)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO remote_moves (actor_uri, target, moved_at) VALUES (?, ?, ?)
+		ON CONFLICT (actor_uri) DO UPDATE SET target = excluded.target, moved_at = excluded.moved_at`,
+		oldURI, newURI, ms(at)); err != nil {
+		return nil, wrap("move follows", err)
 	}
 	type row struct {
 		actorID  int64
@@ -60,7 +106,6 @@ func (s *Store) MoveFollowsTx(ctx context.Context, tx *sql.Tx, eventID string, a
 	if err := rows.Err(); err != nil {
 		return nil, wrap("move follows", err)
 	}
-	at = at.UTC().Truncate(time.Millisecond)
 	var out []MovedFollow
 	for _, f := range follows {
 		a, err := s.scanActor(tx.QueryRowContext(ctx, `SELECT `+actorColumns+` FROM actors WHERE id = ? AND deleted_at IS NULL`, f.actorID))

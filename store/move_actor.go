@@ -21,7 +21,8 @@ func (t targeted) ObjectID() string { return objectRef(t.Object) }
 // followers, in one transaction; the actor's document then names target
 // as movedTo. Checking that target lists the actor in alsoKnownAs (a fetch)
 // is the caller's, before. A move to a local actor, oneself, a URL that is
-// no absolute http(s) URL or a blocked domain is refused.
+// no absolute http(s) URL or a blocked domain is refused, and so is a move
+// less than MoveCooldown after the actor's last (EUNPROCESSABLE).
 func (s *Store) MoveActor(ctx context.Context, actor *Actor, target string) (*Activity, error) {
 	if !absoluteURL(target) {
 		return nil, Errorf(EINVALID, "target %q is not an absolute http(s) URL", target)
@@ -42,6 +43,14 @@ func (s *Store) MoveActor(ctx context.Context, actor *Actor, target string) (*Ac
 		a, err := s.actorForUpdate(ctx, tx, actor.Name)
 		if err != nil {
 			return err
+		}
+		recent, err := movedWithin(tx.QueryRowContext(ctx, `SELECT moved_at FROM actor_moves WHERE actor_id = ?`, a.ID), ev.At)
+		if err != nil {
+			return err
+		}
+		if recent {
+			return Errorf(EUNPROCESSABLE, "%s moved less than %d days ago: an account moves at most once in %d days",
+				a.Name, int(MoveCooldown.Hours()/24), int(MoveCooldown.Hours()/24))
 		}
 		act, err = s.emitTx(ctx, tx, ev, a, "Move", targeted{Object: a.URI, Target: target},
 			[]string{s.uris.Followers(a.Name)}, nil)

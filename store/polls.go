@@ -80,7 +80,8 @@ func pollOptions(doc json.RawMessage) (names map[string]bool, oneOf bool, closes
 var ErrNotPoll = errors.New("store: not a local poll")
 
 // VoteTx counts v in tx and schedules the poll's Update (EventPollUpdate,
-// at most one a minute). It reports whether the vote was counted: a vote for
+// at most one a minute). A voter the poll is not for (pollAudienceTx) is
+// refused (EFORBIDDEN). It reports whether the vote was counted: a vote for
 // an option the poll does not have, on a closed or deleted poll, by its
 // author, a second vote of a voter on a oneOf poll or the same option twice
 // are not. When v.Question is not a local Question it returns ErrNotPoll.
@@ -101,6 +102,11 @@ func (s *Store) VoteTx(ctx context.Context, tx *sql.Tx, v Vote) (bool, error) {
 	}
 	if o.Deleted() || o.AttributedTo == v.Voter {
 		return false, nil
+	}
+	if ok, err := s.pollAudienceTx(ctx, tx, o, v.Voter); err != nil {
+		return false, err
+	} else if !ok {
+		return false, Errorf(EFORBIDDEN, "the voter is not of the poll's audience")
 	}
 	names, oneOf, closes := pollOptions(o.Document)
 	at := v.At
@@ -144,6 +150,36 @@ func (s *Store) VoteTx(ctx context.Context, tx *sql.Tx, v Vote) (bool, error) {
 		return false, wrap("vote", err)
 	}
 	return true, nil
+}
+
+// pollAudienceTx reports whether voter may vote on the local poll o: anyone
+// on a public or unlisted poll; else an actor the poll addresses, or an
+// accepted follower of its author when it addresses the author's
+// followers.
+func (s *Store) pollAudienceTx(ctx context.Context, tx *sql.Tx, o *Object, voter string) (bool, error) {
+	if o.Visibility == VisibilityPublic || o.Visibility == VisibilityUnlisted {
+		return true, nil
+	}
+	var name string
+	if err := tx.QueryRowContext(ctx, `SELECT name FROM actors WHERE id = ?`, o.ActorID).Scan(&name); err != nil {
+		return false, wrap("vote audience", err)
+	}
+	followers := false
+	for _, a := range append(append([]string(nil), o.To...), o.CC...) {
+		switch a {
+		case voter:
+			return true, nil
+		case s.uris.Followers(name):
+			followers = true
+		}
+	}
+	if !followers {
+		return false, nil
+	}
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM followers WHERE actor_id = ? AND follower_uri = ? AND state = 'accepted'`,
+		o.ActorID, voter).Scan(&n)
+	return n > 0, wrap("vote audience", err)
 }
 
 // PublishPollCounts stores the current counts of the local Question uri in

@@ -22,6 +22,7 @@ var tables = []table{
 	// package store: actors and what hangs off them (foreign keys to actors).
 	{name: "actors"},
 	{name: "actor_moves"},
+	{name: "remote_moves"},
 	{name: "deleted_actors"},
 	{name: "instance_actor"},
 	{name: "objects"},

@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -187,6 +188,14 @@ type Config struct {
 	SecretCacheTTL time.Duration
 	// MaxURL bounds an endpoint's URL (default 2048 bytes).
 	MaxURL int
+	// RefuseAddr, when set, refuses an endpoint URL whose host is an IP
+	// address it reports: cmd gives the link-local and cloud metadata
+	// addresses (activitypub.MetadataAddr) the operator did not name, when
+	// courier refuses private addresses; the delivery client refuses to
+	// dial them alike (delivery.Config.WebhookDenyMetadata), whatever name
+	// resolves to one. Other private addresses stay allowed: the
+	// application usually sits beside courier. Nil: none refused.
+	RefuseAddr func(netip.Addr) bool
 	// UserAgent is sent with every POST (default "courier-webhooks").
 	UserAgent string
 	// Logger receives the service's logs (nil discards). Secrets and
@@ -494,7 +503,7 @@ func (s *Service) forget(id int64) {
 // validURL checks an endpoint URL: http or https, a host, no user
 // information or fragment, at most MaxURL bytes. Loopback and private
 // addresses are allowed: the application usually sits beside courier, and
-// only the operator adds endpoints.
+// only the operator adds endpoints; an address RefuseAddr reports is not.
 func (s *Service) validURL(raw string) error {
 	if len(raw) > s.cfg.MaxURL {
 		return store.Errorf(store.EINVALID, "url: longer than %d bytes", s.cfg.MaxURL)
@@ -505,6 +514,10 @@ func (s *Service) validURL(raw string) error {
 	}
 	if u.User != nil || u.Fragment != "" {
 		return store.Errorf(store.EINVALID, "url %q: must not carry user information or a fragment", raw)
+	}
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && s.cfg.RefuseAddr != nil && s.cfg.RefuseAddr(ip) {
+		return store.Errorf(store.EINVALID, "url %q: %s is a link-local or cloud metadata address; "+
+			"an operator allows it by naming it in --webhook-allow-addresses", raw, ip)
 	}
 	return nil
 }

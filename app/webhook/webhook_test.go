@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -753,5 +755,103 @@ func TestEventTypeOf(t *testing.T) {
 		if !slices.Contains(webhook.KnownTypes(), typ) {
 			t.Errorf("KnownTypes lacks %s", typ)
 		}
+	}
+}
+
+// TestAddRefusesMetadataAddresses: on a courier that refuses private
+// addresses (DenyMetadata), an endpoint at a link-local or cloud metadata
+// address, in any form, is refused unless the operator named it; loopback
+// and private LAN addresses stay allowed. With private addresses allowed,
+// nothing is refused.
+func TestAddRefusesMetadataAddresses(t *testing.T) {
+	t.Parallel()
+	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
+	// As cmd/courier configures it without --allow-private-addresses and
+	// with --webhook-allow-addresses 169.254.10.20.
+	allow := []netip.Prefix{netip.MustParsePrefix("169.254.10.20/32")}
+	hooks, err := webhook.New(webhook.Config{DB: db, RefuseAddr: func(ip netip.Addr) bool {
+		return activitypub.MetadataAddr(ip) && !activitypub.AddrAllowed(ip, allow)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{
+		"http://169.254.169.254/latest/meta-data/", "http://169.254.0.1:8080/hook",
+		"http://[::ffff:169.254.169.254]/", "http://[::ffff:a9fe:a9fe]/", "http://[fd00:ec2::254]/",
+		"http://100.100.100.200/", "http://[fe80::1]/", "http://[fe80::1%25eth0]:9000/",
+	} {
+		_, _, err := hooks.Add(t.Context(), u, "", nil)
+		if store.ErrorCode(err) != store.EINVALID || !strings.Contains(store.ErrorMessage(err), "--webhook-allow-addresses") {
+			t.Errorf("Add(%q) = %v, want refused naming the setting", u, err)
+		}
+	}
+	for _, u := range []string{"http://127.0.0.1:9/hook", "http://10.0.0.5/hook", "http://192.168.1.10:8080/",
+		"http://[fd12:3456::1]/", "http://169.254.10.20/named", "https://hooks.example/"} {
+		if _, _, err := hooks.Add(t.Context(), u, "", nil); err != nil {
+			t.Errorf("Add(%q) = %v, want it allowed", u, err)
+		}
+	}
+	open, err := webhook.New(webhook.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := open.Add(t.Context(), "http://169.254.169.254/", "", nil); err != nil {
+		t.Errorf("with private addresses allowed: %v", err)
+	}
+}
+
+// syncBuffer is a log destination goroutines share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestEndpointCredentialNotLogged: an endpoint whose URL carries its
+// credential (a token in its path and in its query) fails a delivery; the
+// debug log of the attempt names the endpoint by host and path with the
+// credential redacted, and so do the delivery's records.
+func TestEndpointCredentialNotLogged(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := setup(t, nil, func(c *delivery.Config) { c.Logger = logger })
+	b.actor("alice")
+	r := newReceiver(t, func(int) int { return http.StatusInternalServerError })
+	const pathToken, queryToken = "Xq9mZ2kL7pR4sT1vW8yN3bC6", "s3cr3t-qu3ry"
+	ep, secret, err := b.hooks.Add(b.ctx, r.srv.URL+"/hooks/"+pathToken+"?token="+queryToken, "alice", []string{"webhook.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.verifyWith(t, secret)
+	if _, err := b.hooks.Test(b.ctx, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the failed attempt's log", func() bool { return strings.Contains(logs.String(), "attempt failed") })
+	out := logs.String()
+	if strings.Contains(out, pathToken) || strings.Contains(out, queryToken) {
+		t.Fatalf("the endpoint's credential is logged:\n%s", out)
+	}
+	if !strings.Contains(out, strings.TrimPrefix(r.srv.URL, "http://")+"/hooks/redacted?token=redacted") {
+		t.Fatalf("the log does not name the endpoint:\n%s", out)
+	}
+	var n int
+	if err := b.db.Read.QueryRow(`SELECT COUNT(*) FROM delivery_attempts WHERE inbox LIKE ? OR inbox LIKE ?`,
+		"%"+pathToken+"%", "%"+queryToken+"%").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d delivery records carry the credential", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -162,30 +163,46 @@ func (a *app) buildFederation(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.webhooks, err = webhook.New(webhook.Config{DB: a.db, Logger: a.logger})
+	// Webhook endpoints may be on loopback or a private network (the
+	// operator's own services), but not at link-local or cloud metadata
+	// addresses unless named, when courier refuses private addresses.
+	webhookAllow, err := a.cfg.webhookAllowAddrs()
+	if err != nil {
+		return err
+	}
+	denyMetadata := !a.cfg.AllowPrivateAddresses
+	wcfg := webhook.Config{DB: a.db, Logger: a.logger}
+	if denyMetadata {
+		wcfg.RefuseAddr = func(ip netip.Addr) bool {
+			return activitypub.MetadataAddr(ip) && !activitypub.AddrAllowed(ip, webhookAllow)
+		}
+	}
+	a.webhooks, err = webhook.New(wcfg)
 	if err != nil {
 		return err
 	}
 	a.delivery, err = delivery.New(delivery.Config{
-		Webhooks:         a.webhooks,
-		Outcomes:         a.webhooks,
-		MaxAttempts:      a.cfg.MaxAttempts,
-		DB:               a.db,
-		Store:            a.store,
-		Resolver:         a.resolver,
-		Objects:          fetcher,
-		BaseURL:          a.cfg.base(),
-		AllowPrivate:     a.cfg.AllowPrivateAddresses,
-		Version:          version,
-		UserAgent:        userAgent(a.cfg),
-		ParkMax:          a.cfg.ParkMax,
-		Timeout:          a.cfg.DeliveryTimeout,
-		UnavailableAfter: a.cfg.UnavailableAfter,
-		ProbeInterval:    a.cfg.ProbeInterval,
-		ParkRecheck:      a.cfg.ParkRecheck,
-		Logger:           a.logger,
-		Metrics:          a.metrics.Delivery(),
-		WebhookMetrics:   a.metrics.Webhook(),
+		Webhooks:            a.webhooks,
+		Outcomes:            a.webhooks,
+		MaxAttempts:         a.cfg.MaxAttempts,
+		DB:                  a.db,
+		Store:               a.store,
+		Resolver:            a.resolver,
+		Objects:             fetcher,
+		BaseURL:             a.cfg.base(),
+		AllowPrivate:        a.cfg.AllowPrivateAddresses,
+		WebhookDenyMetadata: denyMetadata,
+		WebhookAllowAddrs:   webhookAllow,
+		Version:             version,
+		UserAgent:           userAgent(a.cfg),
+		ParkMax:             a.cfg.ParkMax,
+		Timeout:             a.cfg.DeliveryTimeout,
+		UnavailableAfter:    a.cfg.UnavailableAfter,
+		ProbeInterval:       a.cfg.ProbeInterval,
+		ParkRecheck:         a.cfg.ParkRecheck,
+		Logger:              a.logger,
+		Metrics:             a.metrics.Delivery(),
+		WebhookMetrics:      a.metrics.Webhook(),
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -53,6 +54,7 @@ type Config struct {
 	InboxHostRequests     int
 	InboxHostBytes        int
 	InboxHostBudgets      string
+	WebhookAllowAddresses string
 
 	// secretFlags names the flags given on the command line that carry a
 	// secret (a --db URL with a password, --admin-token): every user of the
@@ -104,6 +106,7 @@ func settings(cfg *Config) []setting {
 		{"probe-interval", "COURIER_DELIVERY_PROBE_INTERVAL", "first wait between probes of an unavailable host (doubles up to 1h)", (*durationValue)(&cfg.ProbeInterval)},
 		{"inbox-host-requests", "COURIER_INBOX_HOST_REQUESTS", "inbound requests a minute each remote host may send; beyond it courier answers 429 with Retry-After", (*intValue)(&cfg.InboxHostRequests)},
 		{"inbox-host-bytes", "COURIER_INBOX_HOST_BYTES", "inbound body bytes a minute each remote host may send; beyond it courier answers 429 with Retry-After", (*intValue)(&cfg.InboxHostBytes)},
+		{"webhook-allow-addresses", "COURIER_WEBHOOK_ALLOW_ADDRESSES", "link-local or cloud metadata addresses (IPs or CIDR prefixes, comma-separated) webhook endpoints may be at; others are refused unless --allow-private-addresses", (*stringValue)(&cfg.WebhookAllowAddresses)},
 		{"inbox-host-budgets", "COURIER_INBOX_HOST_BUDGETS", "remote hosts with a multiple of the inbound budgets, as host=factor,host=factor (host as its key ids name it, with a port if any)", (*stringValue)(&cfg.InboxHostBudgets)},
 		{"stream-keep-alive", "COURIER_STREAM_KEEP_ALIVE", "interval of the keep-alive comments of an idle inbox event stream", (*durationValue)(&cfg.StreamKeepAlive)},
 		{"streams-max", "COURIER_STREAMS_MAX", "inbox event streams this server keeps open at once; beyond it courier answers 503 with Retry-After", (*intValue)(&cfg.StreamsMax)},
@@ -276,6 +279,9 @@ func (c Config) validate() error {
 	if _, err := c.hostBudgets(); err != nil {
 		return err
 	}
+	if _, err := c.webhookAllowAddrs(); err != nil {
+		return err
+	}
 	if c.AdminToken != "" && len(c.AdminToken) < admin.MinTokenLen {
 		return fmt.Errorf("invalid --admin-token (COURIER_ADMIN_TOKEN): %d characters, at least %d needed; %s",
 			len(c.AdminToken), admin.MinTokenLen, admin.TokenAdvice)
@@ -334,6 +340,27 @@ func (c Config) hostBudgets() (map[string]float64, error) {
 			return nil, fmt.Errorf("invalid --inbox-host-budgets (COURIER_INBOX_HOST_BUDGETS) entry %q: want host=factor, like mastodon.social=4 (a factor above 0, at most 1000)", part)
 		}
 		out[host] = factor
+	}
+	return out, nil
+}
+
+// webhookAllowAddrs parses --webhook-allow-addresses: IP addresses or CIDR
+// prefixes separated by commas, nil when empty.
+func (c Config) webhookAllowAddrs() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(c.WebhookAllowAddresses, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			ip, err2 := netip.ParseAddr(part)
+			if err2 != nil || ip.Zone() != "" {
+				return nil, fmt.Errorf("invalid --webhook-allow-addresses (COURIER_WEBHOOK_ALLOW_ADDRESSES) entry %q: want an IP address or a CIDR prefix, like 169.254.10.20 or fd00:ec2::/64", part)
+			}
+			p = netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
 	}
 	return out, nil
 }

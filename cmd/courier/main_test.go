@@ -67,6 +67,7 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 		{"no streams", []string{"serve", "--streams-max", "0"}, nil, 2, "invalid --streams-max 0"},
 		{"no streams per actor", []string{"serve"}, map[string]string{"COURIER_STREAMS_PER_ACTOR": "0"}, 2, "--streams-per-actor 0"},
 		{"keep-alive too short", []string{"serve", "--stream-keep-alive", "10ms"}, nil, 2, "invalid --stream-keep-alive 10ms: must be at least 1s"},
+		{"webhook address not an address", []string{"serve", "--webhook-allow-addresses", "169.254.169.254,metadata"}, nil, 2, `invalid --webhook-allow-addresses (COURIER_WEBHOOK_ALLOW_ADDRESSES) entry "metadata"`},
 		{"unknown command", []string{"fly"}, nil, 2, `unknown command "fly"`},
 		{"missing directory", []string{"migrate", "--db", filepath.Join(dir, "no", "such", "c.db")}, nil, 1, "no such file or directory"},
 		{"unwritable directory", []string{"migrate", "--db", filepath.Join(readonlyDir, "c.db")}, nil, 1, "sqlite:"},
