@@ -216,6 +216,11 @@ func (s *Server) objectInput(r *http.Request, actor *store.Actor, obj, create ma
 	if err := checkPoll(typ, props); err != nil {
 		return in, err
 	}
+	// Last, on what is served: the one rule of what a client may say
+	// (jsonld.go).
+	if err := checkLD(s.uris.Base, in.Context, typ, props); err != nil {
+		return in, err
+	}
 	return in, nil
 }
 

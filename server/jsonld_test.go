@@ -1,0 +1,166 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/store"
+)
+
+// TestC2SServerPropertiesUnderAnySpelling: what the server sets or vouches
+// for (the object's id and type, its author, times and audience, what makes
+// an actor or a key) is refused with 422 naming the client's spelling,
+// however it is spelt: a prefixed term, the full IRI, @id or @type, a
+// client term standing for it, a client context redefining the term. A
+// context this server does not ship is refused by its URL. Nothing is
+// stored.
+func TestC2SServerPropertiesUnderAnySpelling(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bob, _ := b.actor(t, "bob")
+	followers := b.alice.URI + "/followers"
+	rev := map[string]any{"rev": "https://review.example/ns#"}
+	obj := func(ctx []any, kv ...any) map[string]any {
+		m := map[string]any{"type": "Note", "content": "x", "to": []any{activitypub.Public}}
+		if ctx != nil {
+			m["@context"] = append([]any{activitypub.ActivityStreams}, ctx...)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	key := map[string]any{"id": b.alice.URI + "#forged", "owner": b.alice.URI, "publicKeyPem": "-----BEGIN PUBLIC KEY-----"}
+	for _, tc := range []struct {
+		name  string
+		body  map[string]any
+		names string
+	}{
+		{"type as:Person", obj([]any{rev}, "type", "as:Person"), "as:Person"},
+		{"type as a full IRI", obj([]any{rev}, "type", "https://www.w3.org/ns/activitystreams#Person"), "activitystreams#Person"},
+		{"type as:Service over http", obj([]any{rev}, "type", "http://www.w3.org/ns/activitystreams#Service"), "activitystreams#Service"},
+		{"client term for as:Person", obj([]any{map[string]any{"Persona": "as:Person"}}, "type", "Persona"), "Persona"},
+		{"client term for sec:Key", obj([]any{map[string]any{"sec": "https://w3id.org/security#", "Badge": "sec:Key"}}, "type", "Badge"), "Badge"},
+		{"type as:Tombstone", obj([]any{rev}, "type", "as:Tombstone"), "as:Tombstone"},
+		{"@id", obj(nil, "@id", b.base+"/users/admin"), `"@id"`},
+		{"@type", obj(nil, "@type", "Person"), `"@type"`},
+		{"client term for @type", obj([]any{map[string]any{"kind": "@type"}}, "kind", "Person"), `"kind"`},
+		{"as:attributedTo", obj(nil, "as:attributedTo", bob.URI), `"as:attributedTo"`},
+		{"attributedTo as a full IRI", obj(nil, "https://www.w3.org/ns/activitystreams#attributedTo", bob.URI), "activitystreams#attributedTo"},
+		{"client term for attributedTo", obj([]any{map[string]any{"by": map[string]any{"@id": "as:attributedTo", "@type": "@id"}}}, "by", bob.URI), `"by"`},
+		{"as:cc Public on a followers-only note", obj(nil, "to", []any{followers}, "as:cc", "as:Public"), `"as:cc"`},
+		{"client term for cc", obj([]any{map[string]any{"also": "as:cc"}}, "to", []any{followers}, "also", activitypub.Public), `"also"`},
+		{"as:published", obj(nil, "as:published", "2099-01-01T00:00:00Z"), `"as:published"`},
+		{"as:actor", obj(nil, "as:actor", bob.URI), `"as:actor"`},
+		{"as:audience", obj(nil, "as:audience", "https://remote.test/groups/g"), `"as:audience"`},
+		{"context redefines attributedTo", obj([]any{map[string]any{"attributedTo": "https://evil.example/ns#by"}}), `"attributedTo"`},
+		{"context redefines cc", obj([]any{map[string]any{"cc": map[string]any{"@id": "https://evil.example/ns#cc", "@type": "@id"}}}), `"cc"`},
+		{"context redefines the as prefix", obj([]any{map[string]any{"as": "https://evil.example/ns#"}}), `"as"`},
+		{"context redefines sensitive", obj([]any{map[string]any{"sensitive": "https://evil.example/ns#nsfw"}}), `"sensitive"`},
+		{"context maps publicKey to null", obj([]any{map[string]any{"publicKey": nil}}, "publicKey", key), `"publicKey"`},
+		{"context sets @vocab", obj([]any{map[string]any{"@vocab": "https://www.w3.org/ns/activitystreams#"}}), "@vocab"},
+		{"a term with a context of its own", obj([]any{map[string]any{"Review": map[string]any{"@id": "https://review.example/ns#Review",
+			"@context": map[string]any{"by": "as:attributedTo"}}}}), `"Review"`},
+		{"a remote context", obj([]any{"https://contexts.example/ctx.jsonld"}), "https://contexts.example/ctx.jsonld"},
+		{"inbox", obj(nil, "inbox", b.base+"/users/alice/inbox"), `"inbox"`},
+		{"preferredUsername", obj(nil, "preferredUsername", "admin"), `"preferredUsername"`},
+		{"publicKey without the security context", obj(nil, "publicKey", key), `"publicKey"`},
+		{"publicKey with the security context", obj([]any{activitypub.SecurityContext}, "publicKey", key), `"publicKey"`},
+		{"sec:publicKeyPem", obj([]any{map[string]any{"sec": "https://w3id.org/security#"}}, "sec:publicKeyPem", "-----BEGIN PUBLIC KEY-----"), `"sec:publicKeyPem"`},
+		{"an embedded key", obj(nil, "attachment", map[string]any{"type": "Document", "url": "https://media.example/k.pem",
+			"publicKey": key}), "publicKey"},
+		{"an embedded Person", obj(nil, "attachment", map[string]any{"type": "Person", "url": "https://media.example/p"}), "Person"},
+		{"an embedded object of this server", obj(nil, "inReplyTo", map[string]any{"id": b.base + "/objects/1", "type": "Note",
+			"content": "forged", "attributedTo": bob.URI}), b.base + "/objects/1"},
+		{"an inner @context", obj(nil, "attachment", map[string]any{"@context": map[string]any{"by": "as:attributedTo"},
+			"type": "Document", "url": "https://media.example/a.png"}), "@context"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := b.count(t, `SELECT COUNT(*) FROM objects`)
+			for _, wrapped := range []bool{false, true} {
+				body := tc.body
+				if wrapped {
+					body = map[string]any{"type": "Create", "object": tc.body}
+				}
+				r := b.post(t, "alice", b.token, body)
+				wantStatus(t, r, http.StatusUnprocessableEntity)
+				var e struct {
+					Error string `json:"error"`
+				}
+				if err := json.Unmarshal(r.Body, &e); err != nil || !strings.Contains(e.Error, tc.names) {
+					t.Fatalf("error %q does not name %s", e.Error, tc.names)
+				}
+			}
+			if after := b.count(t, `SELECT COUNT(*) FROM objects`); after != before {
+				t.Fatalf("objects %d -> %d", before, after)
+			}
+		})
+	}
+}
+
+// TestC2SClientVocabularyKept: terms of the client's own namespace, a
+// context restating ActivityStreams, security or courier's terms as they
+// are, and references to this server's objects by id are published and
+// served as sent.
+func TestC2SClientVocabularyKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	note := b.note(t, "alice", b.token, "mine")
+	for _, body := range []map[string]any{
+		{"@context": []any{activitypub.ActivityStreams, map[string]any{"rev": "https://review.example/ns#", "Review": "rev:Review",
+			"rating": "rev:rating", "reviewer": map[string]any{"@id": "rev:reviewer", "@type": "@id"}}},
+			"type": "Review", "content": "good", "rating": 4.5, "reviewer": "https://remote.test/users/bob", "to": activitypub.Public},
+		{"@context": []any{activitypub.ActivityStreams, activitypub.SecurityContext, map[string]any{"sensitive": "as:sensitive",
+			"Hashtag": "as:Hashtag", "toot": "http://joinmastodon.org/ns#", "blurhash": "toot:blurhash",
+			"attributedTo": map[string]any{"@id": "as:attributedTo", "@type": "@id"}, "schema": "http://schema.org#"}},
+			"type": "Note", "content": "hi", "sensitive": false, "inReplyTo": note, "quote": note, "to": activitypub.Public},
+		{"type": "Note", "content": "re", "inReplyTo": map[string]any{"id": note}, "to": activitypub.Public,
+			"tag": map[string]any{"type": "Mention", "href": b.alice.URI}},
+	} {
+		r := b.post(t, "alice", b.token, body)
+		act := b.created(t, r, "Create")
+		served := b.get(t, act.ObjectID, "Accept", apJSON).json(t)
+		for k, v := range body {
+			if k == "@context" || k == "to" || k == "inReplyTo" || k == "tag" {
+				continue
+			}
+			if got, want := string(mustJSON(t, served[k])), string(mustJSON(t, v)); got != want {
+				t.Errorf("%s served as %s, sent %s", k, got, want)
+			}
+		}
+	}
+}
+
+// TestCheckLDTypesAndNames: the checker alone, on the spellings of one
+// type, and the names its refusals give.
+func TestCheckLDTypesAndNames(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ctx   []any
+		typ   string
+		props map[string]any
+		ok    bool
+	}{
+		{nil, "Note", map[string]any{"content": "x"}, true},
+		{nil, "as:Note", map[string]any{"content": "x"}, true},
+		{nil, "as:Person", nil, false},
+		{nil, "as:Create", nil, false},
+		{nil, "OrderedCollection", nil, false},
+		{[]any{map[string]any{"Key": "https://review.example/ns#Key"}}, "Key", nil, true},
+		{[]any{map[string]any{"K": "https://w3id.org/security#Key"}}, "K", nil, false},
+		{nil, "Note", map[string]any{"as:likes": map[string]any{"totalItems": 9}}, false},
+		{nil, "Note", map[string]any{"@reverse": map[string]any{"as:attributedTo": "https://a.test/u"}}, false},
+		{nil, "Note", map[string]any{"@graph": []any{map[string]any{"id": "https://a.test/u", "type": "Person"}}}, false},
+	} {
+		err := checkLD("https://courier.test", tc.ctx, tc.typ, tc.props)
+		if (err == nil) != tc.ok {
+			t.Errorf("%v %s %v: %v", tc.ctx, tc.typ, tc.props, err)
+		}
+		if err != nil && store.ErrorCode(err) != store.EUNPROCESSABLE {
+			t.Errorf("%s: %v is not 422", tc.typ, err)
+		}
+	}
+}
