@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -163,4 +164,57 @@ func TestCheckLDTypesAndNames(t *testing.T) {
 			t.Errorf("%s: %v is not 422", tc.typ, err)
 		}
 	}
+}
+
+// FuzzCheckLD runs the checker on whatever a client sends as its object,
+// without the guard that turns a panic into a 422: it never panics, refuses
+// only with 422, and an object it accepts has, at its top, no key that
+// plain-JSON readers take for the id, the type or what makes an actor or a
+// key (the view of peers that read no JSON-LD).
+func FuzzCheckLD(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"Note","content":"x"}`,
+		`{"@context":["https://www.w3.org/ns/activitystreams",{"rev":"https://review.example/ns#","Review":"rev:Review","rating":"rev:rating"}],"type":"Review","rating":4.5}`,
+		`{"@context":["https://www.w3.org/ns/activitystreams","https://w3id.org/security/v1"],"type":"Note","publicKey":{"id":"https://a.test/k","publicKeyPem":"x"}}`,
+		`{"@context":[{"by":"as:attributedTo"}],"type":"Note","by":"https://a.test/u"}`,
+		`{"@context":[{"kind":"@type"}],"type":"Note","kind":"Person"}`,
+		`{"@context":[{"attributedTo":null}],"type":"Note","attributedTo":"x"}`,
+		`{"type":"Note","@id":"https://courier.test/users/a","as:cc":"as:Public","https://www.w3.org/ns/activitystreams#published":"2099"}`,
+		`{"type":"Note","attachment":{"type":"Person","inbox":"https://a.test/i"},"inReplyTo":{"id":"https://courier.test/objects/1","content":"x"}}`,
+		`{"type":"Note","@reverse":{"as:attributedTo":"https://a.test/u"},"@graph":[{"type":"Person"}]}`,
+		`{"@context":[{"@vocab":"https://www.w3.org/ns/activitystreams#","x":{"@id":"as:x","@context":{"y":"as:y"}}}],"type":"Note","@foo":1}`,
+		`{"@context":"https://contexts.example/c","type":"Note","content":{"@value":"x","@language":"en"},"tag":[{"@list":[1,2]}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	plainNames := append(append([]string{"@id", "@type", "id"}, identityProperties...), "as:inbox", "sec:publicKey")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := decodeDoc(data)
+		if err != nil {
+			return
+		}
+		ctx, err := clientContext(m["@context"], nil)
+		if err != nil {
+			return
+		}
+		typ, _ := m["type"].(string)
+		props := make(map[string]any, len(m))
+		for k, v := range m {
+			if !slices.Contains(serverProperties, k) && k != "type" {
+				props[k] = v
+			}
+		}
+		err = checkObjectLD("https://courier.test", ctx, typ, props)
+		if err != nil {
+			if store.ErrorCode(err) != store.EUNPROCESSABLE {
+				t.Fatalf("%v is not 422", err)
+			}
+			return
+		}
+		for _, k := range plainNames {
+			if _, ok := props[k]; ok {
+				t.Fatalf("accepted an object with %q: %s", k, data)
+			}
+		}
+	})
 }
