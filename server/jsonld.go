@@ -133,6 +133,13 @@ func ldOptions() *ld.JsonLdOptions {
 	return o
 }
 
+// servedBase is the start of every object's context, parsed once:
+// ActivityStreams and courier's terms (store.ObjectContext). Copied
+// (ld.CopyContext) before a client's entries are parsed onto it.
+var servedBase = sync.OnceValues(func() (*ld.Context, error) {
+	return ld.NewContext(nil, ldOptions()).Parse(store.ObjectContext(nil))
+})
+
 // baseTerms are the term definitions of the vocabularies a client context
 // may not change: ActivityStreams, security v1 and courier's own terms.
 var baseTerms = sync.OnceValues(func() (map[string]*ld.TermDefinition, error) {
@@ -164,11 +171,17 @@ func checkObjectLD(base string, ctx []any, typ string, props map[string]any) err
 	if err := checkClientContext(ctx, false); err != nil {
 		return err
 	}
-	served := append(store.ObjectContext(nil), ctx...)
-	opts := ldOptions()
-	active, err := ld.NewContext(nil, opts).Parse(served)
+	base0, err := servedBase()
 	if err != nil {
-		return contextError(err)
+		return store.Errorf(store.EUNPROCESSABLE, "bundled contexts: %v", err)
+	}
+	// The context the object is served with: ActivityStreams and
+	// courier's terms (parsed once), then the client's entries.
+	active := ld.CopyContext(base0)
+	if len(ctx) > 0 {
+		if active, err = active.Parse(ctx); err != nil {
+			return contextError(err)
+		}
 	}
 	if err := checkTerms(active, ctx); err != nil {
 		return err
@@ -185,15 +198,11 @@ func checkObjectLD(base string, ctx []any, typ string, props map[string]any) err
 	delete(doc, "to")
 	delete(doc, "cc")
 	doc["type"] = typ
-	doc["@context"] = served
-	expanded, err := ld.NewJsonLdProcessor().Expand(doc, opts)
+	expanded, err := ld.NewJsonLdApi().Expand(active, "", doc, ldOptions(), false, nil)
 	if err != nil {
 		return expandError(err, active, doc)
 	}
-	if len(expanded) != 1 {
-		return store.Errorf(store.EUNPROCESSABLE, "the object must be one node; @graph and @included are not carried")
-	}
-	node, ok := expanded[0].(map[string]any)
+	node, ok := expanded.(map[string]any)
 	if !ok {
 		return store.Errorf(store.EUNPROCESSABLE, "the object must be one node")
 	}
@@ -266,11 +275,13 @@ func checkTerms(active *ld.Context, ctx []any) error {
 	if err != nil {
 		return store.Errorf(store.EUNPROCESSABLE, "bundled contexts: %v", err)
 	}
+	seen := map[string]bool{}
 	var terms []string
 	for _, e := range ctx {
 		if m, ok := e.(map[string]any); ok {
 			for k := range m {
-				if !strings.HasPrefix(k, "@") && !slices.Contains(terms, k) {
+				if !strings.HasPrefix(k, "@") && !seen[k] {
+					seen[k] = true
 					terms = append(terms, k)
 				}
 			}
