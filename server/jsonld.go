@@ -190,7 +190,7 @@ func checkObjectLD(base string, ctx []any, typ string, props map[string]any) err
 	if err != nil {
 		return err
 	}
-	if err := noInnerContext(doc, ""); err != nil {
+	if err := checkKeys(doc, ""); err != nil {
 		return err
 	}
 	// The server writes to and cc anew from what it read; the rest is
@@ -320,26 +320,30 @@ func keywordOf(def *ld.TermDefinition) string {
 	return def.ID
 }
 
-// noInnerContext refuses an @context below the top of the object: the
-// object is read with one context.
-func noInnerContext(v any, at string) error {
+// checkKeys refuses an @context below the top of the object (the object
+// is read with one context) and a property without a name (which means
+// nothing, and which the processor does not survive).
+func checkKeys(v any, at string) error {
 	switch x := v.(type) {
 	case map[string]any:
 		for _, k := range sortedKeys(x) {
 			if k == "@context" && at != "" {
 				return store.Errorf(store.EUNPROCESSABLE, "%s has an @context of its own; put every term in the object's @context", at)
 			}
+			if k == "" {
+				return store.Errorf(store.EUNPROCESSABLE, "a property of the object has an empty name")
+			}
 			p := k
 			if at != "" {
 				p = at + "." + k
 			}
-			if err := noInnerContext(x[k], p); err != nil {
+			if err := checkKeys(x[k], p); err != nil {
 				return err
 			}
 		}
 	case []any:
 		for _, e := range x {
-			if err := noInnerContext(e, at); err != nil {
+			if err := checkKeys(e, at); err != nil {
 				return err
 			}
 		}
