@@ -135,8 +135,8 @@ func TestC2SClientVocabularyKept(t *testing.T) {
 	}
 }
 
-// TestCheckLDTypesAndNames: the checker alone, on the spellings of one
-// type, and the names its refusals give.
+// TestCheckLDTypesAndNames: the checker alone, on spellings of types and
+// of server-set properties, several checks at once.
 func TestCheckLDTypesAndNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -156,13 +156,17 @@ func TestCheckLDTypesAndNames(t *testing.T) {
 		{nil, "Note", map[string]any{"@reverse": map[string]any{"as:attributedTo": "https://a.test/u"}}, false},
 		{nil, "Note", map[string]any{"@graph": []any{map[string]any{"id": "https://a.test/u", "type": "Person"}}}, false},
 	} {
-		err := checkLD("https://courier.test", tc.ctx, tc.typ, tc.props)
-		if (err == nil) != tc.ok {
-			t.Errorf("%v %s %v: %v", tc.ctx, tc.typ, tc.props, err)
-		}
-		if err != nil && store.ErrorCode(err) != store.EUNPROCESSABLE {
-			t.Errorf("%s: %v is not 422", tc.typ, err)
-		}
+		// At once: the parsed ActivityStreams context is shared.
+		t.Run(tc.typ, func(t *testing.T) {
+			t.Parallel()
+			err := checkLD("https://courier.test", tc.ctx, tc.typ, tc.props)
+			if (err == nil) != tc.ok {
+				t.Errorf("%v %s %v: %v", tc.ctx, tc.typ, tc.props, err)
+			}
+			if err != nil && store.ErrorCode(err) != store.EUNPROCESSABLE {
+				t.Errorf("%s: %v is not 422", tc.typ, err)
+			}
+		})
 	}
 }
 
