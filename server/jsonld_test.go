@@ -104,8 +104,8 @@ func TestC2SServerPropertiesUnderAnySpelling(t *testing.T) {
 
 // TestC2SClientVocabularyKept: terms of the client's own namespace, a
 // context restating ActivityStreams, security or courier's terms as they
-// are, and references to this server's objects by id are published and
-// served as sent.
+// are, references to this server's objects by id, and a note as Mastodon
+// writes it (its context, ostatus terms) are published and served as sent.
 func TestC2SClientVocabularyKept(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -120,6 +120,7 @@ func TestC2SClientVocabularyKept(t *testing.T) {
 			"type": "Note", "content": "hi", "sensitive": false, "inReplyTo": note, "quote": note, "to": activitypub.Public},
 		{"type": "Note", "content": "re", "inReplyTo": map[string]any{"id": note}, "to": activitypub.Public,
 			"tag": map[string]any{"type": "Mention", "href": b.alice.URI}},
+		mastodonNote(t),
 	} {
 		r := b.post(t, "alice", b.token, body)
 		act := b.created(t, r, "Create")
@@ -133,6 +134,20 @@ func TestC2SClientVocabularyKept(t *testing.T) {
 			}
 		}
 	}
+}
+
+// mastodonNote is a note Mastodon published (testdata/mastodon/note_1.json),
+// its context and terms as sent, without what a server sets (id, author,
+// times, audience, replies) and its tags and reply (which name objects a
+// client would resolve).
+func mastodonNote(t *testing.T) map[string]any {
+	t.Helper()
+	m := fixture(t, "mastodon/note_1.json")
+	for _, k := range []string{"id", "attributedTo", "published", "replies", "cc", "tag", "inReplyTo", "inReplyToAtomUri"} {
+		delete(m, k)
+	}
+	m["to"] = activitypub.Public
+	return m
 }
 
 // TestCheckLDTypesAndNames: the checker alone, on spellings of types and
