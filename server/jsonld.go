@@ -168,6 +168,9 @@ func checkLD(base string, ctx []any, typ string, props map[string]any) (err erro
 
 // checkObjectLD is checkLD without its guard against a panic.
 func checkObjectLD(base string, ctx []any, typ string, props map[string]any) error {
+	if typ == "" {
+		return store.Errorf(store.EUNPROCESSABLE, "the object has no type")
+	}
 	if err := checkClientContext(ctx, false); err != nil {
 		return err
 	}
