@@ -5,6 +5,8 @@ import (
 	"crypto"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Actor is a remote (or local) actor document, decoded tolerantly from the
@@ -109,9 +111,59 @@ type actorWire struct {
 	AssertionMethod           json.RawMessage `json:"assertionMethod"`
 }
 
-// ParseActor decodes an actor document. It requires "id" and "inbox"
-// (reported as *MissingFieldError); the public key is optional here, and
-// callers that verify signatures check for it.
+// ActorTypes are the ActivityStreams actor types.
+var ActorTypes = []string{"Person", "Service", "Application", "Group", "Organization"}
+
+// IsActorType reports whether t names an ActivityStreams actor type, in
+// its compact form (Person), prefixed (as:Person) or as the full IRI.
+func IsActorType(t string) bool {
+	t = strings.TrimPrefix(t, "as:")
+	t = strings.TrimPrefix(t, ActivityStreams+"#")
+	t = strings.TrimPrefix(t, "http://www.w3.org/ns/activitystreams#")
+	return slices.Contains(ActorTypes, t)
+}
+
+// notActorTypes are types no actor has: a document that names one of
+// them is not an actor, whatever else it names.
+var notActorTypes = []string{
+	"Object", "Note", "Article", "Page", "Question", "Event", "Image", "Video", "Audio", "Document", "Place",
+	"Tombstone", "Profile", "Relationship", "Link", "Mention", "Hashtag",
+	"Collection", "OrderedCollection", "CollectionPage", "OrderedCollectionPage",
+	"Key", "CryptographicKey", "Multikey", "Activity", "Create", "Update",
+}
+
+// actorType returns the actor type of a type property (a string or a
+// list): the first entry that is an actor type, "" when none is or when
+// an entry names a type no actor has (a Note that also says Person is a
+// Note).
+func actorType(raw json.RawMessage) string {
+	var l []string
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		l = []string{one}
+	} else if json.Unmarshal(raw, &l) != nil {
+		return ""
+	}
+	found := ""
+	for _, t := range l {
+		name := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(t, "as:"), ActivityStreams+"#"),
+			"https://w3id.org/security#")
+		switch {
+		case slices.Contains(notActorTypes, name):
+			return ""
+		case found == "" && IsActorType(t):
+			found = t
+		}
+	}
+	return found
+}
+
+// ParseActor decodes an actor document. It requires "id", "inbox" (each
+// reported as *MissingFieldError) and a type that is an actor type
+// (IsActorType; ErrNotActor otherwise): a Note, a key or any other object
+// that carries an inbox is not an actor, so no object a server hosts
+// becomes an identity. The public key is optional here, and callers that
+// verify signatures check for it.
 func ParseActor(data []byte) (*Actor, error) {
 	var w actorWire
 	data = bytes.TrimSpace(data)
@@ -152,7 +204,21 @@ func ParseActor(data []byte) (*Actor, error) {
 	case a.Inbox == "":
 		return nil, &MissingFieldError{Field: "inbox"}
 	}
+	if t := actorType(w.Type); t != "" {
+		a.Type = t
+	} else {
+		return nil, fmt.Errorf("%w: %s is a %s", ErrNotActor, a.ID, typeName(w.Type))
+	}
 	return a, nil
+}
+
+// typeName is a type property for a message: its first string, or
+// "document without a type".
+func typeName(raw json.RawMessage) string {
+	if t := firstString(raw); t != "" {
+		return fmt.Sprintf("%q", t)
+	}
+	return "document without an actor type"
 }
 
 // keys lists the keys the document carries, PEM keys first, each with an

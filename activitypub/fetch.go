@@ -32,6 +32,11 @@ var (
 	ErrKeyNotFound = errors.New("activitypub: key not found")
 	// ErrBadURL: the URL is not an absolute http(s) URL.
 	ErrBadURL = errors.New("activitypub: bad URL")
+	// ErrNotActor: a document taken for an actor (fetched from an actor
+	// id, or served at a key id as its owner) has no actor type. It
+	// matches ErrMalformed too, so callers that give up on a malformed
+	// document give up on it.
+	ErrNotActor = fmt.Errorf("%w: not an actor", ErrMalformed)
 )
 
 // ErrFetchRefused: a FetchHook's Before refused the fetch (its caller's

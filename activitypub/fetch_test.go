@@ -122,6 +122,20 @@ func (rm *remote) serve(w http.ResponseWriter, r *http.Request) {
 		pk := doc["publicKey"].(map[string]string)
 		pk["owner"] = rm.url("/users/alice")
 		writeDoc(pk)
+	case p == "/notes/forged" || p == "/notes/forged2":
+		// A note that carries what an actor carries (an inbox, a
+		// preferredUsername, a key it owns itself), in the shape of the
+		// object a client of a server that keeps every property could
+		// publish: not an actor, whatever it carries.
+		doc := rm.actorDoc("/users/alice", rm.url(p)+"#main-key")
+		doc["id"], doc["type"], doc["content"] = rm.url(p), "Note", "hi"
+		doc["attributedTo"], doc["preferredUsername"] = rm.url("/users/alice"), "admin"
+		doc["publicKey"].(map[string]string)["owner"] = rm.url(p)
+		if p == "/notes/forged2" {
+			// Its key owned by the other forged note.
+			doc["publicKey"].(map[string]string)["owner"] = rm.url("/notes/forged")
+		}
+		writeDoc(doc)
 	case p == "/ldjson":
 		w.Header().Set("Content-Type", LDContentType)
 		doc := rm.actorDoc("/users/alice", rm.url("/users/alice")+"#main-key")
@@ -177,7 +191,7 @@ func setupFetch(t *testing.T, maxBody int64) *fetchBundle {
 	t.Helper()
 	local := testKey()
 	rm := newRemote(t, &local.PublicKey)
-	for _, p := range []string{"/users/alice", "/users/rotating", "/gts/users/bob", "/kd/users/carol"} {
+	for _, p := range []string{"/users/alice", "/users/rotating", "/gts/users/bob", "/kd/users/carol", "/notes/forged", "/notes/forged2"} {
 		rm.setKey(p, testKey())
 	}
 	// The remote checks the Date window against the same injected clock.
@@ -406,7 +420,7 @@ func TestResolverStaleFallback(t *testing.T) {
 	ctx := context.Background()
 	// A stale stored copy of an actor whose server now answers 503.
 	busy := b.remote.url("/busy")
-	cached := &Actor{ID: busy, Inbox: busy + "/inbox", Raw: []byte(fmt.Sprintf(`{"id":%q,"inbox":%q}`, busy, busy+"/inbox"))}
+	cached := &Actor{ID: busy, Inbox: busy + "/inbox", Raw: []byte(fmt.Sprintf(`{"id":%q,"type":"Person","inbox":%q}`, busy, busy+"/inbox"))}
 	if err := st.PutRemoteActor(ctx, cached, cached.Raw, b.clock.Now().Add(-48*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -571,5 +585,50 @@ func TestRetryAfter(t *testing.T) {
 		if got := RetryAfter(c.v, now, limit); got != c.want {
 			t.Errorf("RetryAfter(%q) = %s, want %s", c.v, got, c.want)
 		}
+	}
+}
+
+// TestNoteIsNotAnActor: a document with an id and an inbox (and a
+// preferredUsername and a key it owns) whose type is Note is not an actor:
+// neither fetched as one nor taken as a key's owner, whether the key sits
+// in the note itself or names another such note as its owner; nothing is
+// stored. The same document as a Person is one.
+func TestNoteIsNotAnActor(t *testing.T) {
+	t.Parallel()
+	b, r, st := setupResolver(t)
+	ctx := context.Background()
+	forged := b.remote.url("/notes/forged")
+	if _, err := b.fetcher.FetchActor(ctx, forged); !errors.Is(err, ErrNotActor) || !errors.Is(err, ErrMalformed) {
+		t.Fatalf("FetchActor of a note: %v, want ErrNotActor", err)
+	}
+	if _, err := r.Actor(ctx, forged); !errors.Is(err, ErrNotActor) {
+		t.Fatalf("Resolver.Actor of a note: %v, want ErrNotActor", err)
+	}
+	for _, keyID := range []string{forged + "#main-key", b.remote.url("/notes/forged2") + "#main-key"} {
+		if pub, owner, err := r.Key(ctx, keyID, false); err == nil {
+			t.Fatalf("Resolver.Key %s: a key %T owned by %s", keyID, pub, owner)
+		}
+		r.Verified(ctx, keyID)
+	}
+	if a, _, _ := st.GetRemoteActor(ctx, forged); a != nil {
+		t.Fatalf("the note was stored as an actor: %+v", a)
+	}
+	doc := b.remote.actorDoc("/notes/forged", forged+"#main-key")
+	for typ, want := range map[string]bool{"Note": false, "Person": true, "as:Service": true, "Tombstone": false, "Key": false} {
+		doc["type"] = typ
+		raw, _ := json.Marshal(doc)
+		if _, err := ParseActor(raw); (err == nil) != want {
+			t.Errorf("ParseActor of a %s: %v", typ, err)
+		}
+	}
+	doc["type"] = []string{"Note", "Person"}
+	raw, _ := json.Marshal(doc)
+	if _, err := ParseActor(raw); !errors.Is(err, ErrNotActor) {
+		t.Errorf("ParseActor of a [Note, Person]: %v, want ErrNotActor", err)
+	}
+	doc["type"] = []string{"Person", "schema:Thing"}
+	raw, _ = json.Marshal(doc)
+	if a, err := ParseActor(raw); err != nil || a.Type != "Person" {
+		t.Errorf("ParseActor of a [Person, schema:Thing]: %v", err)
 	}
 }

@@ -79,7 +79,7 @@ func TestParseActorMultikeys(t *testing.T) {
 			t.Errorf("KeyOf %s: got %v, want ErrKeyNotFound or ErrBadKey", id, err)
 		}
 	}
-	one := `{"id":"https://a.example/u","inbox":"https://a.example/u/inbox","assertionMethod":
+	one := `{"id":"https://a.example/u","type":"Person","inbox":"https://a.example/u/inbox","assertionMethod":
 		{"id":"https://a.example/u#ed","type":"Multikey","controller":"https://a.example/u","publicKeyMultibase":"` + fedify + `"}}`
 	if a, err = ParseActor([]byte(one)); err != nil {
 		t.Fatal(err)

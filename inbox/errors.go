@@ -148,6 +148,11 @@ func classify(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, "body_too_large"
 	case errors.Is(err, ErrUnknownInbox):
 		return http.StatusNotFound, "unknown_inbox"
+	case errors.Is(err, ErrUnknownKey):
+		// Before the document errors: a key whose document is malformed,
+		// lacks a field or is no actor (activitypub.ErrNotActor) leaves
+		// the signature unverified, which is a 401.
+		return http.StatusUnauthorized, "unknown_key"
 	case errors.As(err, &missing):
 		return http.StatusBadRequest, "missing_field"
 	case errors.Is(err, activitypub.ErrMalformed):
@@ -174,8 +179,6 @@ func classify(err error) (int, string) {
 		return http.StatusUnauthorized, "bad_signature"
 	case errors.Is(err, activitypub.ErrProof):
 		return http.StatusUnauthorized, resultBadProof
-	case errors.Is(err, ErrUnknownKey):
-		return http.StatusUnauthorized, "unknown_key"
 	case errors.Is(err, ErrActorMismatch):
 		return http.StatusUnauthorized, "actor_not_key_owner"
 	case errors.Is(err, ErrDomainBlocked):

@@ -448,6 +448,10 @@ func FuzzDecodeC2S(f *testing.F) {
 			_, _ = clientContext(m["@context"], m)
 			_ = checkQuote(m)
 			_ = checkPoll("Question", m)
+			if c, err := clientContext(m["@context"], nil); err == nil {
+				typ, _ := m["type"].(string)
+				_ = checkObjectLD("https://courier.test", c, typ, m) // no panic
+			}
 		}
 		_ = objectID(w.Object)
 		if _, err := embedded(w.Object); err != nil && store.ErrorCode(err) != store.EINVALID {

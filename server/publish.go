@@ -20,8 +20,9 @@ import (
 // client sent is kept in the object's document, served at /objects/{id} and
 // federated in its Create and Update; the server sets id, type,
 // attributedTo, published, updated, to and cc (and url when the client gave
-// none). What cannot be carried is refused with 422 naming it. See
-// docs/publishing.md.
+// none). What cannot be carried is refused with 422 naming it, and so is
+// what a client may not say, under any JSON-LD spelling (checkLD,
+// jsonld.go). See docs/publishing.md.
 
 // objectTypes are the ActivityStreams object types courier publishes.
 var objectTypes = map[string]bool{
@@ -213,6 +214,11 @@ func (s *Server) objectInput(r *http.Request, actor *store.Actor, obj, create ma
 		return in, err
 	}
 	if err := checkPoll(typ, props); err != nil {
+		return in, err
+	}
+	// Last, on what is served: the one rule of what a client may say
+	// (jsonld.go).
+	if err := checkLD(s.uris.Base, in.Context, typ, props); err != nil {
 		return in, err
 	}
 	return in, nil
