@@ -25,6 +25,10 @@ func (im *Importer) recordApp(ctx context.Context, tx *sql.Tx, act *activitypub.
 	case OutcomePending:
 		imp.Follow = store.StatePending
 	}
-	_, err := im.cfg.App.RecordActivityTx(ctx, tx, imp)
+	var err error
+	if imp.QuoteActor, imp.QuoteKind, err = im.quoteNotice(ctx, tx, act, outcome); err != nil { // quote.go
+		return err
+	}
+	_, err = im.cfg.App.RecordActivityTx(ctx, tx, imp)
 	return err
 }

@@ -269,7 +269,13 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	case "Undo":
 		return im.undo(ctx, tx, act, inner, innerType)
 
+	case "QuoteRequest":
+		return im.quoteRequest(ctx, tx, eventID, act) // quote.go
+
 	case "Accept", "Reject":
+		if outcome, ok, err := im.quoteAnswer(ctx, tx, eventID, act); ok || err != nil { // quote.go
+			return outcome, err
+		}
 		if innerType != "" && innerType != "Follow" {
 			return OutcomeIgnored, nil
 		}

@@ -120,6 +120,9 @@ func (s *Server) publishCreate(r *http.Request, actor *store.Actor, obj, create 
 	if err != nil {
 		return nil, err
 	}
+	if q, ok := in.Properties["quote"].(string); ok {
+		in.Quote, in.QuotedAuthor = q, s.quotedAuthor(r, q) // quotes.go
+	}
 	act, _, err := s.st.CreateObject(r.Context(), actor, in)
 	return act, err
 }

@@ -1,0 +1,137 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"net/url"
+	"strings"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/app"
+	"github.com/courier-ap/courier/store"
+)
+
+// Quote consent (FEP-044f): a QuoteRequest of a local object is answered
+// by the object's canQuote (store.ReceiveQuoteRequestTx); an Accept or
+// Reject of a QuoteRequest a local quote sent updates that quote
+// (store.AnswerQuoteRequestTx).
+
+// Outcomes of quote consent (besides store.QuoteAccepted, QuotePending and
+// QuoteRejected for a QuoteRequest received).
+const (
+	OutcomeQuoteApproved = "quote_approved" // a local quote's request accepted: quoteAuthorization set, Update enqueued
+	OutcomeQuoteDenied   = "quote_denied"   // a local quote's request rejected
+)
+
+// instrument returns the id of an activity's instrument (a string, or an
+// embedded object's id).
+func instrument(act *activitypub.Activity) string {
+	var d struct {
+		Instrument json.RawMessage `json:"instrument"`
+	}
+	if json.Unmarshal(act.Raw, &d) != nil {
+		return ""
+	}
+	ids := activitypub.IDs(d.Instrument)
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+// result returns the id of an activity's result.
+func result(act *activitypub.Activity) string {
+	var d struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(act.Raw, &d) != nil {
+		return ""
+	}
+	ids := activitypub.IDs(d.Result)
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+// quoteRequest answers an inbound QuoteRequest of a local object.
+func (im *Importer) quoteRequest(ctx context.Context, tx *sql.Tx, eventID string, act *activitypub.Activity) (string, error) {
+	q := instrument(act)
+	if q == "" {
+		return "refused: a QuoteRequest needs its instrument (the quote)", nil
+	}
+	if !sameHost(act.ID, act.Actor) || !sameHost(q, act.Actor) {
+		return "refused: the QuoteRequest or its quote is not on its actor's host", nil
+	}
+	outcome, err := im.st.ReceiveQuoteRequestTx(ctx, tx, eventID, store.QuoteRequestIn{
+		ID: act.ID, Actor: act.Actor, Object: act.ObjectID, Instrument: q,
+	})
+	if err != nil {
+		return refusal(err, OutcomeIgnored)
+	}
+	return outcome, nil
+}
+
+// quoteAnswer applies an Accept or Reject of a QuoteRequest a local quote
+// sent; ok is false when the activity answers no such request.
+func (im *Importer) quoteAnswer(ctx context.Context, tx *sql.Tx, eventID string, act *activitypub.Activity) (string, bool, error) {
+	if act.ObjectID == "" || !im.st.URIs().IsLocal(act.ObjectID) {
+		return "", false, nil
+	}
+	approved, found, err := im.st.AnswerQuoteRequestTx(ctx, tx, eventID, act.ObjectID, act.Actor, act.Type, result(act))
+	if err != nil {
+		o, err := refusal(err, OutcomeNoMatch)
+		return o, true, err
+	}
+	if !found {
+		return "", false, nil
+	}
+	if approved {
+		return OutcomeQuoteApproved, true, nil
+	}
+	return OutcomeQuoteDenied, true, nil
+}
+
+// sameHost reports whether a and b are absolute URLs on one host.
+func sameHost(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host != "" && strings.EqualFold(ua.Host, ub.Host)
+}
+
+// quoteNotice is the local actor an imported activity's quote concerns
+// and the kind of its notification: the quoted author of a QuoteRequest
+// (awaiting approval, or approved by policy), the quoter whose request was
+// answered.
+func (im *Importer) quoteNotice(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, outcome string) (string, string, error) {
+	var kind string
+	switch outcome {
+	case store.QuotePending:
+		kind = app.KindQuoteRequest
+	case store.QuoteAccepted:
+		kind = app.KindQuote
+	case OutcomeQuoteApproved:
+		kind = app.KindQuoteApproved
+	case OutcomeQuoteDenied:
+		kind = app.KindQuoteRejected
+	default:
+		return "", "", nil
+	}
+	uri := act.ObjectID // the quoted object
+	if outcome == OutcomeQuoteApproved || outcome == OutcomeQuoteDenied {
+		q, err := im.st.QuoteOfRequestTx(ctx, tx, act.ObjectID)
+		if err != nil {
+			return "", "", err
+		}
+		uri = q
+	}
+	o, err := im.st.ObjectByURITx(ctx, tx, uri)
+	if store.ErrorCode(err) == store.ENOTFOUND {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return o.AttributedTo, kind, nil
+}
