@@ -363,3 +363,79 @@ func mustMarshal(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestQuoteOutbound: a local quote of a remote post sends its author a
+// QuoteRequest with the quote inline; the author's Accept (Mastodon 4.5's
+// shape) sets the quote's quoteAuthorization and enqueues its Update, and
+// notifies the quoter; a Reject of another quote's request notifies the
+// quoter and leaves that quote as published.
+func TestQuoteOutbound(t *testing.T) {
+	t.Parallel()
+	r := newQuoteRig(t)
+	alice, tok := r.actor(t, "alice", false)
+	bob := r.remoteActor("bob")
+	r.follows(t, alice, bob)
+	var quoted [2]string
+	for i := range quoted {
+		quoted[i] = r.remote.URL + "/users/bob/statuses/" + []string{"2", "3"}[i]
+		create := map[string]any{"@context": activitypub.ActivityStreams, "id": r.id("create"), "type": "Create", "actor": bob,
+			"to": []string{activitypub.Public}, "object": map[string]any{"id": quoted[i], "type": "Note", "attributedTo": bob,
+				"content": "original", "to": []string{activitypub.Public}}}
+		r.post(t, create)
+		if got := r.outcome(t, create["id"].(string)); got != "stored" {
+			t.Fatalf("Create outcome %q", got)
+		}
+	}
+	var quotes [2]string
+	for i := range quotes {
+		quotes[i] = r.note(t, "alice", tok, map[string]any{"quote": quoted[i]})
+	}
+	reqs := r.sent(t, alice, "QuoteRequest")
+	if len(reqs) != 2 {
+		t.Fatalf("%d QuoteRequests", len(reqs))
+	}
+	for i, q := range reqs {
+		inst, _ := q["instrument"].(map[string]any)
+		if q["object"] != quoted[i] || inst["id"] != quotes[i] || inst["quote"] != quoted[i] {
+			t.Errorf("QuoteRequest %d: object %v instrument %v", i, q["object"], inst["id"])
+		}
+		if to, _ := q["to"].([]any); len(to) != 1 || to[0] != bob {
+			t.Errorf("QuoteRequest %d to %v", i, q["to"])
+		}
+	}
+
+	accept := r.shape(t, "accept-quote-request.json", map[string]string{
+		"REQUEST": reqs[0]["id"].(string), "QUOTER": alice.URI, "QUOTE": quotes[0]})
+	r.post(t, accept)
+	if got := r.outcome(t, accept["id"].(string)); got != "quote_approved" {
+		t.Fatalf("Accept outcome %q", got)
+	}
+	stamp := accept["result"].(string)
+	updates := r.sent(t, alice, "Update")
+	if len(updates) != 1 {
+		t.Fatalf("%d Updates", len(updates))
+	}
+	if obj := updates[0]["object"].(map[string]any); obj["id"] != quotes[0] || obj["quoteAuthorization"] != stamp {
+		t.Errorf("Update object %v", obj)
+	}
+	if _, doc := r.fetch(t, quotes[0]); doc["quoteAuthorization"] != stamp {
+		t.Errorf("served quote's quoteAuthorization %v", doc["quoteAuthorization"])
+	}
+
+	reject := map[string]any{"@context": activitypub.ActivityStreams, "id": r.id("reject"), "type": "Reject", "actor": bob,
+		"object": map[string]any{"id": reqs[1]["id"], "type": "QuoteRequest", "actor": alice.URI, "object": quoted[1],
+			"instrument": quotes[1]}}
+	r.post(t, reject)
+	if got := r.outcome(t, reject["id"].(string)); got != "quote_denied" {
+		t.Fatalf("Reject outcome %q", got)
+	}
+	if _, doc := r.fetch(t, quotes[1]); doc["quoteAuthorization"] != nil || doc["quote"] != quoted[1] {
+		t.Errorf("rejected quote: quote %v quoteAuthorization %v", doc["quote"], doc["quoteAuthorization"])
+	}
+	kinds := r.kinds(t, alice)
+	for _, want := range []string{app.KindQuoteApproved, app.KindQuoteRejected} {
+		if !slices.Contains(kinds, want) {
+			t.Errorf("inbox kinds %v lack %s", kinds, want)
+		}
+	}
+}
