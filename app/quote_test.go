@@ -439,3 +439,44 @@ func TestQuoteOutbound(t *testing.T) {
 		}
 	}
 }
+
+// TestInboundQuoteVerified: a remote quote of a local note notifies its
+// author as approved (quote) only with a valid stamp: one courier granted
+// for that very quote. A stamp granted for another quote, a fetched
+// document that is no QuoteAuthorization, and no stamp at all leave it
+// unapproved (quote_unapproved).
+func TestInboundQuoteVerified(t *testing.T) {
+	t.Parallel()
+	r := newQuoteRig(t)
+	alice, tok := r.actor(t, "alice", false)
+	quoted := r.note(t, "alice", tok, nil)
+	req := r.shape(t, "quote-request.json", map[string]string{"QUOTED": quoted})
+	r.post(t, req)
+	if got := r.outcome(t, req["id"].(string)); got != store.QuoteAccepted {
+		t.Fatalf("outcome %q", got)
+	}
+	stamp := r.sent(t, alice, "Accept")[0]["result"].(string)
+	bob := r.remoteActor("bob")
+	create := func(id, auth string) {
+		obj := r.shape(t, "quote-request.json", map[string]string{"QUOTED": quoted})["instrument"].(map[string]any)
+		obj["id"] = id
+		if auth != "" {
+			obj["quoteAuthorization"] = auth
+		}
+		c := map[string]any{"@context": activitypub.ActivityStreams, "id": id + "/activity", "type": "Create", "actor": bob,
+			"to": obj["to"], "cc": obj["cc"], "object": obj}
+		r.post(t, c)
+		if got := r.outcome(t, id+"/activity"); got != "stored" {
+			t.Fatalf("Create %s outcome %q", id, got)
+		}
+	}
+	create(req["instrument"].(map[string]any)["id"].(string), stamp)       // the quote the stamp names
+	create(r.remote.URL+"/users/bob/statuses/other", stamp)                // another quote with that stamp
+	create(r.remote.URL+"/users/bob/statuses/fetched", bob+"/not-a-stamp") // a remote document, not a stamp
+	create(r.remote.URL+"/users/bob/statuses/bare", "")                    // no stamp
+	want := []string{app.KindQuote, app.KindQuote, app.KindQuoteUnapproved, app.KindQuoteUnapproved, app.KindQuoteUnapproved}
+	r.waitItems(t, alice, len(want))
+	if got := r.kinds(t, alice); !slices.Equal(got, want) {
+		t.Errorf("inbox kinds %v, want %v", got, want)
+	}
+}

@@ -138,7 +138,7 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 				return err
 			}
 			// The application's inbox view (package app), in this transaction.
-			if err := im.recordApp(ctx, tx, act, outcome); err != nil {
+			if err := im.recordApp(ctx, tx, act, outcome, pre.quote); err != nil {
 				return err
 			}
 		}
@@ -164,6 +164,9 @@ type prepared struct {
 	// import's outcome decided before its transaction (see dereference).
 	fetched *activitypub.Object
 	outcome string
+	// quote is the verdict on a quote of a local object (quote.go):
+	// quoteApproved, quoteUnapproved, or "" when it quotes nothing local.
+	quote string
 }
 
 // refresher is the optional Resolver method an actor's Update uses.
@@ -180,6 +183,7 @@ func (im *Importer) prepare(ctx context.Context, act *activitypub.Activity) (pre
 	if pre.fetched, pre.outcome, err = im.dereference(ctx, act); err != nil {
 		return pre, err
 	}
+	pre.quote = im.verifyQuote(ctx, act) // quote.go
 	switch {
 	case act.Type == "Follow":
 		if _, err := im.st.ActorByURI(ctx, act.ObjectID); err != nil {

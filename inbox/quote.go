@@ -101,11 +101,23 @@ func sameHost(a, b string) bool {
 }
 
 // quoteNotice is the local actor an imported activity's quote concerns
-// and the kind of its notification: the quoted author of a QuoteRequest
+// and the kind of its notification: the quoted author of a new quote
+// (approved or not, by quote: verifyQuote's verdict) or of a QuoteRequest
 // (awaiting approval, or approved by policy), the quoter whose request was
 // answered.
-func (im *Importer) quoteNotice(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, outcome string) (string, string, error) {
+func (im *Importer) quoteNotice(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, outcome, quote string) (string, string, error) {
 	var kind string
+	if quote != "" && act.Type == "Create" && outcome == OutcomeStored {
+		quoted, _ := quotedBy(act.Object.Raw)
+		o, err := im.st.ObjectByURITx(ctx, tx, quoted)
+		if err != nil {
+			return "", "", nil
+		}
+		if quote == quoteApproved {
+			return o.AttributedTo, app.KindQuote, nil
+		}
+		return o.AttributedTo, app.KindQuoteUnapproved, nil
+	}
 	switch outcome {
 	case store.QuotePending:
 		kind = app.KindQuoteRequest
@@ -134,4 +146,97 @@ func (im *Importer) quoteNotice(ctx context.Context, tx *sql.Tx, act *activitypu
 		return "", "", err
 	}
 	return o.AttributedTo, kind, nil
+}
+
+// quoteKeys are the properties naming a quoted object, FEP-044f's first.
+var quoteKeys = []string{"quote", "quoteUrl", "quoteUri", "_misskey_quote"}
+
+// quotedBy returns the id of the object the object doc quotes, and its
+// quoteAuthorization ("" when none).
+func quotedBy(doc json.RawMessage) (quoted, stamp string) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(doc, &m) != nil {
+		return "", ""
+	}
+	for _, k := range quoteKeys {
+		if ids := activitypub.IDs(m[k]); len(ids) > 0 {
+			quoted = ids[0]
+			break
+		}
+	}
+	if ids := activitypub.IDs(m["quoteAuthorization"]); len(ids) > 0 {
+		stamp = ids[0]
+	}
+	return quoted, stamp
+}
+
+// Quote states of an inbound quote of a local object (prepared.quote).
+const (
+	quoteApproved   = "approved"
+	quoteUnapproved = "unapproved"
+)
+
+// verifyQuote checks an inbound quote of a local object as Mastodon's
+// VerifyQuoteService does: a self-quote is approved; otherwise its
+// quoteAuthorization must be a QuoteAuthorization on the host of its
+// attributedTo, which is the quoted object's author, whose
+// interactingObject is the quote and interactionTarget the quoted object.
+// courier's own stamps are read from the store; others are fetched. It
+// returns "" when the object quotes nothing local.
+func (im *Importer) verifyQuote(ctx context.Context, act *activitypub.Activity) string {
+	o := act.Object
+	if o == nil || (act.Type != "Create" && act.Type != "Update") {
+		return ""
+	}
+	quoted, stamp := quotedBy(o.Raw)
+	if quoted == "" || !im.st.URIs().IsLocal(quoted) {
+		return ""
+	}
+	q, err := im.st.ObjectByURI(ctx, quoted)
+	if err != nil || !q.Local() {
+		return ""
+	}
+	author := q.AttributedTo
+	if act.Actor == author {
+		return quoteApproved
+	}
+	if stamp == "" {
+		return quoteUnapproved
+	}
+	if id, ok := im.st.URIs().QuoteID(stamp); ok {
+		st, err := im.st.StampByLocalID(ctx, id)
+		if err == nil && st.State == "accepted" && st.QuoteURI == o.ID && st.ObjectID == q.RowID {
+			return quoteApproved
+		}
+		return quoteUnapproved
+	}
+	f, ok := im.cfg.Resolver.(objectFetcher)
+	if !ok {
+		return quoteUnapproved
+	}
+	doc, err := f.Object(ctx, stamp)
+	if err != nil {
+		im.log.InfoContext(ctx, "inbox: quote authorization not fetched", "activity_id", act.ID, "err", err)
+		return quoteUnapproved
+	}
+	var d struct {
+		InteractingObject json.RawMessage `json:"interactingObject"`
+		InteractionTarget json.RawMessage `json:"interactionTarget"`
+	}
+	if json.Unmarshal(doc.Raw, &d) != nil {
+		return quoteUnapproved
+	}
+	first := func(raw json.RawMessage) string {
+		if ids := activitypub.IDs(raw); len(ids) > 0 {
+			return ids[0]
+		}
+		return ""
+	}
+	switch {
+	case doc.Type != store.QuoteAuthorizationType, len(doc.AttributedTo) == 0,
+		!sameHost(stamp, doc.AttributedTo[0]), first(d.InteractingObject) != o.ID,
+		first(d.InteractionTarget) != quoted, doc.AttributedTo[0] != author:
+		return quoteUnapproved
+	}
+	return quoteApproved
 }
