@@ -172,6 +172,8 @@ func (s *Server) Register(r *mux.Router) {
 	r.HandleFunc("/objects/{id}/shares", s.doc(s.reactions(store.ReactionAnnounce))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/activities/{id}", s.doc(s.activity)).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/quotes/{id}", s.doc(s.quoteStamp)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/objects/{id}/replies", s.doc(s.replies)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/contexts/{id}", s.doc(s.conversation)).Methods(http.MethodGet, http.MethodHead)
 }
 
 // Handler returns a router with only this server's routes, answering

@@ -196,6 +196,13 @@ func (s *Store) CreateObject(ctx context.Context, actor *Actor, in ObjectInput) 
 		if in.Type == "Question" {
 			props = withPollCounts(props, nil)
 		}
+		conv, err := s.conversationTx(ctx, tx, o.LocalID, o.InReplyTo) // threads.go
+		if err != nil {
+			return err
+		}
+		if _, ok := props["context"]; !ok {
+			props = withValue(props, "context", conv)
+		}
 		b, err := s.objectDocument(o, props)
 		if err != nil {
 			return err
@@ -203,10 +210,10 @@ func (s *Store) CreateObject(ctx context.Context, actor *Actor, in ObjectInput) 
 		o.Document = b
 		if err := tx.QueryRowContext(ctx, `INSERT INTO objects
 			(uri, local_id, type, attributed_to, actor_id, content, summary, in_reply_to, to_json, cc_json,
-			 visibility, published_at, document, context_json, created_at, modified_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			 visibility, published_at, document, context_json, created_at, modified_at, context_uri)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			o.URI, o.LocalID, o.Type, o.AttributedTo, o.ActorID, o.Content, o.Summary, nullString(o.InReplyTo),
-			marshalList(o.To), marshalList(o.CC), o.Visibility, ms(o.Published), string(b), octx, ms(ev.At), ms(ev.At),
+			marshalList(o.To), marshalList(o.CC), o.Visibility, ms(o.Published), string(b), octx, ms(ev.At), ms(ev.At), conv,
 		).Scan(&o.RowID); err != nil {
 			return err
 		}
@@ -260,6 +267,12 @@ func (s *Store) UpdateObject(ctx context.Context, actor *Actor, uri string, in O
 		props, err := s.withQuotePolicyTx(ctx, tx, actor, in.Properties, o.Document)
 		if err != nil {
 			return err
+		}
+		if _, ok := props["context"]; !ok { // the conversation stays (threads.go)
+			var d map[string]any
+			if json.Unmarshal(o.Document, &d) == nil && d["context"] != nil {
+				props = withValue(props, "context", d["context"])
+			}
 		}
 		if o.InReplyTo != "" {
 			props = withValue(props, "inReplyTo", o.InReplyTo)
