@@ -587,7 +587,8 @@ func (s *Store) requestQuoteTx(ctx context.Context, tx *sql.Tx, actor *Actor, o 
 // of the QuoteRequest requestURI a local quote sent. found is false when
 // no local quote sent it. An Accept (its result the stamp, on answerer's
 // host) sets the quote's quoteAuthorization and enqueues its Update (event
-// id derived from eventID); approved reports it. An answer by another
+// id derived from eventID) to the quote's audience and the quoted author;
+// approved reports it. An answer by another
 // actor than the quoted author is EFORBIDDEN.
 func (s *Store) AnswerQuoteRequestTx(ctx context.Context, tx *sql.Tx, eventID, requestURI, answerer, typ, result string) (approved, found bool, err error) {
 	var objectID int64
@@ -647,8 +648,14 @@ func (s *Store) AnswerQuoteRequestTx(ctx context.Context, tx *sql.Tx, eventID, r
 	if _, err := tx.ExecContext(ctx, `UPDATE objects SET document = ?, modified_at = ? WHERE id = ?`, string(b), ms(at), o.RowID); err != nil {
 		return false, true, err
 	}
+	// The quoted author gets the Update too, addressed or not, so that its
+	// server sees the quote with its stamp.
 	ev := pendingEvent{ID: outbox.ChildID(eventID, "quote-update"), At: at, Context: ObjectContext(o.Context)}
-	_, _, err = s.emitOnceTx(ctx, tx, ev, actor, "Update", json.RawMessage(b), o.To, o.CC)
+	cc := o.CC
+	if !slices.Contains(o.To, author) && !slices.Contains(cc, author) {
+		cc = append(slices.Clip(cc), author)
+	}
+	_, _, err = s.emitOnceTx(ctx, tx, ev, actor, "Update", json.RawMessage(b), o.To, cc)
 	return true, true, err
 }
 
