@@ -42,7 +42,7 @@ const maxLookups = 256
 var kindRank = map[string]int{
 	"": 0, KindMove: 1, KindLike: 2, KindAnnounce: 2, KindReaction: 2, KindReply: 3, KindMention: 4,
 	KindDirect: 5, KindFollow: 6, KindFollowRequest: 6,
-	KindQuote: 3, KindQuoteUnapproved: 3, KindQuoteApproved: 6, KindQuoteRejected: 6, KindQuoteRequest: 6,
+	KindQuote: 3, KindQuoteUnapproved: 3, KindQuoteApproved: 6, KindQuoteRejected: 6, KindQuoteRevoked: 6, KindQuoteRequest: 6,
 }
 
 // concerned collects the local actors an activity concerns, each once with

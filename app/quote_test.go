@@ -368,7 +368,8 @@ func mustMarshal(t *testing.T, v any) []byte {
 // QuoteRequest with the quote inline; the author's Accept (Mastodon 4.5's
 // shape) sets the quote's quoteAuthorization and enqueues its Update, and
 // notifies the quoter; a Reject of another quote's request notifies the
-// quoter and leaves that quote as published.
+// quoter and leaves that quote as published; the author's Delete of the
+// stamp takes quoteAuthorization off the quote again (an Update).
 func TestQuoteOutbound(t *testing.T) {
 	t.Parallel()
 	r := newQuoteRig(t)
@@ -432,8 +433,21 @@ func TestQuoteOutbound(t *testing.T) {
 	if _, doc := r.fetch(t, quotes[1]); doc["quoteAuthorization"] != nil || doc["quote"] != quoted[1] {
 		t.Errorf("rejected quote: quote %v quoteAuthorization %v", doc["quote"], doc["quoteAuthorization"])
 	}
+	// The quoted author revokes the stamp: the quote loses it again.
+	revoke := map[string]any{"@context": activitypub.ActivityStreams, "id": r.id("delete"), "type": "Delete", "actor": bob,
+		"to": []string{alice.URI}, "object": stamp}
+	r.post(t, revoke)
+	if got := r.outcome(t, revoke["id"].(string)); got != "quote_revoked" {
+		t.Fatalf("Delete of the stamp: outcome %q", got)
+	}
+	if _, doc := r.fetch(t, quotes[0]); doc["quoteAuthorization"] != nil {
+		t.Errorf("revoked quote's quoteAuthorization %v", doc["quoteAuthorization"])
+	}
+	if updates := r.sent(t, alice, "Update"); len(updates) != 2 || updates[1]["object"].(map[string]any)["quoteAuthorization"] != nil {
+		t.Errorf("Updates after the revocation: %v", updates)
+	}
 	kinds := r.kinds(t, alice)
-	for _, want := range []string{app.KindQuoteApproved, app.KindQuoteRejected} {
+	for _, want := range []string{app.KindQuoteApproved, app.KindQuoteRejected, app.KindQuoteRevoked} {
 		if !slices.Contains(kinds, want) {
 			t.Errorf("inbox kinds %v lack %s", kinds, want)
 		}

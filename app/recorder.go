@@ -31,6 +31,7 @@ const (
 	KindQuoteUnapproved = "quote_unapproved" // a quote of the actor's object without a valid approval
 	KindQuoteApproved   = "quote_approved"   // an Accept of the actor's QuoteRequest: its quote is authorized
 	KindQuoteRejected   = "quote_rejected"   // a Reject of the actor's QuoteRequest: its quote stays unapproved
+	KindQuoteRevoked    = "quote_revoked"    // a Delete of the stamp of the actor's quote: its approval withdrawn
 )
 
 // Recorder appends items to local actors' inbox views in the caller's

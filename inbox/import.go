@@ -343,6 +343,12 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 			}
 			return OutcomeActorGone, nil
 		}
+		if revoked, err := st.RevokeAuthorizationTx(ctx, tx, eventID, act.ObjectID, act.Actor); err != nil || revoked { // quote.go
+			if err != nil {
+				return refusal(err, "")
+			}
+			return OutcomeQuoteRevoked, nil
+		}
 		changed, err := st.TombstoneTx(ctx, tx, act.ObjectID, act.Actor)
 		if err != nil {
 			return refusal(err, "")

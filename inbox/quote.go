@@ -22,6 +22,7 @@ import (
 const (
 	OutcomeQuoteApproved = "quote_approved" // a local quote's request accepted: quoteAuthorization set, Update enqueued
 	OutcomeQuoteDenied   = "quote_denied"   // a local quote's request rejected
+	OutcomeQuoteRevoked  = "quote_revoked"  // a local quote's stamp deleted: quoteAuthorization removed, Update enqueued
 )
 
 // instrument returns the id of an activity's instrument (a string, or an
@@ -127,10 +128,19 @@ func (im *Importer) quoteNotice(ctx context.Context, tx *sql.Tx, act *activitypu
 		kind = app.KindQuoteApproved
 	case OutcomeQuoteDenied:
 		kind = app.KindQuoteRejected
+	case OutcomeQuoteRevoked:
+		kind = app.KindQuoteRevoked
 	default:
 		return "", "", nil
 	}
 	uri := act.ObjectID // the quoted object
+	if outcome == OutcomeQuoteRevoked {
+		q, err := im.st.QuoteOfAuthorizationTx(ctx, tx, act.ObjectID)
+		if err != nil {
+			return "", "", err
+		}
+		uri = q
+	}
 	if outcome == OutcomeQuoteApproved || outcome == OutcomeQuoteDenied {
 		q, err := im.st.QuoteOfRequestTx(ctx, tx, act.ObjectID)
 		if err != nil {

@@ -32,13 +32,14 @@ CREATE INDEX quote_stamps_request ON quote_stamps (actor_id, request_uri);
 
 -- quote_requests are the QuoteRequests local quotes sent: one per quote,
 -- pending until the quoted author accepts (authorization_uri set, the
--- quote updated with quoteAuthorization) or rejects.
+-- quote updated with quoteAuthorization) or rejects; revoked once the
+-- author deletes the stamp (quoteAuthorization removed again).
 CREATE TABLE quote_requests (
     object_id         INTEGER PRIMARY KEY REFERENCES objects (id) ON DELETE CASCADE,
     quoted_uri        TEXT    NOT NULL,
     quoted_author     TEXT    NOT NULL,
     request_uri       TEXT    NOT NULL UNIQUE,
-    state             TEXT    NOT NULL CHECK (state IN ('pending', 'accepted', 'rejected')),
+    state             TEXT    NOT NULL CHECK (state IN ('pending', 'accepted', 'rejected', 'revoked')),
     authorization_uri TEXT,
     created_at        INTEGER NOT NULL,
     updated_at        INTEGER NOT NULL

@@ -670,3 +670,68 @@ func (s *Store) QuoteOfRequestTx(ctx context.Context, tx *sql.Tx, requestURI str
 	}
 	return uri, nil
 }
+
+// RevokeAuthorizationTx applies, in tx, revoker's Delete of the stamp
+// stampURI that authorizes a local quote: the quote loses its
+// quoteAuthorization and its Update is enqueued (event id derived from
+// eventID). found is false when no local quote holds that stamp from
+// revoker.
+func (s *Store) RevokeAuthorizationTx(ctx context.Context, tx *sql.Tx, eventID, stampURI, revoker string) (bool, error) {
+	var objectID int64
+	err := tx.QueryRowContext(ctx, `UPDATE quote_requests SET state = 'revoked', updated_at = ?
+		WHERE authorization_uri = ? AND quoted_author = ? AND state = 'accepted' RETURNING object_id`,
+		ms(s.clock()), stampURI, revoker).Scan(&objectID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var uri string
+	if err := tx.QueryRowContext(ctx, `SELECT uri FROM objects WHERE id = ?`, objectID).Scan(&uri); err != nil {
+		return false, err
+	}
+	o, err := s.objectForUpdate(ctx, tx, uri)
+	if err != nil {
+		return false, err
+	}
+	if o.Deleted() || !o.Local() {
+		return true, nil
+	}
+	actor, err := s.actorByIDTx(ctx, tx, o.ActorID)
+	if err != nil {
+		return false, err
+	}
+	var d map[string]any
+	if err := json.Unmarshal(o.Document, &d); err != nil {
+		return false, err
+	}
+	delete(d, "quoteAuthorization")
+	b, err := json.Marshal(d)
+	if err != nil {
+		return false, err
+	}
+	at := s.clock()
+	if _, err := tx.ExecContext(ctx, `UPDATE objects SET document = ?, modified_at = ? WHERE id = ?`, string(b), ms(at), o.RowID); err != nil {
+		return false, err
+	}
+	cc := o.CC
+	if !slices.Contains(o.To, revoker) && !slices.Contains(cc, revoker) {
+		cc = append(slices.Clip(cc), revoker)
+	}
+	ev := pendingEvent{ID: outbox.ChildID(eventID, "quote-revoked"), At: at, Context: ObjectContext(o.Context)}
+	_, _, err = s.emitOnceTx(ctx, tx, ev, actor, "Update", json.RawMessage(b), o.To, cc)
+	return true, err
+}
+
+// QuoteOfAuthorizationTx returns the id of the local quote the stamp
+// stampURI authorized, or ENOTFOUND.
+func (s *Store) QuoteOfAuthorizationTx(ctx context.Context, tx *sql.Tx, stampURI string) (string, error) {
+	var uri string
+	err := tx.QueryRowContext(ctx, `SELECT o.uri FROM quote_requests q JOIN objects o ON o.id = q.object_id
+		WHERE q.authorization_uri = ?`, stampURI).Scan(&uri)
+	if err != nil {
+		return "", notFound(err, ENOTFOUND, "no quote authorized by %q", stampURI)
+	}
+	return uri, nil
+}

@@ -28,7 +28,7 @@ CREATE TABLE quote_requests (
     quoted_uri        TEXT   NOT NULL,
     quoted_author     TEXT   NOT NULL,
     request_uri       TEXT   NOT NULL UNIQUE,
-    state             TEXT   NOT NULL CHECK (state IN ('pending', 'accepted', 'rejected')),
+    state             TEXT   NOT NULL CHECK (state IN ('pending', 'accepted', 'rejected', 'revoked')),
     authorization_uri TEXT,
     created_at        BIGINT NOT NULL,
     updated_at        BIGINT NOT NULL
