@@ -457,8 +457,9 @@ func TestQuoteOutbound(t *testing.T) {
 // TestInboundQuoteVerified: a remote quote of a local note notifies its
 // author as approved (quote) only with a valid stamp: one courier granted
 // for that very quote. A stamp granted for another quote, a fetched
-// document that is no QuoteAuthorization, and no stamp at all leave it
-// unapproved (quote_unapproved).
+// document that is no QuoteAuthorization, a fetched QuoteAuthorization in
+// Mastodon's shape by another actor than the quoted author, and no stamp
+// at all leave it unapproved (quote_unapproved).
 func TestInboundQuoteVerified(t *testing.T) {
 	t.Parallel()
 	r := newQuoteRig(t)
@@ -487,8 +488,15 @@ func TestInboundQuoteVerified(t *testing.T) {
 	create(req["instrument"].(map[string]any)["id"].(string), stamp)       // the quote the stamp names
 	create(r.remote.URL+"/users/bob/statuses/other", stamp)                // another quote with that stamp
 	create(r.remote.URL+"/users/bob/statuses/fetched", bob+"/not-a-stamp") // a remote document, not a stamp
-	create(r.remote.URL+"/users/bob/statuses/bare", "")                    // no stamp
-	want := []string{app.KindQuote, app.KindQuote, app.KindQuoteUnapproved, app.KindQuoteUnapproved, app.KindQuoteUnapproved}
+	// A stamp in Mastodon's shape, fetched, naming the quote and the quoted
+	// object, but attributed to someone else than the quoted author.
+	forged := r.remote.URL + "/users/bob/statuses/forged"
+	stampDoc := r.shape(t, "quote-authorization.json", map[string]string{"QUOTED": quoted, "QUOTE": forged})
+	r.docs.Store("/users/bob/quote_authorizations/7", mustMarshal(t, stampDoc))
+	create(forged, stampDoc["id"].(string))
+	create(r.remote.URL+"/users/bob/statuses/bare", "") // no stamp
+	want := []string{app.KindQuote, app.KindQuote, app.KindQuoteUnapproved, app.KindQuoteUnapproved,
+		app.KindQuoteUnapproved, app.KindQuoteUnapproved}
 	r.waitItems(t, alice, len(want))
 	if got := r.kinds(t, alice); !slices.Equal(got, want) {
 		t.Errorf("inbox kinds %v, want %v", got, want)
