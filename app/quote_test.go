@@ -34,7 +34,19 @@ type quoteRig struct {
 func newQuoteRig(t *testing.T) *quoteRig {
 	t.Helper()
 	b := setup(t, app.Config{})
-	s, err := server.New(server.Config{Store: b.st})
+	// Signed GETs are read (a followers-only item for a server one of whose
+	// actors follows its author), with keys fetched from the remote.
+	fetcher, err := activitypub.NewFetcher(activitypub.FetcherConfig{
+		Client: activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, Timeout: 10 * time.Second}),
+		Signer: activitypub.Signer{KeyID: b.base + "/actor#main-key", Key: testKey(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := activitypub.NewResolver(activitypub.ResolverConfig{Fetcher: fetcher, Store: b.st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Config{Store: b.st, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,9 +96,21 @@ func (r *quoteRig) c2s(t *testing.T, name, tok string, body any) (int, map[strin
 // fetch GETs the local document id (unsigned) from the public listener.
 func (r *quoteRig) fetch(t *testing.T, id string) (int, map[string]any) {
 	t.Helper()
+	return r.fetchAs(t, id, "")
+}
+
+// fetchAs GETs the local document id signed by the remote actor signer
+// ("": unsigned).
+func (r *quoteRig) fetchAs(t *testing.T, id, signer string) (int, map[string]any) {
+	t.Helper()
 	path := strings.TrimPrefix(id, r.base)
 	req, _ := http.NewRequest(http.MethodGet, r.pub.URL+path, nil)
 	req.Header.Set("Accept", activitypub.ContentType)
+	if signer != "" {
+		if err := activitypub.SignRequest(req, nil, signer+"#main-key", testKey(t), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

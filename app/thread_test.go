@@ -1,11 +1,13 @@
 package app_test
 
 import (
+	"database/sql"
 	"net/http"
 	"slices"
 	"testing"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/store"
 )
 
 // TestThreadReplies: a local note's replies collection, as Mastodon 4.5
@@ -18,7 +20,7 @@ func TestThreadReplies(t *testing.T) {
 	r := newQuoteRig(t)
 	alice, tok := r.actor(t, "alice", false)
 	_, ctok := r.actor(t, "carol", false)
-	_, dtok := r.actor(t, "dave", false)
+	dave, dtok := r.actor(t, "dave", false)
 	root := r.note(t, "alice", tok, nil)
 	bob := r.remoteActor("bob")
 	remoteReply := r.remote.URL + "/users/bob/statuses/reply"
@@ -53,6 +55,23 @@ func TestThreadReplies(t *testing.T) {
 	}
 	if !slices.Equal(ids, []string{remoteReply, localReply}) {
 		t.Errorf("replies %v, want %v (not %s)", ids, []string{remoteReply, localReply}, hidden)
+	}
+
+	// A server one of whose actors follows dave sees dave's reply too.
+	if err := r.db.Tx(r.ctx, func(tx *sql.Tx) error {
+		_, err := r.st.AddFollowerTx(r.ctx, tx, store.Follower{ActorID: dave.ID, URI: bob, Inbox: bob + "/inbox",
+			State: store.StateAccepted})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	status, page = r.fetchAs(t, replies["first"].(string), bob)
+	ids = ids[:0]
+	for _, v := range page["orderedItems"].([]any) {
+		ids = append(ids, v.(string))
+	}
+	if status != http.StatusOK || !slices.Equal(ids, []string{remoteReply, localReply, hidden}) {
+		t.Errorf("replies to a follower's server: %d %v", status, ids)
 	}
 
 	conv, _ := doc["context"].(string)
