@@ -34,6 +34,9 @@ var tables = []table{
 	{name: "reactions"},
 	{name: "emoji_reactions"},
 	{name: "featured"},
+	{name: "actor_quote_policies"},
+	{name: "quote_stamps"},
+	{name: "quote_requests"},
 	{name: "remote_actors"},
 	{name: "relays"},
 	// package outbox: the queue, its payloads, its counts and the ledger.
