@@ -69,3 +69,51 @@ func TestQuoteRequestDelivered(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalQuote: one local actor quotes another's note: the QuoteRequest,
+// the Accept with its stamp and the Delete that revokes the stamp travel
+// through the fan-out's local records and the inbox's import, as between
+// servers; the quote gains quoteAuthorization and loses it again.
+func TestLocalQuote(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.withImporter()
+	alice, bob := b.actor("alice"), b.actor("bob")
+	b.startWorker(4)
+	_, note, err := b.st.CreateObject(b.ctx, bob, store.ObjectInput{Type: "Note", Content: "quotable",
+		Properties: map[string]any{"content": "quotable"}, To: []string{activitypub.Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, quote, err := b.st.CreateObject(b.ctx, alice, store.ObjectInput{Type: "Note", Content: "see",
+		Properties: map[string]any{"content": "see", "quote": note.URI}, To: []string{activitypub.Public},
+		Quote: note.URI, QuotedAuthor: bob.URI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authorization := func() any {
+		o, err := b.st.ObjectByURI(b.ctx, quote.URI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d map[string]any
+		if err := json.Unmarshal(o.Document, &d); err != nil {
+			t.Fatal(err)
+		}
+		return d["quoteAuthorization"]
+	}
+	var stamp string
+	waitFor(t, "the quote authorized", func() bool {
+		stamp, _ = authorization().(string)
+		return stamp != ""
+	})
+	if id, ok := b.st.URIs().QuoteID(stamp); !ok {
+		t.Fatalf("quoteAuthorization %q is not a local stamp", stamp)
+	} else if st, err := b.st.StampByLocalID(b.ctx, id); err != nil || st.QuoteURI != quote.URI || st.State != "accepted" {
+		t.Fatalf("stamp %+v %v", st, err)
+	}
+	if _, err := b.st.RevokeQuote(b.ctx, bob, stamp); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the authorization withdrawn", func() bool { return authorization() == nil })
+}
