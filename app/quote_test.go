@@ -46,7 +46,8 @@ func newQuoteRig(t *testing.T) *quoteRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Config{Store: b.st, Keys: keys})
+	// Pages of two items, so that the collections' cursors are walked.
+	s, err := server.New(server.Config{Store: b.st, Keys: keys, PageSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

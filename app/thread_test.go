@@ -14,7 +14,7 @@ import (
 // walks it, lists the remote reply and the local public reply courier
 // holds, and not a followers-only reply to an anonymous reader; the note
 // and its local reply name one conversation (context) that resolves to a
-// collection of the thread.
+// collection of the thread. Pages hold two items: the cursors are walked.
 func TestThreadReplies(t *testing.T) {
 	t.Parallel()
 	r := newQuoteRig(t)
@@ -45,14 +45,7 @@ func TestThreadReplies(t *testing.T) {
 	if replies == nil || replies["id"] != root+"/replies" || replies["totalItems"] != float64(2) {
 		t.Fatalf("replies %v", doc["replies"])
 	}
-	status, page := r.fetch(t, replies["first"].(string))
-	if status != http.StatusOK {
-		t.Fatalf("replies page: %d %v", status, page)
-	}
-	var ids []string
-	for _, v := range page["orderedItems"].([]any) {
-		ids = append(ids, v.(string))
-	}
+	ids := r.walk(t, replies["first"].(string), "")
 	if !slices.Equal(ids, []string{remoteReply, localReply}) {
 		t.Errorf("replies %v, want %v (not %s)", ids, []string{remoteReply, localReply}, hidden)
 	}
@@ -65,13 +58,8 @@ func TestThreadReplies(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	status, page = r.fetchAs(t, replies["first"].(string), bob)
-	ids = ids[:0]
-	for _, v := range page["orderedItems"].([]any) {
-		ids = append(ids, v.(string))
-	}
-	if status != http.StatusOK || !slices.Equal(ids, []string{remoteReply, localReply, hidden}) {
-		t.Errorf("replies to a follower's server: %d %v", status, ids)
+	if ids := r.walk(t, replies["first"].(string), bob); !slices.Equal(ids, []string{remoteReply, localReply, hidden}) {
+		t.Errorf("replies to a follower's server: %v", ids)
 	}
 
 	conv, _ := doc["context"].(string)
@@ -85,12 +73,28 @@ func TestThreadReplies(t *testing.T) {
 	if status != http.StatusOK || c["type"] != "OrderedCollection" {
 		t.Fatalf("context: %d %v", status, c)
 	}
-	_, cp := r.fetch(t, c["first"].(string))
-	ids = ids[:0]
-	for _, v := range cp["orderedItems"].([]any) {
-		ids = append(ids, v.(string))
-	}
-	if !slices.Equal(ids, []string{root, remoteReply, localReply}) {
+	if ids := r.walk(t, c["first"].(string), ""); !slices.Equal(ids, []string{root, remoteReply, localReply}) {
 		t.Errorf("conversation %v", ids)
 	}
+}
+
+// walk reads the pages of a collection from first, following next, signed
+// by signer ("": unsigned), and returns the ids listed.
+func (r *quoteRig) walk(t *testing.T, first, signer string) []string {
+	t.Helper()
+	var ids []string
+	for url, n := first, 0; url != ""; n++ {
+		if n > 10 {
+			t.Fatalf("more than 10 pages from %s", first)
+		}
+		status, page := r.fetchAs(t, url, signer)
+		if status != http.StatusOK || page["type"] != "OrderedCollectionPage" {
+			t.Fatalf("GET %s: %d %v", url, status, page)
+		}
+		for _, v := range page["orderedItems"].([]any) {
+			ids = append(ids, v.(string))
+		}
+		url, _ = page["next"].(string)
+	}
+	return ids
 }
