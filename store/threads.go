@@ -14,7 +14,7 @@ import (
 // column, a remote parent's "context"), and a reply to an object not held
 // starts its own.
 
-// Contexts is the id of the conversation whose root is the local object
+// Context is the id of the conversation whose root is the local object
 // id: {base}/contexts/{id}.
 func (u URIs) Context(id string) string { return u.Base + "/contexts/" + id }
 
