@@ -392,7 +392,7 @@ func mustMarshal(t *testing.T, v any) []byte {
 // TestQuoteOutbound: a local quote of a remote post sends its author a
 // QuoteRequest with the quote inline; the author's Accept (Mastodon 4.5's
 // shape) sets the quote's quoteAuthorization and enqueues its Update, and
-// notifies the quoter; a Reject of another quote's request notifies the
+// notifies the quoter; an edit keeps it; a Reject of another quote's request notifies the
 // quoter and leaves that quote as published; the author's Delete of the
 // stamp takes quoteAuthorization off the quote again (an Update).
 func TestQuoteOutbound(t *testing.T) {
@@ -458,6 +458,17 @@ func TestQuoteOutbound(t *testing.T) {
 	if _, doc := r.fetch(t, quotes[1]); doc["quoteAuthorization"] != nil || doc["quote"] != quoted[1] {
 		t.Errorf("rejected quote: quote %v quoteAuthorization %v", doc["quote"], doc["quoteAuthorization"])
 	}
+	// An edit that keeps the quote keeps its authorization; one the client
+	// sends itself is not taken.
+	status, body := r.c2s(t, "alice", tok, map[string]any{"type": "Update", "object": map[string]any{"id": quotes[0],
+		"content": "edited", "quote": quoted[0], "quoteAuthorization": "https://forged.example/stamp"}})
+	if status != http.StatusCreated {
+		t.Fatalf("edit: %d %v", status, body)
+	}
+	if _, doc := r.fetch(t, quotes[0]); doc["quoteAuthorization"] != stamp || doc["content"] != "edited" {
+		t.Errorf("edited quote: content %v quoteAuthorization %v", doc["content"], doc["quoteAuthorization"])
+	}
+
 	// The quoted author revokes the stamp: the quote loses it again.
 	revoke := map[string]any{"@context": activitypub.ActivityStreams, "id": r.id("delete"), "type": "Delete", "actor": bob,
 		"to": []string{alice.URI}, "object": stamp}
@@ -468,7 +479,7 @@ func TestQuoteOutbound(t *testing.T) {
 	if _, doc := r.fetch(t, quotes[0]); doc["quoteAuthorization"] != nil {
 		t.Errorf("revoked quote's quoteAuthorization %v", doc["quoteAuthorization"])
 	}
-	if updates := r.sent(t, alice, "Update"); len(updates) != 2 || updates[1]["object"].(map[string]any)["quoteAuthorization"] != nil {
+	if updates := r.sent(t, alice, "Update"); len(updates) != 3 || updates[2]["object"].(map[string]any)["quoteAuthorization"] != nil {
 		t.Errorf("Updates after the revocation: %v", updates)
 	}
 	kinds := r.kinds(t, alice)

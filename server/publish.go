@@ -51,7 +51,7 @@ var refusedTypes = map[string]bool{
 }
 
 // serverProperties are set by the server over the client's.
-var serverProperties = []string{"id", "attributedTo", "actor", "published", "updated", "@context"}
+var serverProperties = []string{"id", "attributedTo", "actor", "published", "updated", "@context", "quoteAuthorization"}
 
 // ownedProperties are collections the server keeps; a client's are refused.
 var ownedProperties = []string{"likes", "shares", "replies"}

@@ -268,11 +268,16 @@ func (s *Store) UpdateObject(ctx context.Context, actor *Actor, uri string, in O
 		if err != nil {
 			return err
 		}
-		if _, ok := props["context"]; !ok { // the conversation stays (threads.go)
-			var d map[string]any
-			if json.Unmarshal(o.Document, &d) == nil && d["context"] != nil {
-				props = withValue(props, "context", d["context"])
-			}
+		var prev map[string]any
+		_ = json.Unmarshal(o.Document, &prev) // a stored document always decodes
+		if _, ok := props["context"]; !ok && prev["context"] != nil { // the conversation stays (threads.go)
+			props = withValue(props, "context", prev["context"])
+		}
+		// A quote's authorization stays while it quotes the same object
+		// (quotes.go); a client's own is not taken.
+		delete(props, "quoteAuthorization")
+		if auth := prev["quoteAuthorization"]; auth != nil && props["quote"] != nil && props["quote"] == prev["quote"] {
+			props = withValue(props, "quoteAuthorization", auth)
 		}
 		if o.InReplyTo != "" {
 			props = withValue(props, "inReplyTo", o.InReplyTo)
