@@ -269,7 +269,7 @@ func (s *Store) UpdateObject(ctx context.Context, actor *Actor, uri string, in O
 			return err
 		}
 		var prev map[string]any
-		_ = json.Unmarshal(o.Document, &prev) // a stored document always decodes
+		_ = json.Unmarshal(o.Document, &prev)                         // a stored document always decodes
 		if _, ok := props["context"]; !ok && prev["context"] != nil { // the conversation stays (threads.go)
 			props = withValue(props, "context", prev["context"])
 		}
