@@ -269,8 +269,9 @@ func (s *Store) UpdateObject(ctx context.Context, actor *Actor, uri string, in O
 			return err
 		}
 		var prev map[string]any
-		_ = json.Unmarshal(o.Document, &prev)                         // a stored document always decodes
-		if _, ok := props["context"]; !ok && prev["context"] != nil { // the conversation stays (threads.go)
+		_ = json.Unmarshal(o.Document, &prev) // a stored document always decodes
+		// The conversation stays (threads.go).
+		if _, ok := props["context"]; !ok && prev["context"] != nil {
 			props = withValue(props, "context", prev["context"])
 		}
 		// A quote's authorization stays while it quotes the same object
