@@ -48,15 +48,19 @@ var ErrBuild = errors.New("activitypub: build activity")
 
 // activityDoc fixes the property order of built activities.
 type activityDoc struct {
-	Context   any      `json:"@context"`
-	ID        string   `json:"id"`
-	Type      string   `json:"type"`
-	Actor     string   `json:"actor"`
-	Object    any      `json:"object"`
-	Target    string   `json:"target,omitempty"`
-	To        []string `json:"to,omitempty"`
-	Cc        []string `json:"cc,omitempty"`
-	Published string   `json:"published"`
+	Context any    `json:"@context"`
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Actor   string `json:"actor"`
+	Object  any    `json:"object"`
+	Target  string `json:"target,omitempty"`
+	// Instrument and Result are a QuoteRequest's quote and an Accept's
+	// QuoteAuthorization (FEP-044f); left out when nil.
+	Instrument any      `json:"instrument,omitempty"`
+	Result     any      `json:"result,omitempty"`
+	To         []string `json:"to,omitempty"`
+	Cc         []string `json:"cc,omitempty"`
+	Published  string   `json:"published"`
 }
 
 // NewActivity builds an activity deterministically: its id is
@@ -83,6 +87,19 @@ func NewTargetedActivity(baseURL, eventID, typ, actor string, object any, target
 // object uses terms beyond ActivityStreams (courier's, or a client's own
 // vocabulary).
 func NewActivityContext(context any, baseURL, eventID, typ, actor string, object any, target string, to, cc []string, published time.Time) ([]byte, string, error) {
+	return NewActivityExtra(context, baseURL, eventID, typ, actor, object, target, Extra{}, to, cc, published)
+}
+
+// Extra are the properties of an activity beyond its object and target:
+// the instrument of a QuoteRequest (the quote, embedded) and the result of
+// an Accept of one (the QuoteAuthorization's id). Nil ones are left out.
+type Extra struct {
+	Instrument any
+	Result     any
+}
+
+// NewActivityExtra is NewActivityContext with the properties extra.
+func NewActivityExtra(context any, baseURL, eventID, typ, actor string, object any, target string, extra Extra, to, cc []string, published time.Time) ([]byte, string, error) {
 	if context == nil {
 		context = ActivityStreams
 	}
@@ -101,15 +118,17 @@ func NewActivityContext(context any, baseURL, eventID, typ, actor string, object
 	}
 	id := ActivityID(baseURL, eventID, typ)
 	doc := activityDoc{
-		Context:   context,
-		ID:        id,
-		Type:      typ,
-		Actor:     actor,
-		Object:    object,
-		Target:    target,
-		To:        to,
-		Cc:        cc,
-		Published: published.UTC().Truncate(time.Second).Format(time.RFC3339),
+		Context:    context,
+		ID:         id,
+		Type:       typ,
+		Actor:      actor,
+		Object:     object,
+		Target:     target,
+		Instrument: extra.Instrument,
+		Result:     extra.Result,
+		To:         to,
+		Cc:         cc,
+		Published:  published.UTC().Truncate(time.Second).Format(time.RFC3339),
 	}
 	b, err := marshalCanonical(doc)
 	if err != nil {

@@ -22,6 +22,10 @@ type Imported struct {
 	// Follow is the state of the follower a Follow of a local actor stored
 	// (store.StatePending or store.StateAccepted); "" when it stored none.
 	Follow string
+	// QuoteActor is the local actor a quote concerns (the quoted author,
+	// or the quoter answered), and QuoteKind the notification it gets
+	// (KindQuoteRequest, KindQuote, ...); empty when none.
+	QuoteActor, QuoteKind string
 }
 
 // timelineTypes are the activities of a followed actor that fill its
@@ -38,6 +42,7 @@ const maxLookups = 256
 var kindRank = map[string]int{
 	"": 0, KindMove: 1, KindLike: 2, KindAnnounce: 2, KindReaction: 2, KindReply: 3, KindMention: 4,
 	KindDirect: 5, KindFollow: 6, KindFollowRequest: 6,
+	KindQuote: 3, KindQuoteUnapproved: 3, KindQuoteApproved: 6, KindQuoteRejected: 6, KindQuoteRevoked: 6, KindQuoteRequest: 6,
 }
 
 // concerned collects the local actors an activity concerns, each once with
@@ -181,6 +186,15 @@ func (r *Recorder) audience(ctx context.Context, tx *sql.Tx, imp Imported, c *co
 		}
 		if a != nil {
 			c.add(a, notifying(act.Type, KindReply))
+		}
+	}
+	if imp.QuoteActor != "" && imp.QuoteKind != "" {
+		a, err := local(imp.QuoteActor)
+		if err != nil {
+			return err
+		}
+		if a != nil {
+			c.add(a, imp.QuoteKind)
 		}
 	}
 	switch act.Type {

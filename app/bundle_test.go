@@ -65,6 +65,8 @@ type bundle struct {
 	base   string
 	remote *httptest.Server
 	seq    atomic.Int64
+	// docs are documents the remote serves by path instead of an actor.
+	docs sync.Map
 }
 
 func setup(t testing.TB, cfg app.Config) *bundle {
@@ -83,6 +85,10 @@ func setup(t testing.TB, cfg app.Config) *bundle {
 	b.remote = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		id := "http://" + req.Host + req.URL.Path
 		w.Header().Set("Content-Type", activitypub.ContentType)
+		if doc, ok := b.docs.Load(req.URL.Path); ok {
+			_, _ = w.Write(doc.([]byte))
+			return
+		}
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"@context": []string{activitypub.ActivityStreams, activitypub.SecurityContext},
 			"id":       id, "type": "Person", "preferredUsername": req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:],

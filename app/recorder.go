@@ -25,6 +25,13 @@ const (
 	KindAnnounce      = "announce"       // an Announce (boost) of the actor's object
 	KindReaction      = "reaction"       // an EmojiReact (or a Like with content) of the actor's object
 	KindMove          = "move"           // a Move of an actor the actor follows
+	// Quote consent (FEP-044f).
+	KindQuoteRequest    = "quote_request"    // a QuoteRequest of the actor's object awaiting its approval
+	KindQuote           = "quote"            // a quote of the actor's object, approved (by policy, or a verified stamp)
+	KindQuoteUnapproved = "quote_unapproved" // a quote of the actor's object without a valid approval
+	KindQuoteApproved   = "quote_approved"   // an Accept of the actor's QuoteRequest: its quote is authorized
+	KindQuoteRejected   = "quote_rejected"   // a Reject of the actor's QuoteRequest: its quote stays unapproved
+	KindQuoteRevoked    = "quote_revoked"    // a Delete of the stamp of the actor's quote: its approval withdrawn
 )
 
 // Recorder appends items to local actors' inbox views in the caller's

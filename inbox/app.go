@@ -14,7 +14,7 @@ import (
 // inbox views of the local actors it concerns (Config.App). What the import
 // refused, and an older version of an object than the one kept, is not
 // recorded.
-func (im *Importer) recordApp(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, outcome string) error {
+func (im *Importer) recordApp(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, outcome, quote string) error {
 	if im.cfg.App == nil || strings.HasPrefix(outcome, "refused") || outcome == OutcomeStale {
 		return nil
 	}
@@ -25,6 +25,10 @@ func (im *Importer) recordApp(ctx context.Context, tx *sql.Tx, act *activitypub.
 	case OutcomePending:
 		imp.Follow = store.StatePending
 	}
-	_, err := im.cfg.App.RecordActivityTx(ctx, tx, imp)
+	var err error
+	if imp.QuoteActor, imp.QuoteKind, err = im.quoteNotice(ctx, tx, act, outcome, quote); err != nil { // quote.go
+		return err
+	}
+	_, err = im.cfg.App.RecordActivityTx(ctx, tx, imp)
 	return err
 }

@@ -141,7 +141,7 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 				return err
 			}
 			// The application's inbox view (package app), in this transaction.
-			if err := im.recordApp(ctx, tx, act, outcome); err != nil {
+			if err := im.recordApp(ctx, tx, act, outcome, pre.quote); err != nil {
 				return err
 			}
 			// Its forward to local actors' followers, when due (forward.go).
@@ -171,6 +171,9 @@ type prepared struct {
 	// import's outcome decided before its transaction (see dereference).
 	fetched *activitypub.Object
 	outcome string
+	// quote is the verdict on a quote of a local object (quote.go):
+	// quoteApproved, quoteUnapproved, or "" when it quotes nothing local.
+	quote string
 }
 
 // refresher is the optional Resolver method an actor's Update uses.
@@ -187,6 +190,7 @@ func (im *Importer) prepare(ctx context.Context, act *activitypub.Activity) (pre
 	if pre.fetched, pre.outcome, err = im.dereference(ctx, act); err != nil {
 		return pre, err
 	}
+	pre.quote = im.verifyQuote(ctx, act) // quote.go
 	switch {
 	case act.Type == "Follow":
 		if _, err := im.st.ActorByURI(ctx, act.ObjectID); err != nil {
@@ -279,7 +283,13 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	case "Undo":
 		return im.undo(ctx, tx, act, inner, innerType)
 
+	case "QuoteRequest":
+		return im.quoteRequest(ctx, tx, eventID, act) // quote.go
+
 	case "Accept", "Reject":
+		if outcome, ok, err := im.quoteAnswer(ctx, tx, eventID, act); ok || err != nil { // quote.go
+			return outcome, err
+		}
 		if innerType != "" && innerType != "Follow" {
 			return OutcomeIgnored, nil
 		}
@@ -342,6 +352,12 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 				return refusal(err, "")
 			}
 			return OutcomeActorGone, nil
+		}
+		if revoked, err := st.RevokeAuthorizationTx(ctx, tx, eventID, act.ObjectID, act.Actor); err != nil || revoked { // quote.go
+			if err != nil {
+				return refusal(err, "")
+			}
+			return OutcomeQuoteRevoked, nil
 		}
 		changed, err := st.DeleteRemoteObjectTx(ctx, tx, act.ObjectID, act.Actor, im.cfg.TombstoneLimit)
 		if err != nil {

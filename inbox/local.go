@@ -66,6 +66,9 @@ func (im *Importer) applyLocal(ctx context.Context, tx *sql.Tx, act *activitypub
 			}
 			return OutcomeActorGone, true, nil
 		}
+		if _, stamp := uris.QuoteID(act.ObjectID); stamp {
+			return "", false, nil // a revoked stamp of a local quote: quote.go
+		}
 		if uris.IsLocal(act.ObjectID) {
 			return OutcomeLocal, true, nil
 		}

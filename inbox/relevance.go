@@ -105,5 +105,8 @@ func (h *Handler) mentionsLocal(act *activitypub.Activity) bool {
 			return true
 		}
 	}
+	if q, _ := quotedBy(o.Raw); local(q) { // a quote of a local object: quote.go
+		return true
+	}
 	return false
 }

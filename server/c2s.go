@@ -190,6 +190,9 @@ func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire, doc
 		if !s.uris.IsLocal(id) {
 			return nil, store.Errorf(store.EFORBIDDEN, "cannot delete %q: it belongs to another server", id)
 		}
+		if _, ok := s.uris.QuoteID(id); ok {
+			return s.st.RevokeQuote(ctx, actor, id) // quotes.go
+		}
 		return s.st.DeleteNote(ctx, actor, id)
 	case "Follow", "Like", "Announce", "Block":
 		id := objectID(req.Object)
@@ -211,6 +214,9 @@ func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire, doc
 	case "Add", "Remove":
 		return s.addRemove(r, actor, typ, req) // c2s_profile.go
 	case "Accept", "Reject":
+		if act, ok, err := s.answerQuote(r, actor, typ, req); ok || err != nil { // quotes.go
+			return act, err
+		}
 		return s.answerFollow(r, actor, typ, req)
 	case "Move":
 		return s.move(r, actor, req)

@@ -28,6 +28,9 @@ import (
 // unchanged; changed, it is refused, and a property courier does not keep
 // is refused by name (422), so that nothing the client sent is silently
 // lost. The Update is federated to followers, as for name and summary.
+// interactionPolicy.canQuote sets the actor's default quote policy, which
+// its objects published from then on without one of their own carry
+// (store.SetQuotePolicy); it is not part of the actor's document.
 //
 // An Add or Remove whose target is the actor's featured collection pins
 // or unpins an own object (store.Feature); it is federated to followers
@@ -37,6 +40,7 @@ import (
 var profileSettable = map[string]bool{
 	"name": true, "summary": true, "icon": true, "image": true, "attachment": true,
 	"manuallyApprovesFollowers": true, "discoverable": true, "indexable": true, "alsoKnownAs": true,
+	"interactionPolicy": true,
 }
 
 // profileIgnored are the properties of an Update of the actor that courier
@@ -148,6 +152,22 @@ func (s *Server) updateActor(r *http.Request, actor *store.Actor, raw json.RawMe
 			return nil, err
 		}
 		u.Profile = &p
+	}
+	if v, ok := props["interactionPolicy"]; ok {
+		var policy any
+		if err := json.Unmarshal(v, &policy); err != nil {
+			return nil, store.Errorf(store.EUNPROCESSABLE, "interactionPolicy must be an object")
+		}
+		cq, has, err := store.ParseCanQuote(policy)
+		if err != nil {
+			return nil, err
+		}
+		if !has {
+			return nil, store.Errorf(store.EUNPROCESSABLE, "interactionPolicy of the actor sets canQuote only; it has none")
+		}
+		if _, err := s.st.SetQuotePolicy(r.Context(), actor, cq); err != nil {
+			return nil, err
+		}
 	}
 	_, act, err := s.st.UpdateActor(r.Context(), actor.Name, u)
 	return act, err

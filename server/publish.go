@@ -51,7 +51,7 @@ var refusedTypes = map[string]bool{
 }
 
 // serverProperties are set by the server over the client's.
-var serverProperties = []string{"id", "attributedTo", "actor", "published", "updated", "@context"}
+var serverProperties = []string{"id", "attributedTo", "actor", "published", "updated", "@context", "quoteAuthorization"}
 
 // ownedProperties are collections the server keeps; a client's are refused.
 var ownedProperties = []string{"likes", "shares", "replies"}
@@ -119,6 +119,9 @@ func (s *Server) publishCreate(r *http.Request, actor *store.Actor, obj, create 
 	in, err := s.objectInput(r, actor, obj, create)
 	if err != nil {
 		return nil, err
+	}
+	if q, ok := in.Properties["quote"].(string); ok {
+		in.Quote, in.QuotedAuthor = q, s.quotedAuthor(r, q) // quotes.go
 	}
 	act, _, err := s.st.CreateObject(r.Context(), actor, in)
 	return act, err

@@ -348,6 +348,13 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	doc["@context"] = store.ObjectContext(o.Context)
 	doc["likes"] = collection{ID: s.uris.Likes(o.LocalID), Type: "Collection", TotalItems: likes}
 	doc["shares"] = collection{ID: s.uris.Shares(o.LocalID), Type: "Collection", TotalItems: shares}
+	rp, err := s.st.Replies(r.Context(), o.URI, 0, 1) // threads.go
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	doc["replies"] = collection{ID: s.uris.Replies(o.LocalID), Type: "OrderedCollection", TotalItems: rp.Total,
+		First: s.uris.Replies(o.LocalID) + "?page=true"}
 	if sum := reactionsSummary(emoji); sum != nil { // reactions.go
 		doc["reactions"] = sum
 	}

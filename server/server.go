@@ -50,6 +50,10 @@ type Config struct {
 	// list the moving actor in alsoKnownAs). Nil: Keys when it can (the
 	// Resolver does), else a Move is refused.
 	Actors ActorFetcher
+	// Objects fetches a remote object (the author of a quoted object not
+	// held here, to send it the quote's QuoteRequest). Nil: Keys when it
+	// can (the Resolver does), else such a quote sends no QuoteRequest.
+	Objects ObjectFetcher
 	// AuthorizedFetch requires a verified signature on every ActivityPub
 	// GET of a document (actors, collections, objects, activities), except
 	// the instance actor and its key, so that fetching the key of a signed
@@ -95,6 +99,9 @@ func (c Config) withDefaults() Config {
 	}
 	if f, ok := c.Keys.(ActorFetcher); ok && c.Actors == nil {
 		c.Actors = f
+	}
+	if f, ok := c.Keys.(ObjectFetcher); ok && c.Objects == nil {
+		c.Objects = f
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -168,6 +175,9 @@ func (s *Server) Register(r *mux.Router) {
 	r.HandleFunc("/objects/{id}/likes", s.doc(s.reactions(store.ReactionLike))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/objects/{id}/shares", s.doc(s.reactions(store.ReactionAnnounce))).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/activities/{id}", s.doc(s.activity)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/quotes/{id}", s.doc(s.quoteStamp)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/objects/{id}/replies", s.doc(s.replies)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/contexts/{id}", s.doc(s.conversation)).Methods(http.MethodGet, http.MethodHead)
 }
 
 // Handler returns a router with only this server's routes, answering

@@ -196,6 +196,8 @@ type pendingEvent struct {
 	Target string
 	// Context is the @context of the activity built (nil: ActivityStreams).
 	Context any
+	// Extra are a QuoteRequest's instrument and an Accept's result.
+	Extra activitypub.Extra
 }
 
 func (s *Store) newEvent() pendingEvent {
@@ -226,7 +228,7 @@ func (s *Store) emit(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Ac
 	if actor.Ed25519Key != nil {
 		ldContext = activitypub.WithDataIntegrity(ldContext)
 	}
-	doc, id, err := activitypub.NewActivityContext(ldContext, s.uris.Base, ev.ID, typ, actor.URI, object, target, to, cc, ev.At)
+	doc, id, err := activitypub.NewActivityExtra(ldContext, s.uris.Base, ev.ID, typ, actor.URI, object, target, ev.Extra, to, cc, ev.At)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: build %s: %w", typ, err)
 	}

@@ -40,6 +40,11 @@ type ObjectInput struct {
 	// To and CC address the object as NoteInput's do. UpdateObject adds them
 	// to the object's audience (a newly mentioned actor) and keeps the rest.
 	To, CC []string
+	// Quote is the id of the object quoted, if any, and QuotedAuthor its
+	// author: a new object that quotes another actor's sends that author a
+	// QuoteRequest (FEP-044f) beside its Create; none when QuotedAuthor is
+	// unknown ("").
+	Quote, QuotedAuthor string
 	// Hashtags are the normalised (lower-case, without '#') names of the
 	// object's Hashtag tags, for /tags/{name}.
 	Hashtags []string
@@ -47,10 +52,10 @@ type ObjectInput struct {
 
 // courierTerms is the context entry of the terms courier's objects use
 // beyond ActivityStreams: Mastodon's (sensitive, Hashtag, blurhash,
-// focalPoint, votersCount) and the quote terms (FEP-044f quote, quoteUrl,
-// Misskey's _misskey_quote).
+// focalPoint, votersCount), the quote terms (FEP-044f quote, quoteUrl,
+// Misskey's _misskey_quote) and those of quote consent (quoteTerms).
 func courierTerms() map[string]any {
-	return map[string]any{
+	m := map[string]any{
 		"sensitive":      "as:sensitive",
 		"Hashtag":        "as:Hashtag",
 		"quoteUrl":       "as:quoteUrl",
@@ -62,6 +67,8 @@ func courierTerms() map[string]any {
 		"_misskey_quote": "misskey:_misskey_quote",
 		"quote":          map[string]any{"@id": "https://w3id.org/fep/044f#quote", "@type": "@id"},
 	}
+	quoteTerms(m)
+	return m
 }
 
 // ObjectContext returns the whole @context of a local object: ActivityStreams,
@@ -182,9 +189,19 @@ func (s *Store) CreateObject(ctx context.Context, actor *Actor, in ObjectInput) 
 	}
 	var act *Activity
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
-		props := in.Properties
+		props, err := s.withQuotePolicyTx(ctx, tx, actor, in.Properties, nil)
+		if err != nil {
+			return err
+		}
 		if in.Type == "Question" {
 			props = withPollCounts(props, nil)
+		}
+		conv, err := s.conversationTx(ctx, tx, o.LocalID, o.InReplyTo) // threads.go
+		if err != nil {
+			return err
+		}
+		if _, ok := props["context"]; !ok {
+			props = withValue(props, "context", conv)
 		}
 		b, err := s.objectDocument(o, props)
 		if err != nil {
@@ -193,10 +210,10 @@ func (s *Store) CreateObject(ctx context.Context, actor *Actor, in ObjectInput) 
 		o.Document = b
 		if err := tx.QueryRowContext(ctx, `INSERT INTO objects
 			(uri, local_id, type, attributed_to, actor_id, content, summary, in_reply_to, to_json, cc_json,
-			 visibility, published_at, document, context_json, created_at, modified_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			 visibility, published_at, document, context_json, created_at, modified_at, context_uri)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			o.URI, o.LocalID, o.Type, o.AttributedTo, o.ActorID, o.Content, o.Summary, nullString(o.InReplyTo),
-			marshalList(o.To), marshalList(o.CC), o.Visibility, ms(o.Published), string(b), octx, ms(ev.At), ms(ev.At),
+			marshalList(o.To), marshalList(o.CC), o.Visibility, ms(o.Published), string(b), octx, ms(ev.At), ms(ev.At), conv,
 		).Scan(&o.RowID); err != nil {
 			return err
 		}
@@ -204,7 +221,10 @@ func (s *Store) CreateObject(ctx context.Context, actor *Actor, in ObjectInput) 
 			return err
 		}
 		act, err = s.emitTx(ctx, tx, ev, actor, "Create", json.RawMessage(b), o.To, o.CC)
-		return err
+		if err != nil {
+			return err
+		}
+		return s.requestQuoteTx(ctx, tx, actor, o, b, in.Quote, in.QuotedAuthor) // quotes.go
 	})
 	if err != nil {
 		return nil, nil, wrap("create object", err)
@@ -244,7 +264,22 @@ func (s *Store) UpdateObject(ctx context.Context, actor *Actor, uri string, in O
 		if octx != "" {
 			o.Context = json.RawMessage(octx)
 		}
-		props := in.Properties
+		props, err := s.withQuotePolicyTx(ctx, tx, actor, in.Properties, o.Document)
+		if err != nil {
+			return err
+		}
+		var prev map[string]any
+		_ = json.Unmarshal(o.Document, &prev) // a stored document always decodes
+		// The conversation stays (threads.go).
+		if _, ok := props["context"]; !ok && prev["context"] != nil {
+			props = withValue(props, "context", prev["context"])
+		}
+		// A quote's authorization stays while it quotes the same object
+		// (quotes.go); a client's own is not taken.
+		delete(props, "quoteAuthorization")
+		if auth := prev["quoteAuthorization"]; auth != nil && props["quote"] != nil && props["quote"] == prev["quote"] {
+			props = withValue(props, "quoteAuthorization", auth)
+		}
 		if o.InReplyTo != "" {
 			props = withValue(props, "inReplyTo", o.InReplyTo)
 		}

@@ -54,6 +54,19 @@ func (u URIs) Likes(id string) string { return u.Object(id) + "/likes" }
 // Shares is the shares collection of the local object id.
 func (u URIs) Shares(id string) string { return u.Object(id) + "/shares" }
 
+// Quote is the id of the local quote authorization (FEP-044f stamp) with
+// local id id: {base}/quotes/{id}.
+func (u URIs) Quote(id string) string { return u.Base + "/quotes/" + id }
+
+// QuoteID returns the local id of the quote authorization uri.
+func (u URIs) QuoteID(uri string) (string, bool) {
+	rest, ok := strings.CutPrefix(uri, u.Base+"/quotes/")
+	if !ok || rest == "" || strings.ContainsAny(rest, "/?#") {
+		return "", false
+	}
+	return rest, true
+}
+
 // Featured is actor name's featured (pinned) collection.
 func (u URIs) Featured(name string) string { return u.Actor(name) + "/featured" }
 

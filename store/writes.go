@@ -264,7 +264,11 @@ func (s *Store) DeleteNote(ctx context.Context, actor *Actor, uri string) (*Acti
 		}
 		o.FormerType, o.DeletedAt = o.Type, ev.At
 		act, err = s.emitTx(ctx, tx, ev, actor, "Delete", Tombstone(o), o.To, o.CC)
-		return err
+		if err != nil {
+			return err
+		}
+		// Its quote authorizations go with it: each quoter is told.
+		return s.revokeObjectStampsTx(ctx, tx, ev, actor, o.RowID)
 	})
 	if err != nil {
 		return nil, wrap("delete note", err)

@@ -284,6 +284,16 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 	execSQL(t, w, `INSERT INTO featured (actor_id, object_uri, created_at)
 		SELECT id, ?, ? FROM actors WHERE name = 'alice'`, base+"/objects/1", now)
 	execSQL(t, w, `UPDATE actors SET profile_json = '{"discoverable":true}' WHERE name = 'alice'`)
+	// Quote consent: alice's default policy, a stamp her first note
+	// granted, and a request of hers (migration 0038).
+	execSQL(t, w, `INSERT INTO actor_quote_policies (actor_id, can_quote, updated_at)
+		SELECT id, '{"automaticApproval":["https://www.w3.org/ns/activitystreams#Public"]}', ? FROM actors WHERE name = 'alice'`, now)
+	execSQL(t, w, `INSERT INTO quote_stamps (local_id, object_id, actor_id, quote_uri, quoter_uri, request_uri, state, created_at, updated_at)
+		SELECT 'stamp-1', o.id, o.actor_id, 'https://h1.example/n/q', 'https://h1.example/users/f', 'https://h1.example/qr/1', 'accepted', ?, ?
+		FROM objects o WHERE o.actor_id IS NOT NULL ORDER BY o.id LIMIT 1`, now, now)
+	execSQL(t, w, `INSERT INTO quote_requests (object_id, quoted_uri, quoted_author, request_uri, state, created_at, updated_at)
+		SELECT o.id, 'https://h1.example/n/1', 'https://h1.example/users/f', ?, 'pending', ?, ?
+		FROM objects o WHERE o.actor_id IS NOT NULL ORDER BY o.id LIMIT 1`, base+"/activities/qr-1", now, now)
 	execSQL(t, w, `INSERT INTO remote_actors (uri, inbox, shared_inbox, key_id, public_key_pem, document, fetched_at, gone_at)
 		VALUES ('https://h1.example/users/f', 'https://h1.example/users/f/inbox', 'https://h1.example/inbox', 'https://h1.example/users/f#main-key', 'PEM', '{}', ?, NULL),
 		       ('https://gone.example/users/g', 'https://gone.example/users/g/inbox', NULL, NULL, NULL, '{}', ?, ?)`, now, now, now)

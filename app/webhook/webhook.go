@@ -59,6 +59,12 @@ const (
 	// TypeFollowRequested is a Follow of an actor that approves its
 	// followers, awaiting the decision (instead of activity.follow).
 	TypeFollowRequested = "follow.requested"
+	// TypeQuoteRequested is a QuoteRequest of an actor's object awaiting
+	// its approval (FEP-044f; there is no activity.quoterequest for it).
+	TypeQuoteRequested = "quote.requested"
+	// TypeQuoteRejected is a Reject of a QuoteRequest of the actor's
+	// quote: its quote stays unapproved (instead of activity.reject).
+	TypeQuoteRejected = "quote.rejected"
 	// TypeDeliveryCompleted: an activity of the actor reached every inbox
 	// it was addressed to.
 	TypeDeliveryCompleted = "delivery.completed"
@@ -79,15 +85,20 @@ var ActivityTypes = []string{"Accept", "Add", "Announce", "Block", "Create", "De
 
 // EventTypeOf is the webhook event type of an item of an inbox view.
 func EventTypeOf(it app.Item) string {
-	if it.Kind == "follow_request" {
+	switch it.Kind {
+	case app.KindFollowRequest:
 		return TypeFollowRequested
+	case app.KindQuoteRequest:
+		return TypeQuoteRequested
+	case app.KindQuoteRejected:
+		return TypeQuoteRejected
 	}
 	return activityPrefix + strings.ToLower(it.Type)
 }
 
 // KnownTypes returns every event type an endpoint's filter may name.
 func KnownTypes() []string {
-	out := []string{TypeFollowRequested, TypeDeliveryCompleted, TypeDeliveryDead, TypeTest}
+	out := []string{TypeFollowRequested, TypeQuoteRequested, TypeQuoteRejected, TypeDeliveryCompleted, TypeDeliveryDead, TypeTest}
 	for _, t := range ActivityTypes {
 		out = append(out, activityPrefix+strings.ToLower(t))
 	}

@@ -746,12 +746,15 @@ func TestEventTypeOf(t *testing.T) {
 		{"Follow", "follow_request", "follow.requested"},
 		{"EmojiReact", "reaction", "activity.emojireact"},
 		{"Like", "like", "activity.like"},
+		{"QuoteRequest", "quote_request", "quote.requested"},
+		{"QuoteRequest", "quote", "activity.quoterequest"},
+		{"Reject", "quote_rejected", "quote.rejected"},
 	} {
 		if got := webhook.EventTypeOf(app.Item{Type: tc.typ, Kind: tc.kind}); got != tc.want {
 			t.Errorf("EventTypeOf(%s, %s) = %s, want %s", tc.typ, tc.kind, got, tc.want)
 		}
 	}
-	for _, typ := range []string{"activity.create", "follow.requested", "delivery.completed", "delivery.dead", "webhook.test"} {
+	for _, typ := range []string{"activity.create", "follow.requested", "quote.requested", "quote.rejected", "delivery.completed", "delivery.dead", "webhook.test"} {
 		if !slices.Contains(webhook.KnownTypes(), typ) {
 			t.Errorf("KnownTypes lacks %s", typ)
 		}
