@@ -383,6 +383,8 @@ type Service struct {
 	// peers: the processes that deliver, sharing per-host concurrency
 	// (processes.go).
 	peers *peers
+	// order: the deliveries waiting here for an earlier one (order.go).
+	order orderWaiters
 
 	docsMu sync.Mutex
 	docs   map[string][]byte // activity id -> stored bytes
