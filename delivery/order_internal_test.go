@@ -1,9 +1,12 @@
 package delivery
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqldb"
+	"github.com/courier-ap/courier/sqldb/storetest"
 )
 
 // An activity and its Undo share an order key; activities about one object
@@ -43,5 +46,36 @@ func TestOrderKeys(t *testing.T) {
 	}
 	if k, _ := orderKey(accept); k != "" {
 		t.Errorf("Accept has order key %q, want none", k)
+	}
+}
+
+// The predecessor check reads the order index backwards from the delivery's
+// own place and stops after orderScan rows: no scan of the object's
+// deliveries and no sort, so an object with 10,000 pending deliveries
+// costs each of them the same as one.
+func TestOrderGateReadsByIndex(t *testing.T) {
+	if storetest.Dialect() != sqldb.SQLite {
+		t.Skip("reads SQLite's query plans: SQLite only")
+	}
+	t.Parallel()
+	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
+	rs, err := db.Read.Query("EXPLAIN QUERY PLAN "+sqlOrderBefore, HandlerPost, "k", "https://r.example/inbox", 10, orderScan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var plan []string
+	for rs.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rs.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	p := strings.Join(plan, "; ")
+	if !strings.Contains(p, "USING INDEX delivery_targets_order") || strings.Contains(p, "TEMP B-TREE") ||
+		strings.Contains(p, "SCAN p") || strings.Contains(p, "SCAN q") || strings.Contains(p, "SCAN l") {
+		t.Errorf("predecessor plan %q: want the order index, no scan, no sort", p)
 	}
 }
