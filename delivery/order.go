@@ -122,7 +122,7 @@ func (s *Service) orderGate(ctx context.Context, ev outbox.Event) error {
 		key, inbox, state, kind sql.NullString
 		seq, deleted            sql.NullInt64
 	)
-	err := s.db.Read.QueryRowContext(ctx, sqlOrderSelf, ev.ID).Scan(&key, &seq, &inbox, &state, &kind, &deleted)
+	err := s.orderSelf.QueryRowContext(ctx, ev.ID).Scan(&key, &seq, &inbox, &state, &kind, &deleted)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil // no record of it (swept): nothing to order it by
@@ -133,7 +133,7 @@ func (s *Service) orderGate(ctx context.Context, ev outbox.Event) error {
 	case !key.Valid || !seq.Valid || kind.String == orderCreate:
 		return nil
 	}
-	rows, err := s.db.Read.QueryContext(ctx, sqlOrderBefore, HandlerPost, key.String, inbox.String, seq.Int64, orderScan)
+	rows, err := s.orderBefore.QueryContext(ctx, HandlerPost, key.String, inbox.String, seq.Int64, orderScan)
 	if err != nil {
 		return fmt.Errorf("delivery: order of %s: %w", ev.ID, err)
 	}
