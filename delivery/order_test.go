@@ -123,7 +123,8 @@ func TestDeleteNeverOvertakesRetriedCreate(t *testing.T) {
 	inbox := rm.URL() + "/inbox"
 
 	create, note := postNote(b, alice, "soon gone")
-	b.startWorker(4)
+	b.startWorker(2) // two workers on one database
+	b.startWorker(2)
 	waitFor(t, "the Create's first POST", func() bool { return rm.postsOf(create.URI) == 1 })
 	del, err := b.st.DeleteNote(b.ctx, alice, note.URI)
 	if err != nil {
@@ -167,7 +168,8 @@ func TestUpdateWaitsForRetriedCreate(t *testing.T) {
 	inbox := rm.URL() + "/inbox"
 
 	create, note := postNote(b, alice, "first")
-	b.startWorker(4)
+	b.startWorker(2) // two workers on one database
+	b.startWorker(2)
 	waitFor(t, "the Create's first POST", func() bool { return rm.postsOf(create.URI) == 1 })
 	update, _, err := b.st.UpdateNote(b.ctx, alice, note.URI, store.NoteInput{Content: "first, edited"})
 	if err != nil {
@@ -270,5 +272,39 @@ func TestRetryOfSupersededCreateSendsNothing(t *testing.T) {
 	}
 	if err := b.queue.Retry(b.ctx, r.ID); !errors.Is(err, outbox.ErrState) {
 		t.Errorf("a second retry: %v, want outbox.ErrState", err)
+	}
+}
+
+// TestOrderSurvivesRestart: the Update waits for its Create's retry; the
+// process is replaced (fresh memory: the waiting list that would wake it
+// is gone, the tables stay). The Update still goes after the Create: what
+// orders deliveries is in the database.
+func TestOrderSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	rm := newRemote(t, b.keys, b.clock, true)
+	rm.follow(b, alice, "fan")
+	sc := newScript()
+	sc.failType["Create"] = http.StatusInternalServerError
+	rm.setScript(sc)
+	inbox := rm.URL() + "/inbox"
+
+	create, note := postNote(b, alice, "first")
+	b.startWorker(4)
+	waitFor(t, "the Create's first POST", func() bool { return rm.postsOf(create.URI) == 1 })
+	update, _, err := b.st.UpdateNote(b.ctx, alice, note.URI, store.NoteInput{Content: "first, edited"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Update waiting (or sent)", func() bool {
+		r, ok := b.deliveryOf(update.URI, inbox)
+		return ok && r.Status == outbox.StatusPending && r.NextAttemptAt.After(b.clock.Now()) ||
+			rm.postsOf(update.URI) > 0
+	})
+	b.restart()
+	b.waitTicking("both accepted", func() bool { return len(sc.acceptedOf(create.URI, update.URI)) == 2 })
+	if got := sc.acceptedOf(create.URI, update.URI); !slices.Equal(got, []string{"Create", "Update"}) {
+		t.Errorf("the peer accepted %v, want the Create, then the Update", got)
 	}
 }
