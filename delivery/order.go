@@ -41,9 +41,10 @@ var ErrSuperseded = errors.New("delivery: superseded: the object was deleted bef
 const orderScan = 16
 
 // Waiting for a predecessor: a delivery whose predecessor is due at T
-// looks again at T + orderSlack; one whose predecessor's next run is not
-// known (running, or on the JetStream bus) after orderRecheck; never
-// later than orderRecheckMax.
+// looks again at T + orderSlack (on the JetStream bus, a predecessor
+// failing in the stream is due about a backoff after its last failure);
+// one whose predecessor's next run is not known (running, or waiting in
+// the stream) after orderRecheck; never later than orderRecheckMax.
 const (
 	orderSlack      = time.Second
 	orderRecheck    = 2 * time.Second
@@ -102,7 +103,8 @@ const sqlOrderSelf = `SELECT m.order_key, m.order_seq, m.inbox, m.state,
 // after a few rows) with what settles them: their own state, their outbox
 // row's status and due time, and their ledger mark (done once the handler
 // succeeded, on either bus).
-const sqlOrderBefore = `SELECT p.event_id, p.state, p.created_at, q.status, q.next_attempt_at, l.status
+const sqlOrderBefore = `SELECT p.event_id, p.state, p.created_at, q.status, q.next_attempt_at, q.attempts, q.updated_at,
+		l.status
 	FROM delivery_targets p
 	LEFT JOIN event_queue q ON q.event_id = p.event_id
 	LEFT JOIN processed_events l ON l.event_id = p.event_id AND l.handler = ?
@@ -146,10 +148,10 @@ func (s *Service) orderGate(ctx context.Context, ev outbox.Event) error {
 	)
 	for rows.Next() {
 		var (
-			created, next           sql.NullInt64
-			id, pState, qSt, ledger sql.NullString
+			created, next, attempts, updated sql.NullInt64
+			id, pState, qSt, ledger          sql.NullString
 		)
-		if err := rows.Scan(&id, &pState, &created, &qSt, &next, &ledger); err != nil {
+		if err := rows.Scan(&id, &pState, &created, &qSt, &next, &attempts, &updated, &ledger); err != nil {
 			return fmt.Errorf("delivery: order of %s: %w", ev.ID, err)
 		}
 		if pState.Valid || ledger.String == "done" || !qSt.Valid ||
@@ -160,8 +162,15 @@ func (s *Service) orderGate(ctx context.Context, ev outbox.Event) error {
 			wait = id.String
 		}
 		in := orderRecheck
-		if qSt.String == outbox.StatusPending && next.Valid {
+		switch {
+		case qSt.String == outbox.StatusPending && next.Valid:
 			in = max(time.UnixMilli(next.Int64).Sub(now), 0) + orderSlack
+		case qSt.String == outbox.StatusDone && attempts.Int64 > 0 && updated.Valid:
+			// Published to JetStream and failing there: its row counts
+			// the failures (the last at updated_at), its next try comes
+			// about a backoff later.
+			retry := time.UnixMilli(updated.Int64).Add(outbox.Backoff(int(attempts.Int64)))
+			in = max(retry.Sub(now)+orderSlack, orderRecheck)
 		}
 		if at := now.Add(min(in, orderRecheckMax)); at.After(until) {
 			until = at
