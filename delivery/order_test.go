@@ -308,3 +308,48 @@ func TestOrderSurvivesRestart(t *testing.T) {
 		t.Errorf("the peer accepted %v, want the Create, then the Update", got)
 	}
 }
+
+// TestDiscardedPredecessorHoldsNothing: an Update waits for its Create,
+// which its host keeps failing; the operator discards the Create's
+// delivery; the Update then goes (the discarded Create never does).
+func TestDiscardedPredecessorHoldsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	rm := newRemote(t, b.keys, b.clock, true)
+	rm.follow(b, alice, "fan")
+	sc := newScript()
+	rm.setScript(sc)
+	inbox := rm.URL() + "/inbox"
+
+	create, note := postNote(b, alice, "first")
+	sc.mu.Lock()
+	sc.fail[create.URI], sc.left[create.URI] = http.StatusInternalServerError, -1
+	sc.mu.Unlock()
+	b.startWorker(4)
+	waitFor(t, "the Create's first POST", func() bool { return rm.postsOf(create.URI) == 1 })
+	update, _, err := b.st.UpdateNote(b.ctx, alice, note.URI, store.NoteInput{Content: "first, edited"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Update waiting (or sent)", func() bool {
+		r, ok := b.deliveryOf(update.URI, inbox)
+		return ok && r.Status == outbox.StatusPending && r.NextAttemptAt.After(b.clock.Now()) ||
+			rm.postsOf(update.URI) > 0
+	})
+	if n := rm.postsOf(update.URI); n != 0 {
+		t.Fatalf("the Update was sent %d times while its Create was undelivered", n)
+	}
+	var c outbox.Row
+	waitFor(t, "the Create's delivery back to pending", func() bool {
+		c, _ = b.deliveryOf(create.URI, inbox)
+		return c.Status == outbox.StatusPending
+	})
+	if err := b.queue.Discard(b.ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.waitTicking("the Update accepted", func() bool { return len(sc.acceptedOf(update.URI)) == 1 })
+	if got := sc.acceptedOf(create.URI, update.URI); !slices.Equal(got, []string{"Update"}) {
+		t.Errorf("the peer accepted %v, want the Update alone", got)
+	}
+}
