@@ -137,6 +137,26 @@ func (d *DeliveryState) Reset(ctx context.Context, host string) (int64, error) {
 	return n, notFound(err)
 }
 
+// supersededDeliveries is a Deliveries that tells the deliveries settled
+// as superseded (DeliveryState).
+type supersededDeliveries interface {
+	Superseded(ctx context.Context, eventID string) (bool, error)
+}
+
+// superseded reports whether row is a delivery settled as superseded.
+func (a *API) superseded(ctx context.Context, row outbox.Row) (bool, error) {
+	sd, ok := a.cfg.Deliveries.(supersededDeliveries)
+	if !ok || row.Status != outbox.StatusDone || row.Event.Type != delivery.EventPost || row.Event.ID == "" {
+		return false, nil
+	}
+	return sd.Superseded(ctx, row.Event.ID)
+}
+
+// Superseded reports whether delivery eventID was settled as superseded.
+func (d *DeliveryState) Superseded(ctx context.Context, eventID string) (bool, error) {
+	return d.svc.Superseded(ctx, eventID)
+}
+
 // ActivityDeliveries implements Deliveries.
 func (d *DeliveryState) ActivityDeliveries(ctx context.Context, activityID, after string, limit int) ([]InboxStatus, error) {
 	sts, err := d.svc.Status(ctx, activityID, delivery.StatusQuery{After: after, Limit: limit})

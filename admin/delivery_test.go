@@ -449,3 +449,47 @@ func TestHostsAndInboxesPage(t *testing.T) {
 		t.Errorf("paged hosts %v, want %v", hosts, names)
 	}
 }
+
+// A dead-lettered Create whose note is then deleted: the Delete goes, and
+// the operator's retry of the Create sends nothing: it settles as
+// superseded, which the event shows, and a second retry says why it is
+// refused.
+func TestRetryOfCreateOfDeletedNoteIsSuperseded(t *testing.T) {
+	t.Parallel()
+	d := setupDelivery(t)
+	in := newInbox(t, d.publicKey(), d.clock.Now, http.StatusInternalServerError, http.StatusAccepted)
+	d.follower("https://remote.example/users/bob", in.srv.URL+"/users/bob/inbox")
+	act, note, err := d.st.CreateNote(d.ctx, d.actor, store.NoteInput{Content: "soon gone",
+		To: []string{"https://www.w3.org/ns/activitystreams#Public"}, CC: []string{d.actor.URI + "/followers"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := d.deliveryRow(act)
+	d.waitStatus(row.Event.ID, outbox.StatusDeadLettered)
+	del, err := d.st.DeleteNote(d.ctx, d.actor, note.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.waitStatus(d.deliveryRow(del).Event.ID, outbox.StatusDone)
+
+	var res admin.ActionResult
+	d.call("POST", "/admin/events/"+row.Event.ID+"/retry", http.StatusOK, &res)
+	d.waitStatus(row.Event.ID, outbox.StatusDone)
+	if posts := in.posts(); len(posts) != 2 || !strings.Contains(string(posts[1]), `"Delete"`) {
+		t.Fatalf("inbox got %d POSTs, want the Create (500) and the Delete, not the Create again", len(posts))
+	}
+	var ev admin.EventDetail
+	d.call("GET", "/admin/events/"+row.Event.ID, http.StatusOK, &ev)
+	if !ev.Event.Superseded || ev.Event.Status != outbox.StatusDone {
+		t.Errorf("event %+v, want done and superseded", ev.Event)
+	}
+	var st admin.ActivityStatus
+	d.call("GET", "/admin/activities/"+act.LocalID(), http.StatusOK, &st)
+	if len(st.Inboxes) != 1 || st.Inboxes[0].State != admin.StateSuperseded {
+		t.Errorf("activity status %+v, want its inbox superseded", st)
+	}
+	raw := d.call("POST", "/admin/events/"+row.Event.ID+"/retry", http.StatusConflict, nil)
+	if !strings.Contains(string(raw), "superseded") {
+		t.Errorf("second retry: %s, want it to say the event was superseded", raw)
+	}
+}

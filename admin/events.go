@@ -272,7 +272,11 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	now := a.cfg.Now()
 	out := EventList{Events: make([]Event, 0, len(rows)), NextCursor: next}
 	for _, row := range rows {
-		out.Events = append(out.Events, a.eventJSON(row, now, false))
+		e := a.eventJSON(row, now, false)
+		if e.Superseded, err = a.superseded(r.Context(), row); err != nil {
+			return err
+		}
+		out.Events = append(out.Events, e)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -307,6 +311,9 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	d := EventDetail{Event: a.eventJSON(row, a.cfg.Now(), true), Ledger: []LedgerRow{}}
+	if d.Event.Superseded, err = a.superseded(ctx, row); err != nil {
+		return err
+	}
 	if row.Event.ID != "" {
 		entries, err := a.queue.Ledger(ctx, row.Event.ID)
 		if err != nil {
@@ -342,6 +349,10 @@ func (a *API) retryEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := a.queue.Retry(ctx, row.ID); err != nil {
 		if errors.Is(err, outbox.ErrState) {
+			if sup, serr := a.superseded(ctx, row); serr == nil && sup {
+				return errorf(ECONFLICT, "event %s was superseded: the object of its Create or Update was deleted "+
+					"before it went, so it is never sent; nothing to retry", eventRef(row))
+			}
 			return errorf(ECONFLICT, "event %s is %s, not dead_lettered: only dead-lettered events are retried",
 				eventRef(row), row.Status)
 		}

@@ -256,6 +256,9 @@ const (
 	StateInFlight  = "in_flight"
 	StateFailed    = "failed"
 	StateDiscarded = "discarded"
+	// StateSuperseded: not sent, for good: a Create or Update whose
+	// object was deleted before it went.
+	StateSuperseded = "superseded"
 )
 
 // activityDeliveries answers the delivery status of one local activity,

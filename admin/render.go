@@ -80,6 +80,15 @@ func status(s string, stuck bool) string {
 	return s
 }
 
+// eventStatus is an event's status as shown: a superseded delivery reads
+// "done (superseded)".
+func eventStatus(e Event) string {
+	if e.Superseded {
+		return e.Status + " (superseded)"
+	}
+	return status(e.Status, e.Stuck)
+}
+
 func renderStats(w io.Writer, s Stats) {
 	tw := newTable(w)
 	row(tw, "STATUS", "TYPE", "COUNT")
@@ -122,7 +131,7 @@ func renderEvents(w io.Writer, l EventList, hint string) {
 	tw := newTable(w)
 	row(tw, "ROW", "EVENT ID", "TYPE", "HOST", "STATUS", "ATTEMPTS", "AGE", "NEXT ATTEMPT", "LAST ERROR")
 	for _, e := range l.Events {
-		row(tw, num(e.RowID), cell(e.EventID), cell(e.Type), cell(e.Host), status(e.Status, e.Stuck),
+		row(tw, num(e.RowID), cell(e.EventID), cell(e.Type), cell(e.Host), eventStatus(e),
 			num(e.Attempts), age(time.Duration(e.AgeSeconds)*time.Second), ts(e.NextAttemptAt), cell(e.LastError))
 	}
 	_ = tw.Flush()
@@ -138,7 +147,7 @@ func renderEvent(w io.Writer, d EventDetail) {
 	row(tw, "event id", cell(e.EventID))
 	row(tw, "type", cell(e.Type))
 	row(tw, "host", cell(e.Host))
-	row(tw, "status", status(e.Status, e.Stuck))
+	row(tw, "status", eventStatus(e))
 	row(tw, "attempts", num(e.Attempts))
 	row(tw, "next attempt", ts(e.NextAttemptAt))
 	row(tw, "claimed at", ts(e.ClaimedAt))

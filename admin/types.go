@@ -21,8 +21,12 @@ type Event struct {
 	Lane string `json:"lane"`
 	// Status is pending, processing, done or dead_lettered; Stuck is set on
 	// a processing row claimed longer ago than the lease.
-	Status        string    `json:"status"`
-	Stuck         bool      `json:"stuck,omitempty"`
+	Status string `json:"status"`
+	Stuck  bool   `json:"stuck,omitempty"`
+	// Superseded is set on a done delivery that was not sent: a Create or
+	// Update whose object was deleted before it went (package delivery,
+	// order.go). Retrying it sends nothing.
+	Superseded    bool      `json:"superseded,omitempty"`
 	Attempts      int       `json:"attempts"`
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	ClaimedAt     time.Time `json:"claimed_at,omitzero"`

@@ -427,6 +427,7 @@ type remote struct {
 	got       []received
 	bad       []string
 	respond   func(r *http.Request) (int, http.Header)
+	answer    func(got received) int // scripted status of a POST by what it carried (respond wins)
 	shared    bool
 	gets      int
 	getStatus map[string]int // scripted status of GET /users/{name}
@@ -513,11 +514,15 @@ func (rm *remote) serve(w http.ResponseWriter, r *http.Request) {
 	rm.got = append(rm.got, received{Path: r.URL.Path, Host: r.Host, ActivityID: a.ID, Type: a.Type,
 		Body: bytes.Clone(body), UserAgent: r.Header.Get("User-Agent"), KeyID: keyID,
 		Sync: r.Header.Get(activitypub.CollectionSyncHeader)})
-	respond := rm.respond
+	respond, answer := rm.respond, rm.answer
+	got := rm.got[len(rm.got)-1]
 	rm.mu.Unlock()
 	status, h := http.StatusAccepted, http.Header(nil)
-	if respond != nil {
+	switch {
+	case respond != nil:
 		status, h = respond(r)
+	case answer != nil:
+		status = answer(got)
 	}
 	for k, v := range h {
 		w.Header()[k] = v

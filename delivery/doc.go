@@ -67,6 +67,16 @@
 // hosts is bounded by sockets and memory; CPU work by the worker's handlers
 // and the cores.
 //
+// # Order per (object, inbox)
+//
+// The fan-out records on each delivery an order key (what its activity is
+// about, shared by an activity and its Undo) and a sequence (its parent's
+// outbox row id). Before the health gate, a delivery reads its row and at
+// most 16 nearest predecessors of its key to its inbox by index
+// (order.go, migration 0032): while one is unsettled it is deferred
+// without spending an attempt; a Create or Update whose object was deleted
+// settles as superseded, unsent (docs/delivery.md).
+//
 // # Shared by every process
 //
 // Host health is shared by every process on the database through

@@ -114,12 +114,30 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 		if len(events) == 0 {
 			return nil
 		}
+		// The order of the deliveries of one object to one inbox
+		// (order.go): the key of what the activity is about, and the
+		// parent's row id, the order the activities were written in.
+		key, kind := orderKey(act)
+		var okey, oseq, okind any
+		if key != "" {
+			var seq int64
+			err := tx.QueryRowContext(ctx, `SELECT id FROM event_queue WHERE event_id = ?`, ev.ID).Scan(&seq)
+			switch {
+			case err == nil:
+				okey, oseq = key, seq
+				if kind != "" {
+					okind = kind
+				}
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
 		rows := make([][]any, len(targets))
 		for i, t := range targets {
-			rows[i] = []any{events[i].ID, ev.ID, act.ID, t.inbox, t.host, now}
+			rows[i] = []any{events[i].ID, ev.ID, act.ID, t.inbox, t.host, now, okey, oseq, okind}
 		}
 		if err := insertRows(ctx, tx, `INSERT INTO delivery_targets
-			(event_id, parent_event_id, activity_id, inbox, host, created_at) VALUES `,
+			(event_id, parent_event_id, activity_id, inbox, host, created_at, order_key, order_seq, order_kind) VALUES `,
 			` ON CONFLICT (event_id) DO NOTHING`, rows); err != nil {
 			return err
 		}

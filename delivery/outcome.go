@@ -50,8 +50,14 @@ const (
 // permanent failure, or a failure on the last attempt).
 func (s *Service) deliverSettled(ctx context.Context, ev outbox.Event) error {
 	err := s.deliver(ctx, ev)
-	if s.cfg.Outcomes == nil {
-		return err
+	if errors.Is(err, ErrSuperseded) {
+		var p Post
+		_ = json.Unmarshal(ev.Payload, &p)
+		if err := s.supersede(ctx, p, ev.ID, ev.Target); err != nil {
+			return err
+		}
+		s.wakeWaiters(ev.ID)
+		return nil
 	}
 	var def *outbox.DeferError
 	var perm *outbox.PermanentError
@@ -63,10 +69,16 @@ func (s *Service) deliverSettled(ctx context.Context, ev outbox.Event) error {
 		return err
 	case errors.As(err, &perm), outbox.Attempt(ctx) >= s.cfg.MaxAttempts:
 		outcome = settledDead
+		// Given up: the deliveries after it of its object to its inbox
+		// no longer wait for it, on either bus (order.go).
+		if serr := s.setTargetState(ctx, ev.ID, targetDead); serr != nil {
+			s.log.WarnContext(ctx, "delivery: dead state not recorded", "event_id", ev.ID, "err", serr)
+		}
 	default:
 		return err
 	}
-	if !s.cfg.Outcomes.WantsOutcomes(ctx) {
+	s.wakeWaiters(ev.ID)
+	if s.cfg.Outcomes == nil || !s.cfg.Outcomes.WantsOutcomes(ctx) {
 		return err
 	}
 	var p Post

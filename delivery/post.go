@@ -34,6 +34,13 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 		}
 		host = h
 	}
+	if s.flights.get(ev.ID) == nil {
+		// Before anything of the host is taken: a delivery waiting for an
+		// earlier one of its object holds no slot (order.go).
+		if err := s.orderGate(ctx, ev); err != nil {
+			return err
+		}
+	}
 	return s.post(ctx, ev, &p, host, func(ctx context.Context) (*prepared, error) { return s.request(ctx, p, host) })
 }
 

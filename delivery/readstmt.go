@@ -24,8 +24,8 @@ func newReadStmt(pool *sql.DB, query string, log *slog.Logger) *readStmt {
 	return &readStmt{pool: pool, query: query, log: log}
 }
 
-// QueryRowContext runs the query with args.
-func (r *readStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+// prepare prepares the query at the first use.
+func (r *readStmt) prepare(ctx context.Context) {
 	r.once.Do(func() {
 		st, err := r.pool.PrepareContext(ctx, r.query)
 		if err != nil {
@@ -34,8 +34,22 @@ func (r *readStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
 		}
 		r.st = st
 	})
+}
+
+// QueryRowContext runs the query with args.
+func (r *readStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	r.prepare(ctx)
 	if r.st == nil {
 		return r.pool.QueryRowContext(ctx, r.query, args...)
 	}
 	return r.st.QueryRowContext(ctx, args...)
+}
+
+// QueryContext runs the query with args.
+func (r *readStmt) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	r.prepare(ctx)
+	if r.st == nil {
+		return r.pool.QueryContext(ctx, r.query, args...)
+	}
+	return r.st.QueryContext(ctx, args...)
 }

@@ -390,6 +390,10 @@ type Service struct {
 	// peers: the processes that deliver, sharing per-host concurrency
 	// (processes.go).
 	peers *peers
+	// order: the deliveries waiting here for an earlier one, and the
+	// reads of the order check (order.go).
+	order                  orderWaiters
+	orderSelf, orderBefore *readStmt
 
 	docsMu sync.Mutex
 	docs   map[string][]byte // activity id -> stored bytes
@@ -455,6 +459,8 @@ func New(cfg Config) (*Service, error) {
 	s.rec = newRecorder(cfg.DB, cfg.Logger)
 	s.health = newHealth(s)
 	s.schemes = newSchemes(cfg.DB, cfg.Now, cfg.HostCacheTTL, cfg.Logger)
+	s.orderSelf = newReadStmt(cfg.DB.Read, sqlOrderSelf, cfg.Logger)
+	s.orderBefore = newReadStmt(cfg.DB.Read, sqlOrderBefore, cfg.Logger)
 	return s, nil
 }
 

@@ -17,6 +17,9 @@ const (
 	StateParked    = "parked"    // its host is unavailable or paused
 	StateFailed    = "failed"    // given up: dead-lettered (replayable) with LastError
 	StateDiscarded = "discarded" // removed from the outbox (drained) without delivery
+	// StateSuperseded: not sent, for good: a Create or Update whose object
+	// was deleted before it went (order.go).
+	StateSuperseded = "superseded"
 )
 
 // InboxStatus is the delivery state of one activity to one inbox.
@@ -64,7 +67,7 @@ func (s *Service) Status(ctx context.Context, activityID string, q StatusQuery) 
 	limit = min(limit, 1000)
 	rows, err := s.db.Read.QueryContext(ctx, `SELECT t.event_id, t.inbox, t.host, t.parked_at,
 			COALESCE(a.status_code, 0), COALESCE(a.outcome, ''), COALESCE(a.error, ''), a.attempted_at,
-			h.paused_at, COALESCE(h.state, 'healthy')
+			h.paused_at, COALESCE(h.state, 'healthy'), COALESCE(t.state, '')
 		FROM delivery_targets t
 		LEFT JOIN delivery_attempts a ON a.id = (SELECT MAX(id) FROM delivery_attempts WHERE event_id = t.event_id)
 		LEFT JOIN delivery_hosts h ON h.host = t.host
@@ -76,6 +79,7 @@ func (s *Service) Status(ctx context.Context, activityID string, q StatusQuery) 
 	type hostInfo struct {
 		paused bool
 		state  string
+		target string // delivery_targets.state
 	}
 	var out []InboxStatus
 	var hosts []hostInfo
@@ -84,7 +88,7 @@ func (s *Service) Status(ctx context.Context, activityID string, q StatusQuery) 
 		var parked, attempted, paused sql.NullInt64
 		var hi hostInfo
 		if err := rows.Scan(&st.EventID, &st.Inbox, &st.Host, &parked, &st.LastStatus, &st.LastOutcome,
-			&st.LastError, &attempted, &paused, &hi.state); err != nil {
+			&st.LastError, &attempted, &paused, &hi.state, &hi.target); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("delivery: status of %s: %w", activityID, err)
 		}
@@ -106,7 +110,10 @@ func (s *Service) Status(ctx context.Context, activityID string, q StatusQuery) 
 		}
 		if len(qrows) == 0 {
 			st.State = StateDiscarded
-			if st.LastOutcome == OutcomeDelivered {
+			switch {
+			case hosts[i].target == targetSuperseded:
+				st.State = StateSuperseded // the done row was swept
+			case st.LastOutcome == OutcomeDelivered:
 				st.State = StateDelivered // the done row was swept
 			}
 			continue
@@ -119,6 +126,9 @@ func (s *Service) Status(ctx context.Context, activityID string, q StatusQuery) 
 		switch r.Status {
 		case outbox.StatusDone:
 			st.State = StateDelivered
+			if hosts[i].target == targetSuperseded {
+				st.State = StateSuperseded
+			}
 		case outbox.StatusDeadLettered:
 			st.State, st.LastError = StateFailed, r.LastError
 		case outbox.StatusProcessing:

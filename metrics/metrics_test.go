@@ -25,8 +25,10 @@ var wantNames = []string{
 	"courier_delivery_attempts_total",
 	"courier_delivery_duration_seconds",
 	"courier_delivery_hosts",
+	"courier_delivery_order_waits_total",
 	"courier_delivery_parked",
 	"courier_delivery_parked_total",
+	"courier_delivery_superseded_total",
 	"courier_inbox_deferred_total",
 	"courier_inbox_followers_sync_total",
 	"courier_inbox_forwards_total",
@@ -106,6 +108,8 @@ func recordOneOfEach(m *metrics.Metrics) {
 	m.Outbox().LedgerClaimed("delivery.post", metrics.ClaimClaimed)
 	m.Delivery().Attempt(metrics.DeliveryDelivered, 202, 150*time.Millisecond)
 	m.Delivery().Parked("unavailable")
+	m.Delivery().Superseded()
+	m.Delivery().OrderWait()
 	m.Webhook().Attempt(metrics.DeliveryDelivered, 204, 20*time.Millisecond)
 	m.Inbox().Request(metrics.InboxAccepted)
 	m.App().StreamOpened("outbox", 1)

@@ -148,6 +148,8 @@ type Delivery struct {
 	attempts *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	parked   *prometheus.CounterVec
+	// superseded and orderWaits: see Superseded and OrderWait.
+	superseded, orderWaits prometheus.Counter
 
 	outcomes, states *labelGuard
 }
@@ -170,6 +172,10 @@ func newDelivery(r *registrar) *Delivery {
 			"Time from sending a delivery POST to its response or failure, by outcome.", durationBuckets, "outcome"),
 		parked: counterVec(r, sub, "parked_total",
 			"Deliveries parked (postponed without spending an attempt) because their host was known down, by host state.", "state"),
+		superseded: counter(r, sub, "superseded_total",
+			"Deliveries of a Create or Update settled without being sent because their object was deleted first."),
+		orderWaits: counter(r, sub, "order_waits_total",
+			"Times a delivery was deferred, without spending an attempt, while an earlier delivery of the same object to the same inbox was unsettled."),
 		outcomes: r.guard(),
 		states:   r.guard(),
 	}
@@ -222,6 +228,22 @@ func (w *Webhook) Attempt(outcome string, status int, took time.Duration) {
 	w.attempts.WithLabelValues(o, StatusClass(status)).Inc()
 	if took > 0 {
 		w.latency.WithLabelValues(o).Observe(took.Seconds())
+	}
+}
+
+// Superseded counts one delivery settled as superseded: a Create or Update
+// not sent because its object was deleted before it went.
+func (d *Delivery) Superseded() {
+	if d != nil {
+		d.superseded.Inc()
+	}
+}
+
+// OrderWait counts one delivery deferred while an earlier delivery of the
+// same object to the same inbox is unsettled.
+func (d *Delivery) OrderWait() {
+	if d != nil {
+		d.orderWaits.Inc()
 	}
 }
 
