@@ -166,8 +166,16 @@ func TestOutboxStream(t *testing.T) {
 		}
 	}
 	read(s, wants)
-	if got := metricValue(t, reg, "courier_app_stream_events_total", "outbox"); got != float64(len(wants)) {
-		t.Errorf("courier_app_stream_events_total{collection=outbox} = %v, want %d", got, len(wants))
+	// The stream counts an event once its write returned, which may be
+	// after the client read it: wait for the count, bounded.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := metricValue(t, reg, "courier_app_stream_events_total", "outbox")
+		if got == float64(len(wants)) {
+			break
+		}
+		if got > float64(len(wants)) || time.Now().After(deadline) {
+			t.Fatalf("courier_app_stream_events_total{collection=outbox} = %v, want %d", got, len(wants))
+		}
 	}
 
 	// The client goes away; alice writes on; it comes back with its

@@ -299,6 +299,16 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 		       ('https://gone.example/users/g', 'https://gone.example/users/g/inbox', NULL, NULL, NULL, '{}', ?, ?)`, now, now, now)
 	execSQL(t, w, `INSERT INTO objects (uri, type, attributed_to, actor_id, visibility, published_at, document, created_at, modified_at)
 		VALUES ('https://h1.example/n/1', 'Note', 'https://h1.example/users/f', NULL, 'public', ?, '{"content":"remote"}', ?, ?)`, now, now, now)
+	// An inbound reply's bytes kept for its forward (migration 0036).
+	execSQL(t, w, `INSERT INTO forwards (activity_id, document, created_at)
+		VALUES ('https://h1.example/a/reply', '{"id":"https://h1.example/a/reply","type":"Create"}', ?)`, now)
+	// The last Move honoured of a remote account (migration 0041).
+	execSQL(t, w, `INSERT INTO remote_moves (actor_uri, target, moved_at)
+		VALUES ('https://h1.example/users/old', 'https://h2.example/users/new', ?)`, now)
+	// A Delete of a remote object never stored leaves a tombstone (migration 0033).
+	execSQL(t, w, `INSERT INTO remote_tombstones (object_uri, actor_uri, deleted_at)
+		VALUES ('https://h1.example/n/gone', 'https://h1.example/users/f', ?)`, now)
+	execSQL(t, w, `UPDATE remote_tombstone_counts SET held = held + 1`)
 	// The application's inbox view: two items of alice's, one of bob's.
 	rec, err := app.NewRecorder(app.RecorderConfig{DB: db, Store: s, Now: func() time.Time { return clock }})
 	if err != nil {
