@@ -421,16 +421,31 @@ func (s *Store) react(ctx context.Context, actor *Actor, typ, uri string) (*Acti
 	return act, nil
 }
 
-// Block records actor's block of the remote actor target, severs the
-// follows between them both ways, and enqueues the Block, in one
-// transaction. Blocking a blocked actor is ECONFLICT.
+// Block records actor's block of target (a remote actor, or another local
+// one), severs the follows between them both ways, and enqueues the Block,
+// in one transaction. A local target gets the Block through the import,
+// as a remote one would (its side of the follows severed there); what the
+// blocked actor sends then reaches neither actor's inbox view. Blocking a
+// blocked actor is ECONFLICT; blocking oneself, or a local id that is no
+// actor, EINVALID.
 func (s *Store) Block(ctx context.Context, actor *Actor, target string) (*Activity, error) {
-	if !absoluteURL(target) || s.uris.IsLocal(target) {
-		return nil, Errorf(EINVALID, "%q is not a remote actor id", target)
+	if !absoluteURL(target) {
+		return nil, Errorf(EINVALID, "%q is not an actor id", target)
+	}
+	if target == actor.URI {
+		return nil, Errorf(EINVALID, "an actor cannot block itself")
 	}
 	ev := s.newEvent()
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if s.uris.IsLocal(target) {
+			if _, err := s.ActorByURITx(ctx, tx, target); err != nil {
+				if ErrorCode(err) == ENOTFOUND {
+					return Errorf(EINVALID, "%q is not an actor id", target)
+				}
+				return err
+			}
+		}
 		added, err := s.addBlockTx(ctx, tx, actor.ID, target, BlockOutgoing, activitypub.ActivityID(s.uris.Base, ev.ID, "Block"))
 		if err != nil {
 			return err
