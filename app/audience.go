@@ -175,12 +175,17 @@ func (r *Recorder) audience(ctx context.Context, tx *sql.Tx, imp Imported, c *co
 				c.add(a, notifying(act.Type, KindMention))
 			}
 		}
-		a, err := localObjectOwner(obj.InReplyTo)
-		if err != nil {
-			return err
-		}
-		if a != nil {
-			c.add(a, notifying(act.Type, KindReply))
+		// The author of what it replies to, when the reply is public or
+		// unlisted (a followers-only or direct reply concerns those it
+		// names only).
+		if isPublic(addrs) {
+			a, err := localObjectOwner(obj.InReplyTo)
+			if err != nil {
+				return err
+			}
+			if a != nil {
+				c.add(a, notifying(act.Type, KindReply))
+			}
 		}
 	}
 	switch act.Type {
@@ -287,6 +292,11 @@ func isDirect(addrs []string) bool {
 		}
 	}
 	return len(addrs) > 0
+}
+
+// isPublic reports whether addrs address the public.
+func isPublic(addrs []string) bool {
+	return slices.ContainsFunc(addrs, activitypub.IsPublic)
 }
 
 // blocks reports whether the local actor actorID blocks remoteURI.

@@ -208,3 +208,40 @@ func TestLocalBlock(t *testing.T) {
 		t.Fatal("bob's note after the Undo did not reach alice's inbox view")
 	}
 }
+
+// TestLocalPublicReplyReachesAuthor: a local reply addressed to the public
+// alone reaches the local author of the note it replies to, as a reply item
+// of the author's inbox view; a direct reply to others does not.
+func TestLocalPublicReplyReachesAuthor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.withApp()
+	alice, bob := b.actor("alice"), b.actor("bob")
+	carol := b.actor("carol")
+	b.startWorker(4)
+	_, note, err := b.st.CreateNote(b.ctx, bob, store.NoteInput{Content: "hello", To: []string{activitypub.Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "hi bob", InReplyTo: note.URI,
+		To: []string{activitypub.Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := b.settle(reply); o != inbox.OutcomeLocal {
+		t.Fatalf("the reply imported as %q", o)
+	}
+	if n := b.count(`SELECT COUNT(*) FROM app_inbox_items WHERE actor_id = ? AND activity_uri = ? AND kind = ?`,
+		bob.ID, reply.URI, app.KindReply); n != 1 {
+		t.Fatalf("%d reply items of bob's for alice's public reply, want 1", n)
+	}
+	aside, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "about bob", InReplyTo: note.URI,
+		To: []string{carol.URI}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.settle(aside)
+	if b.viewed(bob, aside.URI) {
+		t.Fatal("a direct reply to carol reached bob's inbox view")
+	}
+}

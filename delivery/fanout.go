@@ -233,6 +233,15 @@ func (s *Service) audience(ctx context.Context, eventID string, actor *store.Act
 			return nil, local, err
 		}
 	}
+	// A public or unlisted reply reaches the local author of what it
+	// replies to, whom its addressing may not name
+	// (docs/application-api.md): the import makes it a reply in its inbox
+	// view. A followers-only or direct reply reaches those it names only.
+	if parent, err := s.replyAuthor(ctx, act); err != nil {
+		return nil, local, err
+	} else if parent != "" {
+		addLocal(parent)
+	}
 	if len(byInbox) == 0 && len(local.names) == 0 && len(unknown) > 0 {
 		return nil, local, outbox.Permanent(errors.Join(unknown...))
 	}
@@ -277,6 +286,34 @@ func (s *Service) reactionAuthor(ctx context.Context, act *activitypub.Activity)
 		return "", nil
 	}
 	return "", fmt.Errorf("delivery: fetch %s: %w", obj, err)
+}
+
+// replyAuthor returns the local author of the local object a public or
+// unlisted Create replies to; "" for anything else.
+func (s *Service) replyAuthor(ctx context.Context, act *activitypub.Activity) (string, error) {
+	obj := act.Object
+	if act.Type != "Create" || obj == nil || obj.InReplyTo == "" || !s.uris.IsLocal(obj.InReplyTo) {
+		return "", nil
+	}
+	public := false
+	for _, l := range [][]string{act.To, act.Cc, obj.To, obj.Cc} {
+		for _, r := range l {
+			public = public || activitypub.IsPublic(r)
+		}
+	}
+	if !public {
+		return "", nil
+	}
+	o, err := s.store.ObjectByURI(ctx, obj.InReplyTo)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("delivery: object %s: %w", obj.InReplyTo, err)
+	case !o.Local() || o.Deleted():
+		return "", nil
+	}
+	return o.AttributedTo, nil
 }
 
 // interleave orders targets deterministically so that consecutive ones go
