@@ -184,6 +184,17 @@ func (s *Service) audience(ctx context.Context, eventID string, actor *store.Act
 	var unknown []error
 	named := func(r string) error {
 		err := s.named(ctx, eventID, actor, act, r, add)
+		var sk *skippedError
+		if errors.As(err, &sk) {
+			s.log.InfoContext(ctx, "delivery: skipping a recipient that cannot be resolved",
+				"activity_id", act.ID, "recipient", r, "reason", sk.why, "err", sk.err)
+			if act.Type == "Follow" {
+				// A Follow reaches its object or nobody: given up for
+				// good below, as a dead delivery.
+				unknown = append(unknown, err)
+			}
+			return nil
+		}
 		var nf *nameNotFoundError
 		if errors.As(err, &nf) {
 			s.log.WarnContext(ctx, "delivery: skipping a recipient whose host name does not exist",
@@ -375,9 +386,7 @@ func (s *Service) named(ctx context.Context, eventID string, actor *store.Actor,
 	a, err := s.cfg.Resolver.Actor(ctx, r)
 	if err != nil {
 		if skip, why := unresolvable(err); skip {
-			s.log.InfoContext(ctx, "delivery: skipping a recipient that cannot be resolved",
-				"activity_id", act.ID, "recipient", r, "reason", why, "err", err)
-			return nil
+			return &skippedError{recipient: r, why: why, err: err}
 		}
 		err = fmt.Errorf("delivery: resolve recipient %s of %s: %w", r, act.ID, err)
 		d := resolveDecision(err)
@@ -398,6 +407,18 @@ func (s *Service) named(ctx context.Context, eventID string, actor *store.Actor,
 	add(inbox, a.ID, a.SharedInbox != "", false)
 	return nil
 }
+
+// skippedError is a recipient left out for good: it cannot be resolved
+// (gone, not found, not an actor, refused).
+type skippedError struct {
+	recipient, why string
+	err            error
+}
+
+func (e *skippedError) Error() string {
+	return fmt.Sprintf("recipient %s cannot be resolved (%s): %v", e.recipient, e.why, e.err)
+}
+func (e *skippedError) Unwrap() error { return e.err }
 
 // NameNotFoundAttempts is the attempt of a fan-out from which a named
 // recipient whose host name does not exist (NXDOMAIN) is given up: the

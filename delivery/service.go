@@ -453,7 +453,7 @@ func New(cfg Config) (*Service, error) {
 // stable names (HandlerFanout for activitypub.EventOutgoing, HandlerPost
 // for EventPost).
 func (s *Service) Register(reg *outbox.Registry) {
-	reg.Handle(activitypub.EventOutgoing, HandlerFanout, s.fanout)
+	reg.Handle(activitypub.EventOutgoing, HandlerFanout, s.fanoutSettled)
 	reg.Handle(EventPost, HandlerPost, s.deliverSettled)
 	if s.cfg.Webhooks != nil {
 		reg.Handle(EventWebhook, HandlerWebhook, s.deliverWebhook)

@@ -625,3 +625,24 @@ func clampLimit(n int) int {
 	}
 	return min(n, MaxPageSize)
 }
+
+// GiveUpFollow removes the local follow that the Follow followID asked
+// while it is still pending, once the Follow's delivery was given up for
+// good (no inbox to deliver it to, or dead-lettered): the actor may send a
+// new Follow. It reports whether a follow was removed; an answered follow,
+// or an id that is no Follow, is left alone.
+func (s *Store) GiveUpFollow(ctx context.Context, followID string) (bool, error) {
+	var n int64
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM following WHERE follow_activity_id = ? AND state = 'pending'`, followID)
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return false, wrap("give up follow", err)
+	}
+	return n > 0, nil
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -753,5 +754,45 @@ func TestEventTypeOf(t *testing.T) {
 		if !slices.Contains(webhook.KnownTypes(), typ) {
 			t.Errorf("KnownTypes lacks %s", typ)
 		}
+	}
+}
+
+// TestFollowGivenUp: a Follow of an actor that can never be reached (its
+// server refuses to serve it) is given up for good: one delivery.dead
+// naming the Follow and its object, its pending follow removed, so that a
+// new Follow of the actor can be sent.
+func TestFollowGivenUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	alice := b.actor("alice")
+	r := newReceiver(t, ok)
+	_, secret, err := b.hooks.Add(b.ctx, r.srv.URL, "", []string{"delivery.dead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.verifyWith(t, secret)
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	t.Cleanup(refusing.Close)
+	target := refusing.URL + "/users/nobody"
+	follow, err := b.st.Follow(b.ctx, alice, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the delivery.dead webhook", func() bool { g, _ := r.received(); return len(g) >= 1 })
+	g, bad := r.received()
+	if len(bad) > 0 || len(g) != 1 {
+		t.Fatalf("%d webhooks (%v), want 1", len(g), bad)
+	}
+	d := g[0].body.Data
+	if g[0].body.Type != "delivery.dead" || d.Actor != "alice" || d.ActivityID != follow.URI || d.Inbox != target || d.Error == "" {
+		t.Fatalf("webhook %s %+v", g[0].body.Type, d)
+	}
+	if _, err := b.st.FollowingState(b.ctx, alice.ID, target); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the given-up follow is still there: %v", err)
+	}
+	if _, err := b.st.Follow(b.ctx, alice, target); err != nil {
+		t.Fatalf("a new Follow after the given-up one: %v", err)
 	}
 }
