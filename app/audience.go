@@ -188,15 +188,16 @@ func (r *Recorder) audience(ctx context.Context, tx *sql.Tx, imp Imported, c *co
 			}
 		}
 	}
-	switch act.Type {
-	case "Like", "Announce", "EmojiReact", "Dislike":
+	if kind := reactionKind(act.Type, act.Raw); kind != "" {
 		a, err := localObjectOwner(act.ObjectID)
 		if err != nil {
 			return err
 		}
 		if a != nil {
-			c.add(a, reactionKind(act))
+			c.add(a, kind)
 		}
+	}
+	switch act.Type {
 	case "Follow":
 		a, err := local(act.ObjectID)
 		if err != nil {
@@ -221,7 +222,10 @@ func (r *Recorder) audience(ctx context.Context, tx *sql.Tx, imp Imported, c *co
 				if a != nil {
 					c.add(a, "")
 				}
-			case "Like", "Announce", "EmojiReact", "Dislike":
+			default:
+				if reactionKind(obj.Type, obj.Raw) == "" {
+					break
+				}
 				a, err := localObjectOwner(obj.ObjectID)
 				if err != nil {
 					return err
@@ -265,14 +269,19 @@ func notifying(actType, kind string) string {
 	return ""
 }
 
-func reactionKind(act *activitypub.Activity) string {
-	switch {
-	case act.Type == "Announce":
+// reactionKind is the kind of a reaction of type typ and document raw, as
+// activitypub.ReactionOf decides it (the import counts it by the same
+// decision); "" for what is no reaction.
+func reactionKind(typ string, raw json.RawMessage) string {
+	switch activitypub.ReactionOf(typ, raw).Kind {
+	case activitypub.ReactionAnnounce:
 		return KindAnnounce
-	case act.Type == "Like" && act.Content == "":
+	case activitypub.ReactionLike:
 		return KindLike
+	case activitypub.ReactionEmoji, activitypub.ReactionDislike:
+		return KindReaction
 	}
-	return KindReaction
+	return ""
 }
 
 func addresses(lists ...[]string) []string {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -403,7 +404,12 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	p := collectionPage{Context: activitypub.ActivityStreams, ID: id, Type: "OrderedCollectionPage", PartOf: base,
 		OrderedItems: make([]json.RawMessage, 0, len(items))}
 	for _, it := range items {
-		p.OrderedItems = append(p.OrderedItems, it.doc)
+		doc, err := withPlace(it.doc, it.seq, it.kind)
+		if err != nil {
+			h.writeError(w, r, fmt.Errorf("app: inbox item %d: %w", it.seq, err))
+			return
+		}
+		p.OrderedItems = append(p.OrderedItems, doc)
 	}
 	link := func(param string, seq int64) string {
 		return base + "?page=true" + f.query() + "&" + param + "=" + strconv.FormatInt(seq, 10)
@@ -420,6 +426,43 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		p.Prev = link("min_id", minID) // nothing newer yet: ask again later
 	}
 	writeJSON(w, p)
+}
+
+// withPlace returns an inbox item's document with the item's "seq" (its
+// place in the view, the stream's event id) and "kind" (why it concerns
+// the actor; left out when it only fills the timeline), as the webhook's
+// data names them. The activity's own properties of those names, if any,
+// give way.
+func withPlace(doc json.RawMessage, seq int64, kind string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, err
+	}
+	head := `{"seq":` + strconv.FormatInt(seq, 10)
+	if kind != "" {
+		k, err := json.Marshal(kind)
+		if err != nil {
+			return nil, err
+		}
+		head += `,"kind":` + string(k)
+	}
+	_, hasSeq := m["seq"]
+	_, hasKind := m["kind"]
+	if !hasSeq && !hasKind {
+		rest := bytes.TrimSpace(doc)[1:]
+		if len(m) > 0 {
+			head += ","
+		}
+		return append([]byte(head), rest...), nil
+	}
+	delete(m, "seq")
+	delete(m, "kind")
+	m["seq"] = json.RawMessage(strconv.FormatInt(seq, 10))
+	if kind != "" {
+		k, _ := json.Marshal(kind)
+		m["kind"] = k
+	}
+	return marshal(m)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
