@@ -248,6 +248,9 @@ func (s *Server) update(r *http.Request, actor *store.Actor, req *c2sWire, doc m
 	if id == actor.URI {
 		return s.updateActor(r, actor, req.Object) // c2s_profile.go
 	}
+	if _, ok := s.uris.ActorName(id); ok {
+		return nil, store.Errorf(store.EFORBIDDEN, "cannot update %q: an actor updates its own profile only", id)
+	}
 	if !s.uris.IsLocal(id) {
 		return nil, store.Errorf(store.EFORBIDDEN, "cannot update %q: it belongs to another server", id)
 	}

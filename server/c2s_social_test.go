@@ -269,3 +269,29 @@ func TestC2SVote(t *testing.T) {
 		t.Fatalf("%d votes stored as notes", n)
 	}
 }
+
+// TestC2SOtherActorsThings: what is another local actor's is 403, as
+// documented: accepting its Follow by id, updating its profile; content is
+// bounded as the whole document is (1 MiB), not at 50,000 characters.
+func TestC2SOtherActorsThings(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bob, bobTok := b.actor(t, "bob")
+	if err := b.st.Tx(b.ctx, func(tx *sql.Tx) error {
+		_, err := b.st.AddFollowerTx(b.ctx, tx, store.Follower{ActorID: bob.ID, URI: remoteActor, Inbox: remoteActor + "/inbox",
+			FollowActivityID: remoteActor + "/follows/bob", State: store.StatePending})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantErrorBody(t, b.post(t, "alice", b.token, map[string]any{"type": "Accept", "object": remoteActor + "/follows/bob"}),
+		http.StatusForbidden, "not of")
+	wantErrorBody(t, b.post(t, "alice", b.token, map[string]any{"type": "Update",
+		"object": map[string]any{"id": bob.URI, "type": "Person", "name": "Not Bob"}}), http.StatusForbidden, "own profile")
+	// bob's own answer still works.
+	wantStatus(t, b.post(t, "bob", bobTok, map[string]any{"type": "Accept", "object": remoteActor + "/follows/bob"}),
+		http.StatusCreated)
+	long := strings.Repeat("é", 60_000)
+	b.created(t, b.post(t, "alice", b.token, map[string]any{"type": "Note", "content": long,
+		"to": []any{activitypub.Public}}), "Create")
+}

@@ -14,9 +14,11 @@ import (
 
 // Limits of a note.
 const (
-	MaxContentLen   = 50_000 // characters of content
-	MaxSummaryChars = 1_000  // characters of summary (content warning)
-	MaxRecipients   = 500    // entries of to plus cc
+	// MaxContentLen bounds content in bytes: an object's whole document
+	// is bounded by as much (MaxDocumentBytes), in content or contentMap.
+	MaxContentLen   = MaxDocumentBytes
+	MaxSummaryChars = 1_000 // characters of summary (content warning)
+	MaxRecipients   = 500   // entries of to plus cc
 )
 
 // NoteInput is the content of a note a local actor writes.
@@ -43,8 +45,8 @@ func checkText(content, summary, inReplyTo string) error {
 	if !utf8.ValidString(content) || !utf8.ValidString(summary) {
 		return Errorf(EINVALID, "content and summary must be UTF-8")
 	}
-	if utf8.RuneCountInString(content) > MaxContentLen {
-		return Errorf(EINVALID, "content is longer than %d characters", MaxContentLen)
+	if len(content) > MaxContentLen {
+		return Errorf(EUNPROCESSABLE, "content is larger than %d bytes, the bound of an object's document", MaxContentLen)
 	}
 	if utf8.RuneCountInString(summary) > MaxSummaryChars {
 		return Errorf(EINVALID, "summary is longer than %d characters", MaxSummaryChars)
