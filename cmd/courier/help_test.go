@@ -56,7 +56,8 @@ func TestHelpListsEveryCommand(t *testing.T) {
 // actor create and delete refuse a base URL other than the one the
 // database's ids were made with (exit 2, one line naming both), since the
 // id they would print is not the one the server serves; with the server's
-// base URL they print the id it serves.
+// base URL, or none (the one the server recorded), they print the id it
+// serves, also before the database's first object.
 func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 	t.Parallel()
 	cfg := defaultConfig()
@@ -65,7 +66,8 @@ func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 	cfg.Listen, cfg.OpsListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.BaseURL = "https://social.example"
 	a := runApp(t, func(c *Config) { *c = cfg })
-	code, out, errb := runCommand("actor", "create", "--db", cfg.DB, "--base-url", cfg.BaseURL, "--json", "alice")
+	// No --base-url, before any object: the one the server recorded.
+	code, out, errb := runCommand("actor", "create", "--db", cfg.DB, "--json", "alice")
 	if code != 0 {
 		t.Fatalf("actor create: exit %d, stderr %q", code, errb)
 	}
@@ -83,10 +85,10 @@ func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"actor", "create", "--db", cfg.DB, "bob"},
+		{"actor", "create", "--db", cfg.DB, "--base-url", "http://localhost:8080", "bob"},
 		{"actor", "create", "--db", cfg.DB, "--base-url", "https://other.example", "bob"},
-		{"actor", "delete", "--db", cfg.DB, "alice"},
-		{"actor", "followers", "--db", cfg.DB, "alice"},
+		{"actor", "delete", "--db", cfg.DB, "--base-url", "https://other.example", "alice"},
+		{"actor", "followers", "--db", cfg.DB, "--base-url=https://other.example", "alice"},
 	} {
 		code, _, errb := runCommand(args...)
 		if code != 2 || strings.Count(errb, "\n") != 1 || !strings.Contains(errb, "https://social.example") {
@@ -96,6 +98,10 @@ func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 	code, out, errb = runCommand("actor", "create", "--db", cfg.DB, "--base-url", cfg.BaseURL+"/", "bob")
 	if code != 0 || !strings.Contains(out, "id: https://social.example/users/bob\n") {
 		t.Fatalf("actor create with the server's base URL: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	code, out, errb = runCommand("actor", "create", "--db", cfg.DB, "carol")
+	if code != 0 || !strings.Contains(out, "id: https://social.example/users/carol\n") {
+		t.Fatalf("actor create without a base URL: exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 }
 
