@@ -262,8 +262,36 @@ type filter struct {
 // maxTypes bounds the types of one ?type= filter.
 const maxTypes = 16
 
+// pageParams reads a view's paging parameters, each error naming its
+// parameter: page (true, or absent for the collection), and at most one
+// of the cursors max_id and min_id.
+func pageParams(q url.Values) (maxID, minID int64, err error) {
+	if v := q.Get("page"); v != "" && v != "true" {
+		return 0, 0, store.Errorf(store.EINVALID, "page is true (or absent, for the collection), not %q", v)
+	}
+	for _, c := range []struct {
+		name string
+		to   *int64
+	}{{"max_id", &maxID}, {"min_id", &minID}} {
+		if !q.Has(c.name) {
+			continue
+		}
+		v := q.Get(c.name)
+		if *c.to, err = server.Cursor(v); err != nil || v == "" {
+			return 0, 0, store.Errorf(store.EINVALID, "%s %q is not a non-negative integer (an item's seq)", c.name, v)
+		}
+	}
+	if q.Has("max_id") && q.Has("min_id") {
+		return 0, 0, store.Errorf(store.EINVALID, "max_id and min_id cannot be given together: one cursor pages one way")
+	}
+	return maxID, minID, nil
+}
+
 func parseFilter(q url.Values) (filter, error) {
 	var f filter
+	if q.Has("type") && len(strings.FieldsFunc(q.Get("type"), func(r rune) bool { return r == ',' || r == ' ' })) == 0 {
+		return f, store.Errorf(store.EINVALID, "type is empty: give activity types, like type=Create,Like")
+	}
 	if v := q.Get("type"); v != "" {
 		for _, t := range strings.Split(v, ",") {
 			t = strings.TrimSpace(t)
@@ -273,12 +301,12 @@ func parseFilter(q url.Values) (filter, error) {
 			if len(t) > 64 || strings.ContainsFunc(t, func(r rune) bool {
 				return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == ':')
 			}) {
-				return f, store.Errorf(store.EINVALID, "type %q is not an activity type", t)
+				return f, store.Errorf(store.EINVALID, "type: %q is not an activity type", t)
 			}
 			f.types = append(f.types, t)
 		}
 		if len(f.types) > maxTypes {
-			return f, store.Errorf(store.EINVALID, "at most %d types in one filter", maxTypes)
+			return f, store.Errorf(store.EINVALID, "type: at most %d types in one filter", maxTypes)
 		}
 	}
 	switch v := q.Get("notifications"); v {
@@ -356,14 +384,10 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	maxID, err1 := server.Cursor(q.Get("max_id"))
-	minID, err2 := server.Cursor(q.Get("min_id"))
-	if err := errors.Join(err1, err2); err != nil {
+	maxID, minID, err := pageParams(q)
+	if err != nil {
 		h.writeError(w, r, err)
 		return
-	}
-	if maxID > 0 {
-		minID = 0 // one cursor: max_id wins
 	}
 	base := h.uris.Inbox(a.Name)
 	w.Header().Set("Cache-Control", "private, no-store")

@@ -555,3 +555,33 @@ func TestRecordOnce(t *testing.T) {
 		t.Errorf("alice has %d items, counter %d; want 3 and 3", n, counter)
 	}
 }
+
+// TestInboxQueryErrors: a bad query parameter is 400 with a message naming
+// it; max_id with min_id, an empty type= and page=banana are not passed
+// over.
+func TestInboxQueryErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, app.Config{})
+	_, tok := b.actor(t, "alice", false)
+	inboxURL := b.base + "/users/alice/inbox"
+	for _, tc := range []struct{ query, names string }{
+		{"?page=true&max_id=5&min_id=2", "max_id and min_id"},
+		{"?page=true&max_id=x", "max_id"},
+		{"?page=true&min_id=-1", "min_id"},
+		{"?page=true&max_id=", "max_id"},
+		{"?page=true&type=", "type"},
+		{"?page=true&type=,", "type"},
+		{"?page=true&type=Not%20a%20type", "type"},
+		{"?page=banana", "page"},
+		{"?page=true&notifications=maybe", "notifications"},
+	} {
+		resp, body := get(t, inboxURL+tc.query, tok)
+		var e struct{ Error string }
+		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || !strings.HasPrefix(e.Error, tc.names) {
+			t.Errorf("%s: %d %s, want 400 naming %s first", tc.query, resp.StatusCode, body, tc.names)
+		}
+	}
+	if resp, body := get(t, inboxURL+"?page=true&max_id=5", tok); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a good query: %d %s", resp.StatusCode, body)
+	}
+}
