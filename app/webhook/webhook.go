@@ -103,6 +103,19 @@ type Payload struct {
 	Data      Data      `json:"data"`
 }
 
+// TimestampLayout is the layout of a payload's timestamp: RFC 3339 in UTC
+// with exactly three fractional digits (milliseconds).
+const TimestampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON encodes p with its timestamp in TimestampLayout.
+func (p Payload) MarshalJSON() ([]byte, error) {
+	type plain Payload
+	return json.Marshal(struct {
+		plain
+		Timestamp string `json:"timestamp"`
+	}{plain(p), p.Timestamp.UTC().Format(TimestampLayout)})
+}
+
 // Data is what an event reports. Actor, Seq and Activity are those of the
 // inbox view's item for an inbound activity; a delivery outcome names the
 // activity by ActivityID and says how many inboxes (Inboxes) it reached or

@@ -796,3 +796,32 @@ func TestFollowGivenUp(t *testing.T) {
 		t.Fatalf("a new Follow after the given-up one: %v", err)
 	}
 }
+
+// TestPayloadTimestampMillis: a payload's timestamp is RFC 3339 in UTC with
+// exactly three fractional digits, whatever the clock's precision.
+func TestPayloadTimestampMillis(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(2026, 12, 6, 2, 0, 0, 123456789, time.UTC),
+		time.Date(2026, 12, 6, 3, 0, 0, 0, time.FixedZone("X", 3600)),
+	} {
+		b, err := json.Marshal(webhook.Payload{Type: "webhook.test", Timestamp: at, Data: webhook.Data{Endpoint: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Timestamp string `json:"timestamp"`
+			Type      string `json:"type"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		want := at.UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z")
+		if m.Timestamp != want || m.Type != "webhook.test" || strings.Count(string(b), `"timestamp"`) != 1 {
+			t.Errorf("%s encoded as %s, want timestamp %s", at, b, want)
+		}
+		var back webhook.Payload
+		if err := json.Unmarshal(b, &back); err != nil || !back.Timestamp.Equal(at.Truncate(time.Millisecond)) {
+			t.Errorf("decoded back %v (%v)", back.Timestamp, err)
+		}
+	}
+}
