@@ -107,8 +107,12 @@ func recordedBase(ctx context.Context, db *sqldb.DB, cfg *Config, given bool) er
 // actorCommand runs `courier actor create NAME ...` or `courier actor
 // delete NAME` against the database.
 func actorCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	if len(args) > 1 && args[0] == "create" && wantsHelp(args[1:]) {
+		server.CreateActorHelp(stdout)
+		return errHelp
+	}
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") ||
-		len(args) > 1 && (args[0] == "delete" || args[0] == "create" || args[0] == "followers") && wantsHelp(args[1:]) {
+		len(args) > 1 && (args[0] == "delete" || args[0] == "followers") && wantsHelp(args[1:]) {
 		fmt.Fprintln(stdout, actorHelp)
 		return errHelp
 	}

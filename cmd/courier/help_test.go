@@ -123,3 +123,67 @@ func TestSettingsPageListsEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandErrorsAndHelp: a bad argument is one line "courier: ..." and
+// exit 2, naming what is wrong; each command's -h is its own and lists only
+// the flags it reads.
+func TestCommandErrorsAndHelp(t *testing.T) {
+	t.Parallel()
+	db := storetest.Location(t)
+	for _, tc := range []struct {
+		args  []string
+		wants []string
+		not   string
+	}{
+		{[]string{"actor", "create", "x", "--db", db, "--bogus"}, []string{"bogus"}, ""},
+		{[]string{"actor", "create", "--db", db}, []string{"NAME"}, ""},
+	} {
+		code, out, errb := runCommand(tc.args...)
+		if code != 2 || out != "" || strings.Count(errb, "\n") != 1 || !strings.HasPrefix(errb, "courier: ") ||
+			(tc.not != "" && strings.Contains(errb, tc.not)) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line", tc.args, code, out, errb)
+			continue
+		}
+		for _, w := range tc.wants {
+			if !strings.Contains(errb, w) {
+				t.Errorf("%v: stderr %q does not name %q", tc.args, errb, w)
+			}
+		}
+	}
+	// The admin command's usage errors are its own (a line and a pointer
+	// to its help); "list" is named as no subcommand, not as an argument
+	// a command without arguments was given.
+	if code, _, errb := runCommand("admin", "webhooks", "list"); code != 2 || !strings.Contains(errb, `unknown subcommand "list"`) ||
+		!strings.Contains(errb, "remove") || strings.Contains(errb, "takes no arguments") {
+		t.Errorf("admin webhooks list: exit %d, stderr %q", code, errb)
+	}
+	code, out, _ := runCommand("actor", "create", "-h")
+	if code != 0 || !strings.Contains(out, "--display-name") || !strings.Contains(out, "NAME is 1 to 30") ||
+		strings.Contains(out, "actor delete") {
+		t.Errorf("actor create -h: exit %d:\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		cmd       string
+		has, lack []string
+	}{
+		{"worker", []string{"--concurrency", "--db", "--ops-listen", "--base-url"},
+			[]string{"--listen ", "--admin-token", "--authorized-fetch", "--streams-max", "--inbox-host-requests", "--worker "}},
+		{"migrate", []string{"--db", "--synchronous"}, []string{"--base-url", "--listen ", "--concurrency", "--bus"}},
+		{"serve", []string{"--listen ", "--admin-token", "--concurrency"}, nil},
+	} {
+		code, out, _ := runCommand(tc.cmd, "-h")
+		if code != 0 {
+			t.Errorf("%s -h: exit %d", tc.cmd, code)
+		}
+		for _, f := range tc.has {
+			if !strings.Contains(out, f) {
+				t.Errorf("%s -h omits %s", tc.cmd, f)
+			}
+		}
+		for _, f := range tc.lack {
+			if strings.Contains(out, f) {
+				t.Errorf("%s -h lists %s, which it ignores", tc.cmd, f)
+			}
+		}
+	}
+}
