@@ -80,7 +80,7 @@ webhooks:
   webhooks show ID
   webhooks add URL [--actor NAME] [--events a,b]
                                          add an endpoint; prints its secret, only this once
-  webhooks remove ID
+  webhooks remove ID                     its queued events discarded (counted), its host forgotten
   webhooks rotate ID                     a new secret (printed once); the old one signs for 24 h more
   webhooks test ID                       enqueue a webhook.test event to it`
 
