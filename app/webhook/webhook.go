@@ -44,6 +44,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
@@ -80,6 +81,9 @@ var ActivityTypes = []string{"Accept", "Add", "Announce", "Block", "Create", "De
 func EventTypeOf(it app.Item) string {
 	if it.Kind == "follow_request" {
 		return TypeFollowRequested
+	}
+	if activitypub.IsEmojiReact(it.Type) {
+		return activityPrefix + "emojireact" // older Pleroma's EmojiReaction too
 	}
 	return activityPrefix + strings.ToLower(it.Type)
 }

@@ -744,6 +744,7 @@ func TestEventTypeOf(t *testing.T) {
 		{"Follow", "follow", "activity.follow"},
 		{"Follow", "follow_request", "follow.requested"},
 		{"EmojiReact", "reaction", "activity.emojireact"},
+		{"EmojiReaction", "reaction", "activity.emojireact"},
 		{"Like", "like", "activity.like"},
 	} {
 		if got := webhook.EventTypeOf(app.Item{Type: tc.typ, Kind: tc.kind}); got != tc.want {
