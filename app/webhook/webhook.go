@@ -44,7 +44,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
@@ -82,8 +81,8 @@ func EventTypeOf(it app.Item) string {
 	if it.Kind == "follow_request" {
 		return TypeFollowRequested
 	}
-	if activitypub.IsEmojiReact(it.Type) {
-		return activityPrefix + "emojireact" // older Pleroma's EmojiReaction too
+	if it.Type == "EmojiReaction" { // older Pleroma's name (activitypub.IsEmojiReact)
+		return activityPrefix + "emojireact"
 	}
 	return activityPrefix + strings.ToLower(it.Type)
 }
