@@ -47,7 +47,9 @@ recorded in the database).
 // is stored). Flags may come before or after NAME. With --json it prints
 // one JSON object {"id": ..., "token": ...}. It returns the process exit
 // code: 0 on success, 1 when the actor cannot be created (a taken name),
-// 2 for bad arguments (a malformed name included).
+// 2 for bad arguments (a malformed name included). With st nil it only
+// checks the arguments (0 when they are good), so that bad ones are
+// refused before a database is opened.
 func CreateActorCommand(ctx context.Context, st *store.Store, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("courier actor create", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // one line on stderr, below; -h prints the help on stdout
@@ -81,6 +83,8 @@ func CreateActorCommand(ctx context.Context, st *store.Store, args []string, std
 		return fail("NAME is missing")
 	case len(rest) > 0:
 		return fail("unexpected argument %q", rest[0])
+	case st == nil:
+		return exitOK // the arguments checked, before a database is opened
 	}
 	a, token, err := st.CreateActor(ctx, store.NewActor{
 		Name: name, DisplayName: *displayName, Summary: *summary, ManuallyApprovesFollowers: *locked,

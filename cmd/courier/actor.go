@@ -131,6 +131,10 @@ func actorCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return usageError("%v", err)
 	}
+	// Bad arguments are refused before the database is opened (or made).
+	if code := server.CreateActorCommand(ctx, nil, rest, stdout, stderr); code != 0 {
+		return &exitError{code: code, err: errReported}
+	}
 	db, err := openDB(ctx, cfg, newLogger(io.Discard, "error"), false)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -130,6 +131,7 @@ func TestSettingsPageListsEveryFlag(t *testing.T) {
 func TestCommandErrorsAndHelp(t *testing.T) {
 	t.Parallel()
 	db := storetest.Location(t)
+	never := filepath.Join(t.TempDir(), "never.db")
 	for _, tc := range []struct {
 		args  []string
 		wants []string
@@ -137,6 +139,7 @@ func TestCommandErrorsAndHelp(t *testing.T) {
 	}{
 		{[]string{"actor", "create", "x", "--db", db, "--bogus"}, []string{"bogus"}, ""},
 		{[]string{"actor", "create", "--db", db}, []string{"NAME"}, ""},
+		{[]string{"actor", "create", "x", "--db", never, "--bogus"}, []string{"bogus"}, ""},
 	} {
 		code, out, errb := runCommand(tc.args...)
 		if code != 2 || out != "" || strings.Count(errb, "\n") != 1 || !strings.HasPrefix(errb, "courier: ") ||
@@ -156,6 +159,9 @@ func TestCommandErrorsAndHelp(t *testing.T) {
 	if code, _, errb := runCommand("admin", "webhooks", "list"); code != 2 || !strings.Contains(errb, `unknown subcommand "list"`) ||
 		!strings.Contains(errb, "remove") || strings.Contains(errb, "takes no arguments") {
 		t.Errorf("admin webhooks list: exit %d, stderr %q", code, errb)
+	}
+	if _, err := os.Stat(never); err == nil {
+		t.Error("a refused actor create made a database")
 	}
 	code, out, _ := runCommand("actor", "create", "-h")
 	if code != 0 || !strings.Contains(out, "--display-name") || !strings.Contains(out, "NAME is 1 to 30") ||
