@@ -80,7 +80,7 @@ webhooks:
   webhooks show ID
   webhooks add URL [--actor NAME] [--events a,b]
                                          add an endpoint; prints its secret, only this once
-  webhooks remove ID
+  webhooks remove ID                     its queued events discarded (counted), its host forgotten
   webhooks rotate ID                     a new secret (printed once); the old one signs for 24 h more
   webhooks test ID                       enqueue a webhook.test event to it`
 
@@ -226,15 +226,15 @@ func (c *cli) run(ctx context.Context, args []string) error {
 			verb, rest = rest[0], rest[1:]
 		}
 	}
+	names := make([]string, 0, len(verbs))
+	for v := range verbs {
+		if v != "" {
+			names = append(names, v)
+		}
+	}
+	sort.Strings(names)
 	cmd, ok := verbs[verb]
 	if !ok {
-		names := make([]string, 0, len(verbs))
-		for v := range verbs {
-			if v != "" {
-				names = append(names, v)
-			}
-		}
-		sort.Strings(names)
 		return usagef("%s: want one of %s", group, strings.Join(names, ", "))
 	}
 	name := strings.TrimSpace(group + " " + verb)
@@ -258,6 +258,10 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		okN = okN || n == len(pos)
 	}
 	if !okN {
+		if cmd.args == "" && verb == "" && len(names) > 0 && len(pos) > 0 {
+			// A word after the group that is none of its verbs.
+			return usagef("%s: unknown subcommand %q; want one of %s, or none", group, pos[0], strings.Join(names, ", "))
+		}
 		if cmd.args == "" {
 			return usagef("%s takes no arguments", name)
 		}

@@ -131,6 +131,11 @@ func (d *DeliveryState) Drain(ctx context.Context, host string) (int64, error) {
 	return int64(n), notFound(err)
 }
 
+// Forget removes a host's row (hostForgetter).
+func (d *DeliveryState) Forget(ctx context.Context, host string) error {
+	return notFound(d.svc.Health().Forget(ctx, host))
+}
+
 // Reset implements Hosts.
 func (d *DeliveryState) Reset(ctx context.Context, host string) (int64, error) {
 	n, err := d.svc.Health().Reset(ctx, host)

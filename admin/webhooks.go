@@ -162,9 +162,26 @@ func (a *API) removeWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err := a.cfg.Webhooks.Remove(r.Context(), id); err != nil {
 		return err
 	}
-	a.log.InfoContext(r.Context(), "admin: webhook endpoint removed", "endpoint", id)
-	return writeJSON(w, http.StatusOK, ActionResult{Action: "remove", Host: webhook.HostKey(id),
-		Message: fmt.Sprintf("webhook endpoint %d removed; its queued events are dropped", id)})
+	// Its queued events are settled (discarded) and its host row goes: it
+	// leaves the hosts' listing rather than stay there failing. An event
+	// being sent meanwhile finds the endpoint gone and is dropped.
+	host := webhook.HostKey(id)
+	var discarded int64
+	if a.cfg.Hosts != nil {
+		n, err := a.cfg.Hosts.Drain(r.Context(), host)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		discarded = n
+		if f, ok := a.cfg.Hosts.(hostForgetter); ok {
+			if err := f.Forget(r.Context(), host); err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
+	}
+	a.log.InfoContext(r.Context(), "admin: webhook endpoint removed", "endpoint", id, "discarded", discarded)
+	return writeJSON(w, http.StatusOK, ActionResult{Action: "remove", Host: host, Count: &discarded,
+		Message: fmt.Sprintf("webhook endpoint %d removed; %d queued events discarded, and its host forgotten", id, discarded)})
 }
 
 func (a *API) rotateWebhook(w http.ResponseWriter, r *http.Request) error {
@@ -309,4 +326,9 @@ func (c *cli) webhookCommands() map[string]command {
 			return c.action(ctx, http.MethodPost, path+"/test", nil, nil)
 		}},
 	}
+}
+
+// hostForgetter is the optional Hosts method that removes a host's row.
+type hostForgetter interface {
+	Forget(ctx context.Context, host string) error
 }

@@ -1,10 +1,12 @@
 package admin_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/admin"
 	"github.com/courier-ap/courier/app/webhook"
 	"github.com/courier-ap/courier/delivery"
@@ -151,4 +153,59 @@ func TestCLIWebhooks(t *testing.T) {
 	if code, out, _ = b.cli("webhooks", "remove", "1"); code != 0 || !strings.Contains(out, "removed") {
 		t.Fatalf("remove: %d\n%s", code, out)
 	}
+}
+
+// Removing an endpoint settles what it leaves: its queued events are
+// discarded (the answer says how many) and its host row goes, so it does
+// not stay in the hosts' listing as failing.
+func TestAPIWebhookRemoveSettles(t *testing.T) {
+	t.Parallel()
+	var svc *delivery.Service
+	b := setup(t, func(b *bundle, c *admin.Config) {
+		hooks, err := webhook.New(webhook.Config{DB: b.db, Now: b.clock.Now, Logger: c.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Webhooks = hooks
+		fetcher, err := activitypub.NewFetcher(activitypub.FetcherConfig{
+			Client: activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true}),
+			Signer: activitypub.Signer{KeyID: "https://courier.example/actor#main-key", Key: instanceKey(t)},
+			Now:    b.clock.Now,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resolver, err := activitypub.NewResolver(activitypub.ResolverConfig{Fetcher: fetcher, Store: b.st, Now: b.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err = delivery.New(delivery.Config{DB: b.db, Store: b.st, Resolver: resolver, BaseURL: "https://courier.example",
+			Now: b.clock.Now, Webhooks: hooks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds := admin.NewDeliveryState(svc, b.queue)
+		c.Hosts, c.Deliveries = ds, ds
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var added admin.WebhookSecret
+	b.callBody(http.MethodPost, "/admin/webhooks", `{"url":"http://127.0.0.1:3000/hooks"}`, http.StatusCreated, &added)
+	host := webhook.HostKey(added.ID)
+	var res admin.ActionResult
+	b.call(http.MethodPost, "/admin/webhooks/1/test", http.StatusAccepted, &res)
+	// A failing endpoint has a host row; pausing it makes one here.
+	b.callBody(http.MethodPost, "/admin/hosts/"+host+"/pause", `{"reason":"failing"}`, http.StatusOK, nil)
+	b.call(http.MethodGet, "/admin/hosts/"+host, http.StatusOK, nil)
+	var removed admin.ActionResult
+	b.call(http.MethodDelete, "/admin/webhooks/1", http.StatusOK, &removed)
+	if removed.Count == nil || *removed.Count != 1 || !strings.Contains(removed.Message, "1 queued events discarded") {
+		t.Fatalf("remove: %+v", removed)
+	}
+	if rs, err := b.queue.List(b.ctx, outbox.Filter{Target: host}); err != nil || len(rs) != 0 {
+		t.Fatalf("the endpoint's rows after remove: %+v, %v", rs, err)
+	}
+	b.wantError(http.MethodGet, "/admin/hosts/"+host, "", http.StatusNotFound, "")
 }

@@ -180,12 +180,17 @@ func (r *Recorder) audience(ctx context.Context, tx *sql.Tx, imp Imported, c *co
 				c.add(a, notifying(act.Type, KindMention))
 			}
 		}
-		a, err := localObjectOwner(obj.InReplyTo)
-		if err != nil {
-			return err
-		}
-		if a != nil {
-			c.add(a, notifying(act.Type, KindReply))
+		// The author of what it replies to, when the reply is public or
+		// unlisted (a followers-only or direct reply concerns those it
+		// names only).
+		if isPublic(addrs) {
+			a, err := localObjectOwner(obj.InReplyTo)
+			if err != nil {
+				return err
+			}
+			if a != nil {
+				c.add(a, notifying(act.Type, KindReply))
+			}
 		}
 	}
 	if imp.QuoteActor != "" && imp.QuoteKind != "" {
@@ -197,15 +202,16 @@ func (r *Recorder) audience(ctx context.Context, tx *sql.Tx, imp Imported, c *co
 			c.add(a, imp.QuoteKind)
 		}
 	}
-	switch act.Type {
-	case "Like", "Announce", "EmojiReact", "Dislike":
+	if kind := reactionKind(act.Type, act.Raw); kind != "" {
 		a, err := localObjectOwner(act.ObjectID)
 		if err != nil {
 			return err
 		}
 		if a != nil {
-			c.add(a, reactionKind(act))
+			c.add(a, kind)
 		}
+	}
+	switch act.Type {
 	case "Follow":
 		a, err := local(act.ObjectID)
 		if err != nil {
@@ -230,7 +236,10 @@ func (r *Recorder) audience(ctx context.Context, tx *sql.Tx, imp Imported, c *co
 				if a != nil {
 					c.add(a, "")
 				}
-			case "Like", "Announce", "EmojiReact", "Dislike":
+			default:
+				if reactionKind(obj.Type, obj.Raw) == "" {
+					break
+				}
 				a, err := localObjectOwner(obj.ObjectID)
 				if err != nil {
 					return err
@@ -274,14 +283,19 @@ func notifying(actType, kind string) string {
 	return ""
 }
 
-func reactionKind(act *activitypub.Activity) string {
-	switch {
-	case act.Type == "Announce":
+// reactionKind is the kind of a reaction of type typ and document raw, as
+// activitypub.ReactionOf decides it (the import counts it by the same
+// decision); "" for what is no reaction.
+func reactionKind(typ string, raw json.RawMessage) string {
+	switch activitypub.ReactionOf(typ, raw).Kind {
+	case activitypub.ReactionAnnounce:
 		return KindAnnounce
-	case act.Type == "Like" && act.Content == "":
+	case activitypub.ReactionLike:
 		return KindLike
+	case activitypub.ReactionEmoji, activitypub.ReactionDislike:
+		return KindReaction
 	}
-	return KindReaction
+	return ""
 }
 
 func addresses(lists ...[]string) []string {
@@ -301,6 +315,11 @@ func isDirect(addrs []string) bool {
 		}
 	}
 	return len(addrs) > 0
+}
+
+// isPublic reports whether addrs address the public.
+func isPublic(addrs []string) bool {
+	return slices.ContainsFunc(addrs, activitypub.IsPublic)
 }
 
 // blocks reports whether the local actor actorID blocks remoteURI.

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -269,8 +270,36 @@ type filter struct {
 // maxTypes bounds the types of one ?type= filter.
 const maxTypes = 16
 
+// pageParams reads a view's paging parameters, each error naming its
+// parameter: page (true, or absent for the collection), and at most one
+// of the cursors max_id and min_id.
+func pageParams(q url.Values) (maxID, minID int64, err error) {
+	if v := q.Get("page"); v != "" && v != "true" {
+		return 0, 0, store.Errorf(store.EINVALID, "page is true (or absent, for the collection), not %q", v)
+	}
+	for _, c := range []struct {
+		name string
+		to   *int64
+	}{{"max_id", &maxID}, {"min_id", &minID}} {
+		if !q.Has(c.name) {
+			continue
+		}
+		v := q.Get(c.name)
+		if *c.to, err = server.Cursor(v); err != nil || v == "" {
+			return 0, 0, store.Errorf(store.EINVALID, "%s %q is not a non-negative integer (an item's seq)", c.name, v)
+		}
+	}
+	if q.Has("max_id") && q.Has("min_id") {
+		return 0, 0, store.Errorf(store.EINVALID, "max_id and min_id cannot be given together: one cursor pages one way")
+	}
+	return maxID, minID, nil
+}
+
 func parseFilter(q url.Values) (filter, error) {
 	var f filter
+	if q.Has("type") && len(strings.FieldsFunc(q.Get("type"), func(r rune) bool { return r == ',' || r == ' ' })) == 0 {
+		return f, store.Errorf(store.EINVALID, "type is empty: give activity types, like type=Create,Like")
+	}
 	if v := q.Get("type"); v != "" {
 		for _, t := range strings.Split(v, ",") {
 			t = strings.TrimSpace(t)
@@ -280,14 +309,14 @@ func parseFilter(q url.Values) (filter, error) {
 			if len(t) > 64 || strings.ContainsFunc(t, func(r rune) bool {
 				return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == ':')
 			}) {
-				return f, store.Errorf(store.EINVALID, "type %q is not an activity type", t)
+				return f, store.Errorf(store.EINVALID, "type: %q is not an activity type", t)
 			}
 			if !slices.Contains(f.types, t) { // a type named twice is read once
 				f.types = append(f.types, t)
 			}
 		}
 		if len(f.types) > maxTypes {
-			return f, store.Errorf(store.EINVALID, "at most %d types in one filter", maxTypes)
+			return f, store.Errorf(store.EINVALID, "type: at most %d types in one filter", maxTypes)
 		}
 	}
 	switch v := q.Get("notifications"); v {
@@ -365,14 +394,10 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	maxID, err1 := server.Cursor(q.Get("max_id"))
-	minID, err2 := server.Cursor(q.Get("min_id"))
-	if err := errors.Join(err1, err2); err != nil {
+	maxID, minID, err := pageParams(q)
+	if err != nil {
 		h.writeError(w, r, err)
 		return
-	}
-	if maxID > 0 {
-		minID = 0 // one cursor: max_id wins
 	}
 	base := h.uris.Inbox(a.Name)
 	w.Header().Set("Cache-Control", "private, no-store")
@@ -413,7 +438,12 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	p := collectionPage{Context: activitypub.ActivityStreams, ID: id, Type: "OrderedCollectionPage", PartOf: base,
 		OrderedItems: make([]json.RawMessage, 0, len(items))}
 	for _, it := range items {
-		p.OrderedItems = append(p.OrderedItems, it.doc)
+		doc, err := withPlace(it.doc, it.seq, it.kind)
+		if err != nil {
+			h.writeError(w, r, fmt.Errorf("app: inbox item %d: %w", it.seq, err))
+			return
+		}
+		p.OrderedItems = append(p.OrderedItems, doc)
 	}
 	link := func(param string, seq int64) string {
 		return base + "?page=true" + f.query() + "&" + param + "=" + strconv.FormatInt(seq, 10)
@@ -430,6 +460,43 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		p.Prev = link("min_id", minID) // nothing newer yet: ask again later
 	}
 	writeJSON(w, p)
+}
+
+// withPlace returns an inbox item's document with the item's "seq" (its
+// place in the view, the stream's event id) and "kind" (why it concerns
+// the actor; left out when it only fills the timeline), as the webhook's
+// data names them. The activity's own properties of those names, if any,
+// give way.
+func withPlace(doc json.RawMessage, seq int64, kind string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, err
+	}
+	head := `{"seq":` + strconv.FormatInt(seq, 10)
+	if kind != "" {
+		k, err := json.Marshal(kind)
+		if err != nil {
+			return nil, err
+		}
+		head += `,"kind":` + string(k)
+	}
+	_, hasSeq := m["seq"]
+	_, hasKind := m["kind"]
+	if !hasSeq && !hasKind {
+		rest := bytes.TrimSpace(doc)[1:]
+		if len(m) > 0 {
+			head += ","
+		}
+		return append([]byte(head), rest...), nil
+	}
+	delete(m, "seq")
+	delete(m, "kind")
+	m["seq"] = json.RawMessage(strconv.FormatInt(seq, 10))
+	if kind != "" {
+		k, _ := json.Marshal(kind)
+		m["kind"] = k
+	}
+	return marshal(m)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -123,6 +123,10 @@ func TestInboxConcerns(t *testing.T) {
 	// The Undo of the Like: a Remove from alice's view.
 	postFor("", map[string]any{"id": b.id("undo"), "type": "Undo", "actor": dan,
 		"object": map[string]any{"id": likeID, "type": "Like", "actor": dan, "object": noteURI}})
+	// An emoji reaction as older Pleroma names it (EmojiReaction): a
+	// reaction, as the import counts it.
+	postFor(app.KindReaction, map[string]any{"id": b.id("react"), "type": "EmojiReaction", "actor": dan, "object": noteURI,
+		"content": "🔥"})
 	// A Follow of carol, who approves her followers: a follow request.
 	b.post(t, map[string]any{"id": b.id("follow"), "type": "Follow", "actor": dan, "object": b.base + "/users/carol"})
 	b.waitItems(t, carol, 1)
@@ -157,6 +161,29 @@ func TestInboxConcerns(t *testing.T) {
 	if err := b.db.Read.QueryRow(`SELECT kind FROM app_inbox_items WHERE actor_id = ?`, carol.ID).Scan(&carolKind); err != nil ||
 		carolKind != app.KindFollowRequest {
 		t.Errorf("carol's item: %q %v", carolKind, err)
+	}
+	// Each item carries its seq and kind, as its webhook does.
+	for _, raw := range p.OrderedItems {
+		var a struct {
+			ID   string  `json:"id"`
+			Seq  *int64  `json:"seq"`
+			Kind *string `json:"kind"`
+		}
+		if err := json.Unmarshal(raw, &a); err != nil {
+			t.Fatal(err)
+		}
+		var seq int64
+		var kind string
+		if err := b.db.Read.QueryRow(`SELECT seq, kind FROM app_inbox_items WHERE actor_id = ? AND activity_uri = ?`,
+			alice.ID, a.ID).Scan(&seq, &kind); err != nil {
+			t.Fatal(err)
+		}
+		if a.Seq == nil || *a.Seq != seq {
+			t.Errorf("%s: seq %v, want %d", a.ID, a.Seq, seq)
+		}
+		if (kind == "") != (a.Kind == nil) || (a.Kind != nil && *a.Kind != kind) {
+			t.Errorf("%s: kind %v, want %q", a.ID, a.Kind, kind)
+		}
 	}
 	// The Like came by id: its item embeds the note as stored.
 	for _, raw := range p.OrderedItems {
@@ -535,5 +562,35 @@ func TestRecordOnce(t *testing.T) {
 	}
 	if n != 3 || counter != 3 {
 		t.Errorf("alice has %d items, counter %d; want 3 and 3", n, counter)
+	}
+}
+
+// TestInboxQueryErrors: a bad query parameter is 400 with a message naming
+// it; max_id with min_id, an empty type= and page=banana are not passed
+// over.
+func TestInboxQueryErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, app.Config{})
+	_, tok := b.actor(t, "alice", false)
+	inboxURL := b.base + "/users/alice/inbox"
+	for _, tc := range []struct{ query, names string }{
+		{"?page=true&max_id=5&min_id=2", "max_id and min_id"},
+		{"?page=true&max_id=x", "max_id"},
+		{"?page=true&min_id=-1", "min_id"},
+		{"?page=true&max_id=", "max_id"},
+		{"?page=true&type=", "type"},
+		{"?page=true&type=,", "type"},
+		{"?page=true&type=Not%20a%20type", "type"},
+		{"?page=banana", "page"},
+		{"?page=true&notifications=maybe", "notifications"},
+	} {
+		resp, body := get(t, inboxURL+tc.query, tok)
+		var e struct{ Error string }
+		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || !strings.HasPrefix(e.Error, tc.names) {
+			t.Errorf("%s: %d %s, want 400 naming %s first", tc.query, resp.StatusCode, body, tc.names)
+		}
+	}
+	if resp, body := get(t, inboxURL+"?page=true&max_id=5", tok); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a good query: %d %s", resp.StatusCode, body)
 	}
 }

@@ -206,6 +206,17 @@ func (s *Service) audience(ctx context.Context, eventID string, actor *store.Act
 	var unknown []error
 	named := func(r string) error {
 		err := s.named(ctx, eventID, actor, act, r, add)
+		var sk *skippedError
+		if errors.As(err, &sk) {
+			s.log.InfoContext(ctx, "delivery: skipping a recipient that cannot be resolved",
+				"activity_id", act.ID, "recipient", r, "reason", sk.why, "err", sk.err)
+			if act.Type == "Follow" {
+				// A Follow reaches its object or nobody: given up for
+				// good below, as a dead delivery.
+				unknown = append(unknown, err)
+			}
+			return nil
+		}
 		var nf *nameNotFoundError
 		if errors.As(err, &nf) {
 			s.log.WarnContext(ctx, "delivery: skipping a recipient whose host name does not exist",
@@ -255,6 +266,15 @@ func (s *Service) audience(ctx context.Context, eventID string, actor *store.Act
 			return nil, local, err
 		}
 	}
+	// A public or unlisted reply reaches the local author of what it
+	// replies to, whom its addressing may not name
+	// (docs/application-api.md): the import makes it a reply in its inbox
+	// view. A followers-only or direct reply reaches those it names only.
+	if parent, err := s.replyAuthor(ctx, act); err != nil {
+		return nil, local, err
+	} else if parent != "" {
+		addLocal(parent)
+	}
 	if len(byInbox) == 0 && len(local.names) == 0 && len(unknown) > 0 {
 		return nil, local, outbox.Permanent(errors.Join(unknown...))
 	}
@@ -299,6 +319,34 @@ func (s *Service) reactionAuthor(ctx context.Context, act *activitypub.Activity)
 		return "", nil
 	}
 	return "", fmt.Errorf("delivery: fetch %s: %w", obj, err)
+}
+
+// replyAuthor returns the local author of the local object a public or
+// unlisted Create replies to; "" for anything else.
+func (s *Service) replyAuthor(ctx context.Context, act *activitypub.Activity) (string, error) {
+	obj := act.Object
+	if act.Type != "Create" || obj == nil || obj.InReplyTo == "" || !s.uris.IsLocal(obj.InReplyTo) {
+		return "", nil
+	}
+	public := false
+	for _, l := range [][]string{act.To, act.Cc, obj.To, obj.Cc} {
+		for _, r := range l {
+			public = public || activitypub.IsPublic(r)
+		}
+	}
+	if !public {
+		return "", nil
+	}
+	o, err := s.store.ObjectByURI(ctx, obj.InReplyTo)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("delivery: object %s: %w", obj.InReplyTo, err)
+	case !o.Local() || o.Deleted():
+		return "", nil
+	}
+	return o.AttributedTo, nil
 }
 
 // interleave orders targets deterministically so that consecutive ones go
@@ -360,9 +408,7 @@ func (s *Service) named(ctx context.Context, eventID string, actor *store.Actor,
 	a, err := s.cfg.Resolver.Actor(ctx, r)
 	if err != nil {
 		if skip, why := unresolvable(err); skip {
-			s.log.InfoContext(ctx, "delivery: skipping a recipient that cannot be resolved",
-				"activity_id", act.ID, "recipient", r, "reason", why, "err", err)
-			return nil
+			return &skippedError{recipient: r, why: why, err: err}
 		}
 		err = fmt.Errorf("delivery: resolve recipient %s of %s: %w", r, act.ID, err)
 		d := resolveDecision(err)
@@ -383,6 +429,18 @@ func (s *Service) named(ctx context.Context, eventID string, actor *store.Actor,
 	add(inbox, a.ID, a.SharedInbox != "", false)
 	return nil
 }
+
+// skippedError is a recipient left out for good: it cannot be resolved
+// (gone, not found, not an actor, refused).
+type skippedError struct {
+	recipient, why string
+	err            error
+}
+
+func (e *skippedError) Error() string {
+	return fmt.Sprintf("recipient %s cannot be resolved (%s): %v", e.recipient, e.why, e.err)
+}
+func (e *skippedError) Unwrap() error { return e.err }
 
 // NameNotFoundAttempts is the attempt of a fan-out from which a named
 // recipient whose host name does not exist (NXDOMAIN) is given up: the

@@ -866,6 +866,19 @@ func (h *Health) Drain(ctx context.Context, host string) (int, error) {
 	return n, nil
 }
 
+// Forget removes host's row, its health and history, for a host that is
+// gone for good (a removed webhook endpoint's): it leaves the hosts'
+// listing. Its deliveries are not touched (Drain them first). An unknown
+// host is ErrUnknownHost.
+func (h *Health) Forget(ctx context.Context, host string) error {
+	host = NormalizeHost(host, "")
+	if err := h.change(ctx, "forget", host, `DELETE FROM delivery_hosts WHERE host = ?`); err != nil {
+		return err
+	}
+	h.forget(host)
+	return nil
+}
+
 // change runs one UPDATE of host's row; no row is ErrUnknownHost. Host
 // state queued for writing is written first, so the change is not
 // overwritten by an older state.

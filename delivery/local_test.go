@@ -258,3 +258,30 @@ func TestLocalActorDeleted(t *testing.T) {
 		t.Fatalf("alice's note after her deletion: %+v, %v", o, err)
 	}
 }
+
+// TestLocalActorDeletedLeavesOthers: a deleted local actor leaves the
+// followers of the local actors it followed, and the following of those
+// who followed it, also where its Delete does not reach them.
+func TestLocalActorDeletedLeavesOthers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.withImporter()
+	alice, bob, carol := b.actor("alice"), b.actor("bob"), b.actor("carol")
+	b.startWorker(4)
+	b.mustAct(b.st.Follow(b.ctx, alice, bob.URI)) // bob does not follow alice
+	b.mustAct(b.st.Follow(b.ctx, carol, alice.URI))
+	waitFor(t, "both follows accepted", func() bool {
+		s1, _ := b.st.FollowingState(b.ctx, alice.ID, bob.URI)
+		s2, _ := b.st.FollowingState(b.ctx, carol.ID, alice.URI)
+		return s1 == store.StateAccepted && s2 == store.StateAccepted
+	})
+	if _, err := b.st.DeleteActor(b.ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := b.st.IsFollower(b.ctx, bob.ID, alice.URI); ok {
+		t.Fatal("deleted alice is still among bob's followers")
+	}
+	if _, err := b.st.FollowingState(b.ctx, carol.ID, alice.URI); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("carol still follows deleted alice: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/outbox"
 )
 
@@ -45,14 +46,72 @@ const (
 	settledDead      = "dead"
 )
 
+// fanoutSettled is the fan-out handler: fan out, and when the fan-out is
+// given up for good (nothing left to deliver to, or its last attempt
+// failed), settle the activity's delivery dead as a dead POST is
+// (giveUp).
+func (s *Service) fanoutSettled(ctx context.Context, ev outbox.Event) error {
+	err := s.fanout(ctx, ev)
+	if !s.givenUp(ctx, err) {
+		return err
+	}
+	var out activitypub.Outgoing
+	if json.Unmarshal(ev.Payload, &out) != nil {
+		return err
+	}
+	act, perr := activitypub.ParseActivity(out.Activity)
+	if perr != nil {
+		return err
+	}
+	inbox := act.ObjectID
+	if act.Type != "Follow" {
+		inbox = ""
+	}
+	s.giveUp(ctx, ev.ID, Post{Actor: out.Actor, ActivityID: act.ID, Inbox: inbox}, err)
+	return err
+}
+
+// givenUp reports whether a handler's err ends its event for good: a
+// permanent failure, or a failure on the last attempt.
+func (s *Service) givenUp(ctx context.Context, err error) bool {
+	var def *outbox.DeferError
+	var perm *outbox.PermanentError
+	switch {
+	case err == nil, errors.As(err, &def), ctx.Err() != nil:
+		return false
+	}
+	return errors.As(err, &perm) || outbox.Attempt(ctx) >= s.cfg.MaxAttempts
+}
+
+// giveUp settles delivery eventID of p dead: the pending follow of a
+// Follow is removed (store.GiveUpFollow), so that the actor may send a new
+// one, and Config.Outcomes is told (delivery.dead). A failure here is
+// logged: the event is dead either way.
+func (s *Service) giveUp(ctx context.Context, eventID string, p Post, cause error) {
+	if removed, err := s.store.GiveUpFollow(ctx, p.ActivityID); err != nil {
+		s.log.WarnContext(ctx, "delivery: the pending follow of a dead Follow was not removed",
+			"event_id", eventID, "activity_id", p.ActivityID, "err", err)
+	} else if removed {
+		s.log.InfoContext(ctx, "delivery: a Follow was given up; its pending follow is removed",
+			"event_id", eventID, "activity_id", p.ActivityID, "err", cause)
+	}
+	if s.cfg.Outcomes == nil || !s.cfg.Outcomes.WantsOutcomes(ctx) {
+		return
+	}
+	if err := s.settle(ctx, eventID, p, settledDead, cause); err != nil {
+		s.log.WarnContext(ctx, "delivery: a dead delivery's outcome was not recorded",
+			"event_id", eventID, "activity_id", p.ActivityID, "err", err)
+	}
+}
+
 // deliverSettled is the EventPost handler: deliver, then tell
 // Config.Outcomes of a delivery that settled (delivered, or dead: a
 // permanent failure, or a failure on the last attempt).
 func (s *Service) deliverSettled(ctx context.Context, ev outbox.Event) error {
 	err := s.deliver(ctx, ev)
+	var p Post
+	_ = json.Unmarshal(ev.Payload, &p)
 	if errors.Is(err, ErrSuperseded) {
-		var p Post
-		_ = json.Unmarshal(ev.Payload, &p)
 		if err := s.supersede(ctx, p, ev.ID, ev.Target); err != nil {
 			return err
 		}
@@ -60,38 +119,32 @@ func (s *Service) deliverSettled(ctx context.Context, ev outbox.Event) error {
 		return nil
 	}
 	var def *outbox.DeferError
-	var perm *outbox.PermanentError
-	outcome := ""
 	switch {
-	case err == nil:
-		outcome = settledDelivered
 	case errors.As(err, &def), ctx.Err() != nil:
 		return err
-	case errors.As(err, &perm), outbox.Attempt(ctx) >= s.cfg.MaxAttempts:
-		outcome = settledDead
+	case s.givenUp(ctx, err):
 		// Given up: the deliveries after it of its object to its inbox
 		// no longer wait for it, on either bus (order.go).
 		if serr := s.setTargetState(ctx, ev.ID, targetDead); serr != nil {
 			s.log.WarnContext(ctx, "delivery: dead state not recorded", "event_id", ev.ID, "err", serr)
 		}
-	default:
+		s.wakeWaiters(ev.ID)
+		if p.ActivityID != "" {
+			s.giveUp(ctx, ev.ID, p, err)
+		}
+		return err
+	case err != nil:
 		return err
 	}
 	s.wakeWaiters(ev.ID)
-	if s.cfg.Outcomes == nil || !s.cfg.Outcomes.WantsOutcomes(ctx) {
-		return err
+	if p.ActivityID == "" || s.cfg.Outcomes == nil || !s.cfg.Outcomes.WantsOutcomes(ctx) {
+		return nil
 	}
-	var p Post
-	if json.Unmarshal(ev.Payload, &p) != nil || p.ActivityID == "" {
-		return err
-	}
-	if serr := s.settle(ctx, ev.ID, p, outcome, err); serr != nil {
+	if serr := s.settle(ctx, ev.ID, p, settledDelivered, nil); serr != nil {
 		s.log.WarnContext(ctx, "delivery: outcome not recorded; the delivery runs again", "event_id", ev.ID, "err", serr)
-		if err == nil {
-			return serr
-		}
+		return serr
 	}
-	return err
+	return nil
 }
 
 // settle records the outcome of delivery eventID of p in one transaction

@@ -468,7 +468,7 @@ func New(cfg Config) (*Service, error) {
 // their stable names (HandlerFanout for activitypub.EventOutgoing,
 // HandlerForward for activitypub.EventForward, HandlerPost for EventPost).
 func (s *Service) Register(reg *outbox.Registry) {
-	reg.Handle(activitypub.EventOutgoing, HandlerFanout, s.fanout)
+	reg.Handle(activitypub.EventOutgoing, HandlerFanout, s.fanoutSettled)
 	reg.Handle(activitypub.EventForward, HandlerForward, s.forward)
 	reg.Handle(EventPost, HandlerPost, s.deliverSettled)
 	if s.cfg.Webhooks != nil {

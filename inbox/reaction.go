@@ -4,45 +4,19 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"strings"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/store"
 )
 
-// Emoji reactions. Two shapes reach the inbox:
-//
-//   - EmojiReact (honk, Pleroma, Akkoma; older Pleroma named it
-//     EmojiReaction, still read): "content" is the emoji, a
-//     Unicode one or a custom one's :shortcode:, whose image is the "tag"
-//     entry of type Emoji with that name ("icon": an Image with "url").
-//   - Misskey's Like with "_misskey_reaction" (and "content", the same
-//     emoji): a Like that carries an emoji is an emoji reaction; a Like
-//     without one stays a Like.
-//
-// Either is counted per emoji on the local object (store.EmojiCount),
-// once per (actor, object, emoji); its Undo, embedded or by id, removes it.
+// Emoji reactions: an EmojiReact (or older Pleroma's EmojiReaction), or
+// Misskey's Like with an emoji, as activitypub.ReactionOf decides (the
+// application's inbox view decides with it too). Either is counted per
+// emoji on the local object (store.EmojiCount), once per (actor, object,
+// emoji); its Undo, embedded or by id, removes it.
 
 // OutcomeReacted: an emoji reaction of a local object recorded.
 const OutcomeReacted = "reacted"
-
-// emojiReactTypes are the types of an emoji reaction that is not a Like.
-var emojiReactTypes = map[string]bool{"EmojiReact": true, "EmojiReaction": true}
-
-// reactionWire is the part of a reaction's document read here.
-type reactionWire struct {
-	Content         json.RawMessage `json:"content"`
-	MisskeyReaction json.RawMessage `json:"_misskey_reaction"`
-	Tag             json.RawMessage `json:"tag"`
-}
-
-// emojiTag is a tag entry that may be a custom emoji.
-type emojiTag struct {
-	ID   string          `json:"id"`
-	Type string          `json:"type"`
-	Name string          `json:"name"`
-	Icon json.RawMessage `json:"icon"`
-}
 
 // emojiOf returns the emoji of the reaction document raw of type typ (an
 // EmojiReact, or a Like that carries one) and, for a custom emoji, its
@@ -50,84 +24,11 @@ type emojiTag struct {
 // Unicode emoji has no image, whatever tag comes with it (the store keeps
 // a custom emoji's image only from a reactor of its host).
 func emojiOf(typ string, raw json.RawMessage) (emoji, icon, id string) {
-	if !emojiReactTypes[typ] && typ != "Like" {
+	r := activitypub.ReactionOf(typ, raw)
+	if r.Kind != activitypub.ReactionEmoji {
 		return "", "", ""
 	}
-	var w reactionWire
-	if json.Unmarshal(raw, &w) != nil {
-		return "", "", ""
-	}
-	emoji = strings.TrimSpace(jsonString(w.MisskeyReaction))
-	if emoji == "" {
-		emoji = strings.TrimSpace(jsonString(w.Content))
-	}
-	if emoji == "" || !store.CustomEmoji(emoji) {
-		return emoji, "", ""
-	}
-	for _, t := range tagList(w.Tag) {
-		if t.Type != "Emoji" || !sameShortcode(t.Name, emoji) {
-			continue
-		}
-		if u := iconURL(t.Icon); strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
-			icon = u
-		}
-		id = t.ID
-		break
-	}
-	return emoji, icon, id
-}
-
-// sameShortcode compares custom emoji names with or without their colons
-// (Misskey writes :name@host: in the reaction and :name: in the tag).
-func sameShortcode(a, b string) bool {
-	trim := func(s string) string {
-		s = strings.Trim(s, ":")
-		s, _, _ = strings.Cut(s, "@")
-		return s
-	}
-	return trim(a) == trim(b)
-}
-
-func jsonString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return ""
-}
-
-// tagList reads "tag" as a list or a single object.
-func tagList(raw json.RawMessage) []emojiTag {
-	var l []emojiTag
-	if json.Unmarshal(raw, &l) == nil {
-		return l
-	}
-	var one emojiTag
-	if json.Unmarshal(raw, &one) == nil {
-		return []emojiTag{one}
-	}
-	return nil
-}
-
-// iconURL reads an icon: an Image with url (a string or a Link), or a URL.
-func iconURL(raw json.RawMessage) string {
-	if s := jsonString(raw); s != "" {
-		return s
-	}
-	var img struct {
-		URL json.RawMessage `json:"url"`
-	}
-	var l []json.RawMessage
-	if json.Unmarshal(raw, &l) == nil && len(l) > 0 {
-		return iconURL(l[0])
-	}
-	if json.Unmarshal(raw, &img) != nil {
-		return ""
-	}
-	if ids := activitypub.IDs(img.URL); len(ids) > 0 {
-		return ids[0]
-	}
-	return ""
+	return r.Emoji, r.Icon, r.TagID
 }
 
 // isEmojiReaction reports whether act is an emoji reaction (its import is
@@ -172,7 +73,7 @@ func (im *Importer) undoEmoji(ctx context.Context, tx *sql.Tx, act *activitypub.
 	switch innerType {
 	case "EmojiReact", "EmojiReaction", "Like":
 		emoji, _, _ = emojiOf(innerType, inner.Raw)
-		if emoji != "" || emojiReactTypes[innerType] {
+		if emoji != "" || activitypub.IsEmojiReact(innerType) {
 			r.ObjectURI, r.Emoji = inner.ObjectID, emoji
 		}
 	case "":
@@ -180,7 +81,7 @@ func (im *Importer) undoEmoji(ctx context.Context, tx *sql.Tx, act *activitypub.
 		return "", false, nil
 	}
 	if r.ActivityURI == "" && r.ObjectURI == "" {
-		if emojiReactTypes[innerType] {
+		if activitypub.IsEmojiReact(innerType) {
 			return OutcomeNoMatch, true, nil
 		}
 		return "", false, nil
@@ -193,7 +94,7 @@ func (im *Importer) undoEmoji(ctx context.Context, tx *sql.Tx, act *activitypub.
 	switch {
 	case removed:
 		return OutcomeUndone, true, nil
-	case emojiReactTypes[innerType] || emoji != "":
+	case activitypub.IsEmojiReact(innerType) || emoji != "":
 		return OutcomeNoMatch, true, nil
 	}
 	return "", false, nil // a plain Like, or an id that is no emoji reaction

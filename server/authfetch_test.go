@@ -251,9 +251,14 @@ func TestAuthorizedFetch(t *testing.T) {
 	wantStatus(t, b.do(t, http.MethodGet, "/users/alice/outbox", nil, "Accept", apJSON, "Authorization", "Bearer "+b.token), http.StatusOK)
 	// A token that is not alice's does not stand in for a signature.
 	_, bobToken := b.actor(t, "bob")
-	for _, tc := range []struct{ path, token string }{
-		{"/users/alice", "junk"}, {"/users/alice/outbox", bobToken}, {notePath, b.token},
+	// Another actor's token is 403 (docs/client-to-server.md).
+	for _, tc := range []struct {
+		path, token string
+		status      int
+	}{
+		{"/users/alice", "junk", http.StatusUnauthorized}, {"/users/alice/outbox", bobToken, http.StatusForbidden},
+		{notePath, b.token, http.StatusUnauthorized},
 	} {
-		wantStatus(t, b.do(t, http.MethodGet, tc.path, nil, "Accept", apJSON, "Authorization", "Bearer "+tc.token), http.StatusUnauthorized)
+		wantStatus(t, b.do(t, http.MethodGet, tc.path, nil, "Accept", apJSON, "Authorization", "Bearer "+tc.token), tc.status)
 	}
 }

@@ -109,7 +109,9 @@ func (s *Server) postOutbox(w http.ResponseWriter, r *http.Request) {
 			activitypub.ActivityStreams))
 		return
 	}
+	raw := r.Body
 	if r.ContentLength > s.cfg.MaxBodyBytes {
+		drainRefused(w, raw)
 		s.writeError(w, r, store.Errorf(eTooLarge, "body is larger than %d bytes", s.cfg.MaxBodyBytes))
 		return
 	}
@@ -117,6 +119,7 @@ func (s *Server) postOutbox(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			drainRefused(w, raw)
 			s.writeError(w, r, store.Errorf(eTooLarge, "body is larger than %d bytes", s.cfg.MaxBodyBytes))
 			return
 		}
@@ -141,6 +144,19 @@ func (s *Server) postOutbox(w http.ResponseWriter, r *http.Request) {
 	s.log.DebugContext(ctx, "client write", "actor", actor.Name, "type", act.Type, "activity", act.URI, "event_id", act.EventID)
 	w.Header().Set("Location", act.URI)
 	writeRawDoc(w, r, http.StatusCreated, act.Document)
+}
+
+// maxDrain bounds what is read of a body refused as too large.
+const maxDrain = 8 << 20
+
+// drainRefused reads and drops up to maxDrain bytes of the rest of a body
+// refused as too large, and closes the connection after the answer: a
+// client still sending the body (as common clients do, reading the answer
+// only after) then reads the 413 instead of a reset connection. A body
+// larger still is cut.
+func drainRefused(w http.ResponseWriter, body io.Reader) {
+	_, _ = io.CopyN(io.Discard, body, maxDrain)
+	w.Header().Set("Connection", "close")
 }
 
 // checkAuthor refuses a request that names another actor as its actor or
@@ -253,6 +269,9 @@ func (s *Server) update(r *http.Request, actor *store.Actor, req *c2sWire, doc m
 	}
 	if id == actor.URI {
 		return s.updateActor(r, actor, req.Object) // c2s_profile.go
+	}
+	if _, ok := s.uris.ActorName(id); ok {
+		return nil, store.Errorf(store.EFORBIDDEN, "cannot update %q: an actor updates its own profile only", id)
 	}
 	if !s.uris.IsLocal(id) {
 		return nil, store.Errorf(store.EFORBIDDEN, "cannot update %q: it belongs to another server", id)

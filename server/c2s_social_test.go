@@ -206,3 +206,92 @@ func TestC2SMoveRefused(t *testing.T) {
 	wantErrorBody(t, plain.post(t, "alice", plain.token, map[string]any{"type": "Move", "object": plain.alice.URI,
 		"target": peer.actor("/users/new")}), http.StatusUnprocessableEntity, "cannot fetch")
 }
+
+// TestC2SVote: an application votes as Mastodon does, a Note with the
+// option's name and the poll in inReplyTo, without content; a local actor's
+// vote on a local poll counts under the rules of a remote one (one answer
+// per voter on a oneOf poll, options the poll has, not the author's own),
+// is addressed to the poll's author, and is not stored as a note.
+func TestC2SVote(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bob, bobTok := b.actor(t, "bob")
+	poll := b.created(t, b.post(t, "alice", b.token, map[string]any{"type": "Question", "content": "tea or coffee?",
+		"to": []any{activitypub.Public}, "oneOf": []any{map[string]any{"type": "Note", "name": "tea"},
+			map[string]any{"type": "Note", "name": "coffee"}}}), "Create")
+	question := poll.ObjectID
+	vote := func(option string) response {
+		return b.post(t, "bob", bobTok, map[string]any{"type": "Note", "name": option, "inReplyTo": question})
+	}
+	r := vote("tea")
+	wantStatus(t, r, http.StatusCreated)
+	act, err := activitypub.ParseActivity(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(act.To) != 1 || act.To[0] != b.alice.URI || act.Object == nil || act.Object.Name != "tea" ||
+		act.Object.InReplyTo != question || len(act.Object.AttributedTo) != 1 || act.Object.AttributedTo[0] != bob.URI {
+		t.Fatalf("the vote's Create: %s", act.Raw)
+	}
+	o, err := b.st.ObjectByURI(b.ctx, question)
+	if err != nil || o.Type != "Question" {
+		t.Fatal(err)
+	}
+	if c, err := b.st.PollCounts(b.ctx, o); err != nil || c["tea"] != 1 || c[""] != 1 {
+		t.Fatalf("counts %v, %v", c, err)
+	}
+	wantErrorBody(t, vote("coffee"), http.StatusUnprocessableEntity, "cannot count")
+	wantErrorBody(t, vote("milk"), http.StatusUnprocessableEntity, "cannot count")
+	wantErrorBody(t, b.post(t, "alice", b.token, map[string]any{"type": "Note", "name": "tea", "inReplyTo": question}),
+		http.StatusUnprocessableEntity, "cannot count")
+	// A Create around it is the same vote shape.
+	_, carolTok := b.actor(t, "carol")
+	wantStatus(t, b.post(t, "carol", carolTok, map[string]any{"type": "Create",
+		"object": map[string]any{"type": "Note", "name": "coffee", "inReplyTo": question}}), http.StatusCreated)
+	if c, _ := b.st.PollCounts(b.ctx, o); c["coffee"] != 1 || c[""] != 2 {
+		t.Fatalf("counts after carol's vote %v", c)
+	}
+	// With content too, as some servers send votes, when it names a poll.
+	_, daveTok := b.actor(t, "dave")
+	wantStatus(t, b.post(t, "dave", daveTok, map[string]any{"type": "Note", "name": "tea", "content": "tea",
+		"inReplyTo": question, "to": []any{b.alice.URI}}), http.StatusCreated)
+	if c, _ := b.st.PollCounts(b.ctx, o); c["tea"] != 2 || c[""] != 3 {
+		t.Fatalf("counts after dave's vote %v", c)
+	}
+	// A named note without content replying to what is no poll is refused.
+	_, plain, err := b.st.CreateNote(b.ctx, b.alice, store.NoteInput{Content: "plain", To: []string{store.Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrorBody(t, b.post(t, "bob", bobTok, map[string]any{"type": "Note", "name": "tea", "inReplyTo": plain.URI}),
+		http.StatusUnprocessableEntity, "not a poll")
+	if n := b.count(t, `SELECT COUNT(*) FROM objects WHERE in_reply_to = ?`, question); n != 0 {
+		t.Fatalf("%d votes stored as notes", n)
+	}
+}
+
+// TestC2SOtherActorsThings: what is another local actor's is 403, as
+// documented: accepting its Follow by id, updating its profile; content is
+// bounded as the whole document is (1 MiB), not at 50,000 characters.
+func TestC2SOtherActorsThings(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bob, bobTok := b.actor(t, "bob")
+	if err := b.st.Tx(b.ctx, func(tx *sql.Tx) error {
+		_, err := b.st.AddFollowerTx(b.ctx, tx, store.Follower{ActorID: bob.ID, URI: remoteActor, Inbox: remoteActor + "/inbox",
+			FollowActivityID: remoteActor + "/follows/bob", State: store.StatePending})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantErrorBody(t, b.post(t, "alice", b.token, map[string]any{"type": "Accept", "object": remoteActor + "/follows/bob"}),
+		http.StatusForbidden, "not of")
+	wantErrorBody(t, b.post(t, "alice", b.token, map[string]any{"type": "Update",
+		"object": map[string]any{"id": bob.URI, "type": "Person", "name": "Not Bob"}}), http.StatusForbidden, "own profile")
+	// bob's own answer still works.
+	wantStatus(t, b.post(t, "bob", bobTok, map[string]any{"type": "Accept", "object": remoteActor + "/follows/bob"}),
+		http.StatusCreated)
+	long := strings.Repeat("é", 60_000)
+	b.created(t, b.post(t, "alice", b.token, map[string]any{"type": "Note", "content": long,
+		"to": []any{activitypub.Public}}), "Create")
+}

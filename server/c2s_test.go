@@ -1,10 +1,15 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -355,7 +360,7 @@ func TestC2SBadInput(t *testing.T) {
 		{"no token", "", []byte(`{"type": "Note"}`), []string{"Authorization", ""}, 401},
 		{"wrong scheme", "", []byte(`{"type": "Note"}`), []string{"Authorization", "Basic " + b.token}, 401},
 		{"wrong token", "", []byte(`{"type": "Note"}`), []string{"Authorization", "Bearer nope"}, 401},
-		{"another actor's token", "", []byte(`{"type": "Note"}`), []string{"Authorization", "Bearer " + bobToken}, 401},
+		{"another actor's token", "", []byte(`{"type": "Note"}`), []string{"Authorization", "Bearer " + bobToken}, 403},
 		{"as another actor", "", []byte(`{"type": "Follow", "actor": "` + b.base + `/users/bob", "object": "` + remoteActor + `"}`), nil, 403},
 		{"attributed to another", "", []byte(`{"type": "Create", "object": {"type": "Note", "content": "x", "to": "as:Public", "attributedTo": "` + b.base + `/users/bob"}}`), nil, 403},
 		{"update another's note", "", []byte(`{"type": "Update", "object": {"id": "` + bobNote + `", "type": "Note", "content": "mine now"}}`), nil, 403},
@@ -458,4 +463,45 @@ func FuzzDecodeC2S(f *testing.F) {
 			t.Fatalf("embedded error %v", err)
 		}
 	})
+}
+
+// TestC2STooLargeBodyRead: a body over the limit is read (up to a bound)
+// before the 413, so a client that sends it whole before reading the
+// answer, as common clients do, gets the 413 rather than a reset
+// connection; announced or not.
+func TestC2STooLargeBodyRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	u, err := url.Parse(b.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 7<<20)
+	for _, chunked := range []bool{false, true} {
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := "POST /users/alice/outbox HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + b.token +
+			"\r\nContent-Type: application/activity+json\r\n"
+		var req []byte
+		if chunked {
+			req = append([]byte(head+"Transfer-Encoding: chunked\r\n\r\n"), fmt.Sprintf("%x\r\n", len(body))...)
+			req = append(append(req, body...), "\r\n0\r\n\r\n"...)
+		} else {
+			req = append([]byte(head+fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body))), body...)
+		}
+		if _, err := conn.Write(req); err != nil {
+			t.Fatalf("chunked %v: writing the body: %v", chunked, err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("chunked %v: reading the answer: %v", chunked, err)
+		}
+		msg, _ := io.ReadAll(res.Body)
+		conn.Close()
+		if res.StatusCode != http.StatusRequestEntityTooLarge || !bytes.Contains(msg, []byte("larger than")) {
+			t.Fatalf("chunked %v: %d %s", chunked, res.StatusCode, msg)
+		}
+	}
 }

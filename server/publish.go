@@ -116,6 +116,12 @@ func publishable(typ string, custom bool) error {
 // publishCreate publishes obj (a bare object, or the object of the Create
 // create) as a new object of actor's.
 func (s *Server) publishCreate(r *http.Request, actor *store.Actor, obj, create map[string]any) (*store.Activity, error) {
+	if question, option, ok := s.voteShape(r, obj); ok {
+		if err := checkAuthor(actor, rawOf(obj["actor"]), rawOf(obj["attributedTo"])); err != nil {
+			return nil, err
+		}
+		return s.st.CastVote(r.Context(), actor, question, option)
+	}
 	in, err := s.objectInput(r, actor, obj, create)
 	if err != nil {
 		return nil, err
@@ -626,4 +632,24 @@ func checkPoll(typ string, props map[string]any) error {
 		}
 	}
 	return nil
+}
+
+// voteShape reports whether obj is a vote: a Note with a name (the option)
+// and an inReplyTo (the poll), without content as Mastodon sends it, or
+// with content when what it replies to is a poll courier has. It returns
+// the poll and the option.
+func (s *Server) voteShape(r *http.Request, obj map[string]any) (question, option string, ok bool) {
+	if t, _ := obj["type"].(string); t != "Note" {
+		return "", "", false
+	}
+	name, _ := obj["name"].(string)
+	question = objectID(rawOf(obj["inReplyTo"]))
+	if name == "" || question == "" || obj["attachment"] != nil {
+		return "", "", false
+	}
+	if obj["content"] == nil && obj["contentMap"] == nil {
+		return question, name, true
+	}
+	o, err := s.st.ObjectByURI(r.Context(), question)
+	return question, name, err == nil && o.Type == "Question"
 }

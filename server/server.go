@@ -259,16 +259,26 @@ func (s *Server) owner(r *http.Request, a *store.Actor) (bool, error) {
 
 // authenticate checks tok as the bearer token of the actor name, unless
 // the client's address has used up its failed attempts (429 with
-// Retry-After); a wrong token counts as a failed attempt.
+// Retry-After); a wrong token counts as a failed attempt. Another local
+// actor's valid token is EFORBIDDEN and no failed attempt: an application
+// serving many actors from one address holds many tokens.
 func (s *Server) authenticate(r *http.Request, name, tok string) (*store.Actor, error) {
 	if wait := s.cfg.Failures.Wait(r.RemoteAddr); wait > 0 {
 		return nil, &throttledError{wait: wait, err: store.Errorf(eThrottled,
 			"too many failed token attempts from this address; retry in %ss", limit.RetryAfter(wait))}
 	}
 	a, err := s.st.Authenticate(r.Context(), name, tok)
-	if store.ErrorCode(err) == store.EUNAUTHORIZED {
-		s.cfg.Failures.Failed(r.RemoteAddr)
+	if store.ErrorCode(err) != store.EUNAUTHORIZED {
+		return a, err
 	}
+	other, err2 := s.st.TokenOwner(r.Context(), tok)
+	switch {
+	case err2 == nil:
+		return nil, store.Errorf(store.EFORBIDDEN, "the token is %s's, not %s's", other, name)
+	case store.ErrorCode(err2) != store.ENOTFOUND:
+		return nil, err2
+	}
+	s.cfg.Failures.Failed(r.RemoteAddr)
 	return a, err
 }
 

@@ -50,3 +50,23 @@ func TestAuthorizedFetchBearerThrottled(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherActorsTokenForbidden: another local actor's valid token on an
+// outbox is 403, on writes and on the owner's reads, and is no failed
+// attempt: an application serving many actors from one address is never
+// throttled for it, and the right token still works after many.
+func TestOtherActorsTokenForbidden(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, bobTok := b.actor(t, "bob")
+	note := map[string]any{"type": "Note", "content": "hi", "to": []string{"https://www.w3.org/ns/activitystreams#Public"}}
+	for range 2 * limit.DefaultFailureBurst {
+		wantErrorBody(t, b.post(t, "alice", bobTok, note), http.StatusForbidden, "bob")
+	}
+	wantStatus(t, b.get(t, "/users/alice/outbox", "Authorization", "Bearer "+bobTok), http.StatusForbidden)
+	wantStatus(t, b.post(t, "alice", b.token, note), http.StatusCreated)
+	wantStatus(t, b.post(t, "bob", bobTok, note), http.StatusCreated)
+	if n := b.count(t, "SELECT COUNT(*) FROM objects"); n != 2 {
+		t.Fatalf("%d objects written, want 2", n)
+	}
+}

@@ -46,7 +46,11 @@ func (s *Store) DeleteActor(ctx context.Context, name string) (*Activity, error)
 			ON CONFLICT (name) DO NOTHING`, a.Name, ms(ev.At)); err != nil {
 			return wrap("delete actor", err)
 		}
-		return nil
+		// It leaves the other local actors' followers and following at
+		// once, whether its Delete reaches them (a follower of it) or not
+		// (one it follows only); its own rows stay for the Delete's
+		// delivery.
+		return s.RemoveLocalTiesTx(ctx, tx, a.URI)
 	})
 	if err != nil {
 		return nil, err

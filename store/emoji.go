@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/courier-ap/courier/activitypub"
 )
 
 // This file holds emoji reactions: EmojiReact (honk, Pleroma, Akkoma) and
@@ -31,7 +33,7 @@ const (
 // CustomEmoji reports whether emoji is a custom emoji's :shortcode: rather
 // than a Unicode emoji.
 func CustomEmoji(emoji string) bool {
-	return len(emoji) > 2 && strings.HasPrefix(emoji, ":") && strings.HasSuffix(emoji, ":")
+	return activitypub.IsCustomEmoji(emoji)
 }
 
 // EmojiReaction is one emoji reaction of an object.

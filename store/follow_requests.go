@@ -57,6 +57,17 @@ func (s *Store) answerFollower(ctx context.Context, actor *Actor, req FollowRequ
 			var uri string
 			err := tx.QueryRowContext(ctx, `SELECT follower_uri FROM followers WHERE actor_id = ? AND follow_activity_id = ?`,
 				actor.ID, req.FollowID).Scan(&uri)
+			if errors.Is(err, sql.ErrNoRows) {
+				// Another actor's Follow is not this actor's to answer.
+				var n int
+				if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM followers WHERE follow_activity_id = ?`,
+					req.FollowID).Scan(&n); err != nil {
+					return err
+				}
+				if n > 0 {
+					return Errorf(EFORBIDDEN, "Follow %q is not of %s", req.FollowID, actor.URI)
+				}
+			}
 			if err != nil {
 				return notFound(err, ENOTFOUND, "no Follow %q of %s", req.FollowID, actor.URI)
 			}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rsa"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/sqldb"
 )
 
 // Instance is the server's own actor ({base}/actor, type Application). It
@@ -103,4 +105,28 @@ func (s *Store) InstanceDocument(i *Instance) ([]byte, error) {
 		ManuallyApprovesFollowers: true,
 		PublicKey:                 activitypub.PublicKey{ID: activitypub.KeyID(i.ID), Owner: i.ID, PublicKeyPem: i.PublicKeyPEM},
 	})
+}
+
+// RecordBaseURL records the base URL the store builds ids from as the one
+// this database is served under (the server and the worker at start), for
+// the commands that are given none (RecordedBaseURL).
+func (s *Store) RecordBaseURL(ctx context.Context) error {
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO instance_base_url (id, base_url, updated_at) VALUES (1, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET base_url = excluded.base_url, updated_at = excluded.updated_at`,
+			s.uris.Base, ms(s.now()))
+		return err
+	})
+	return wrap("record base URL", err)
+}
+
+// RecordedBaseURL returns the base URL recorded by RecordBaseURL in db, ""
+// when none was.
+func RecordedBaseURL(ctx context.Context, db *sqldb.DB) (string, error) {
+	var base string
+	err := db.Read.QueryRowContext(ctx, `SELECT base_url FROM instance_base_url WHERE id = 1`).Scan(&base)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return base, wrap("recorded base URL", err)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/outbox"
 )
 
@@ -233,4 +234,61 @@ func (s *Store) PublishPollCounts(ctx context.Context, eventID, uri string) erro
 		return err
 	})
 	return wrap("publish poll counts", err)
+}
+
+// CastVote records actor's vote for option on the poll question and
+// enqueues it as the fediverse sends votes (Mastodon's shape: a Create of a
+// Note whose name is the option and whose inReplyTo is the poll, without
+// content, addressed to the poll's author), in one transaction. A vote on a
+// local poll is counted here, under the rules of a remote vote (VoteTx);
+// one that cannot count (an option the poll does not have, a closed poll,
+// a second vote on a oneOf poll, the author's own) is EUNPROCESSABLE. A
+// remote poll must be one courier has stored. The vote is not stored as
+// a note of actor's.
+func (s *Store) CastVote(ctx context.Context, actor *Actor, question, option string) (*Activity, error) {
+	if !absoluteURL(question) {
+		return nil, Errorf(EINVALID, "inReplyTo %q is not an absolute http(s) URL", question)
+	}
+	if option == "" {
+		return nil, Errorf(EINVALID, "a vote needs the option's name")
+	}
+	ev := s.newEvent()
+	var act *Activity
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		id := activitypub.ActivityID(s.uris.Base, ev.ID, "Create")
+		var author string
+		if s.uris.IsLocal(question) {
+			counted, err := s.VoteTx(ctx, tx, Vote{Question: question, Voter: actor.URI, Option: option, ActivityURI: id, At: ev.At})
+			if errors.Is(err, ErrNotPoll) {
+				return Errorf(EUNPROCESSABLE, "%q is not a poll: a Note with a name and inReplyTo but no content is a vote", question)
+			}
+			if err != nil {
+				return err
+			}
+			if !counted {
+				return Errorf(EUNPROCESSABLE, "the vote for %q cannot count: the poll has no such option, is closed, or has your vote already", option)
+			}
+		}
+		o, err := s.ObjectByURITx(ctx, tx, question)
+		if errors.Is(err, ErrNotFound) {
+			return Errorf(EUNPROCESSABLE, "%q is not a poll courier knows: a Note with a name and inReplyTo but no content is a vote", question)
+		}
+		if err != nil {
+			return err
+		}
+		if o.Type != "Question" || o.Deleted() {
+			return Errorf(EUNPROCESSABLE, "%q is not a poll: a Note with a name and inReplyTo but no content is a vote", question)
+		}
+		author = o.AttributedTo
+		note := map[string]any{
+			"id": id + "#vote", "type": "Note", "attributedTo": actor.URI, "name": option,
+			"inReplyTo": question, "to": []string{author},
+		}
+		act, err = s.emitTx(ctx, tx, ev, actor, "Create", note, []string{author}, nil)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("vote", err)
+	}
+	return act, nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"net/url"
 	"sort"
 	"strings"
@@ -624,4 +625,35 @@ func clampLimit(n int) int {
 		return DefaultPageSize
 	}
 	return min(n, MaxPageSize)
+}
+
+// GiveUpFollow removes the local follow that the Follow followID asked
+// while it is still pending, once the Follow's delivery was given up for
+// good (no inbox to deliver it to, or dead-lettered): the actor may send a
+// new Follow. It reports whether a follow was removed; an answered follow,
+// or an id that is no Follow, is left alone.
+func (s *Store) GiveUpFollow(ctx context.Context, followID string) (bool, error) {
+	// Read first: a dead delivery of anything but a Follow (most of them)
+	// costs no write.
+	var typ string
+	err := s.db.Read.QueryRowContext(ctx, `SELECT type FROM activities WHERE uri = ?`, followID).Scan(&typ)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && typ != "Follow") {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrap("give up follow", err)
+	}
+	var n int64
+	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM following WHERE follow_activity_id = ? AND state = 'pending'`, followID)
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return false, wrap("give up follow", err)
+	}
+	return n > 0, nil
 }

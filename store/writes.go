@@ -14,9 +14,11 @@ import (
 
 // Limits of a note.
 const (
-	MaxContentLen   = 50_000 // characters of content
-	MaxSummaryChars = 1_000  // characters of summary (content warning)
-	MaxRecipients   = 500    // entries of to plus cc
+	// MaxContentLen bounds content in bytes: an object's whole document
+	// is bounded by as much (MaxDocumentBytes), in content or contentMap.
+	MaxContentLen   = MaxDocumentBytes
+	MaxSummaryChars = 1_000 // characters of summary (content warning)
+	MaxRecipients   = 500   // entries of to plus cc
 )
 
 // NoteInput is the content of a note a local actor writes.
@@ -43,8 +45,8 @@ func checkText(content, summary, inReplyTo string) error {
 	if !utf8.ValidString(content) || !utf8.ValidString(summary) {
 		return Errorf(EINVALID, "content and summary must be UTF-8")
 	}
-	if utf8.RuneCountInString(content) > MaxContentLen {
-		return Errorf(EINVALID, "content is longer than %d characters", MaxContentLen)
+	if len(content) > MaxContentLen {
+		return Errorf(EUNPROCESSABLE, "content is larger than %d bytes, the bound of an object's document", MaxContentLen)
 	}
 	if utf8.RuneCountInString(summary) > MaxSummaryChars {
 		return Errorf(EINVALID, "summary is longer than %d characters", MaxSummaryChars)
@@ -425,16 +427,31 @@ func (s *Store) react(ctx context.Context, actor *Actor, typ, uri string) (*Acti
 	return act, nil
 }
 
-// Block records actor's block of the remote actor target, severs the
-// follows between them both ways, and enqueues the Block, in one
-// transaction. Blocking a blocked actor is ECONFLICT.
+// Block records actor's block of target (a remote actor, or another local
+// one), severs the follows between them both ways, and enqueues the Block,
+// in one transaction. A local target gets the Block through the import,
+// as a remote one would (its side of the follows severed there); what the
+// blocked actor sends then reaches neither actor's inbox view. Blocking a
+// blocked actor is ECONFLICT; blocking oneself, or a local id that is no
+// actor, EINVALID.
 func (s *Store) Block(ctx context.Context, actor *Actor, target string) (*Activity, error) {
-	if !absoluteURL(target) || s.uris.IsLocal(target) {
-		return nil, Errorf(EINVALID, "%q is not a remote actor id", target)
+	if !absoluteURL(target) {
+		return nil, Errorf(EINVALID, "%q is not an actor id", target)
+	}
+	if target == actor.URI {
+		return nil, Errorf(EINVALID, "an actor cannot block itself")
 	}
 	ev := s.newEvent()
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if s.uris.IsLocal(target) {
+			if _, err := s.ActorByURITx(ctx, tx, target); err != nil {
+				if ErrorCode(err) == ENOTFOUND {
+					return Errorf(EINVALID, "%q is not an actor id", target)
+				}
+				return err
+			}
+		}
 		added, err := s.addBlockTx(ctx, tx, actor.ID, target, BlockOutgoing, activitypub.ActivityID(s.uris.Base, ev.ID, "Block"))
 		if err != nil {
 			return err

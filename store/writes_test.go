@@ -94,15 +94,22 @@ func TestCreateNoteValidates(t *testing.T) {
 		"bad audience": {Content: "x", To: []string{"mailto:x@y"}},
 		"relative":     {Content: "x", To: []string{"/users/bob"}},
 		"bad reply":    {Content: "x", To: []string{Public}, InReplyTo: "nope"},
-		"too long":     {Content: strings.Repeat("x", MaxContentLen+1), To: []string{Public}},
 		"invalid utf8": {Content: "\xff", To: []string{Public}},
 	} {
 		if _, _, err := b.store.CreateNote(b.ctx, a, in); ErrorCode(err) != EINVALID {
 			t.Errorf("%s: %v, want invalid", name, err)
 		}
 	}
+	// Content is bounded as an object's document is (1 MiB), and what
+	// courier cannot carry is EUNPROCESSABLE; 60,000 characters pass.
+	if _, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: strings.Repeat("x", MaxContentLen+1), To: []string{Public}}); ErrorCode(err) != EUNPROCESSABLE {
+		t.Errorf("content over the bound: %v, want unprocessable", err)
+	}
 	if n := b.count(t, `SELECT COUNT(*) FROM event_queue`) + b.count(t, `SELECT COUNT(*) FROM objects`); n != 0 {
 		t.Fatalf("rejected writes left %d rows", n)
+	}
+	if _, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: strings.Repeat("é", 60_000), To: []string{Public}}); err != nil {
+		t.Errorf("60,000 characters of content: %v", err)
 	}
 }
 

@@ -25,6 +25,7 @@ var tables = []table{
 	{name: "remote_moves"},
 	{name: "deleted_actors"},
 	{name: "instance_actor"},
+	{name: "instance_base_url"},
 	{name: "objects"},
 	{name: "object_tags"},
 	{name: "poll_votes"},

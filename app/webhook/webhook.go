@@ -93,6 +93,9 @@ func EventTypeOf(it app.Item) string {
 	case app.KindQuoteRejected:
 		return TypeQuoteRejected
 	}
+	if it.Type == "EmojiReaction" { // older Pleroma's name (activitypub.IsEmojiReact)
+		return activityPrefix + "emojireact"
+	}
 	return activityPrefix + strings.ToLower(it.Type)
 }
 
@@ -113,6 +116,19 @@ type Payload struct {
 	Type      string    `json:"type"`
 	Timestamp time.Time `json:"timestamp"`
 	Data      Data      `json:"data"`
+}
+
+// TimestampLayout is the layout of a payload's timestamp: RFC 3339 in UTC
+// with exactly three fractional digits (milliseconds).
+const TimestampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON encodes p with its timestamp in TimestampLayout.
+func (p Payload) MarshalJSON() ([]byte, error) {
+	type plain Payload
+	return json.Marshal(struct {
+		plain
+		Timestamp string `json:"timestamp"`
+	}{plain(p), p.Timestamp.UTC().Format(TimestampLayout)})
 }
 
 // Data is what an event reports. Actor, Seq and Activity are those of the

@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -745,6 +746,7 @@ func TestEventTypeOf(t *testing.T) {
 		{"Follow", "follow", "activity.follow"},
 		{"Follow", "follow_request", "follow.requested"},
 		{"EmojiReact", "reaction", "activity.emojireact"},
+		{"EmojiReaction", "reaction", "activity.emojireact"},
 		{"Like", "like", "activity.like"},
 		{"QuoteRequest", "quote_request", "quote.requested"},
 		{"QuoteRequest", "quote", "activity.quoterequest"},
@@ -856,5 +858,74 @@ func TestEndpointCredentialNotLogged(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("%d delivery records carry the credential", n)
+	}
+}
+
+// TestFollowGivenUp: a Follow of an actor that can never be reached (its
+// server refuses to serve it) is given up for good: one delivery.dead
+// naming the Follow and its object, its pending follow removed, so that a
+// new Follow of the actor can be sent.
+func TestFollowGivenUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	alice := b.actor("alice")
+	r := newReceiver(t, ok)
+	_, secret, err := b.hooks.Add(b.ctx, r.srv.URL, "", []string{"delivery.dead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.verifyWith(t, secret)
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	t.Cleanup(refusing.Close)
+	target := refusing.URL + "/users/nobody"
+	follow, err := b.st.Follow(b.ctx, alice, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the delivery.dead webhook", func() bool { g, _ := r.received(); return len(g) >= 1 })
+	g, bad := r.received()
+	if len(bad) > 0 || len(g) != 1 {
+		t.Fatalf("%d webhooks (%v), want 1", len(g), bad)
+	}
+	d := g[0].body.Data
+	if g[0].body.Type != "delivery.dead" || d.Actor != "alice" || d.ActivityID != follow.URI || d.Inbox != target || d.Error == "" {
+		t.Fatalf("webhook %s %+v", g[0].body.Type, d)
+	}
+	if _, err := b.st.FollowingState(b.ctx, alice.ID, target); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the given-up follow is still there: %v", err)
+	}
+	if _, err := b.st.Follow(b.ctx, alice, target); err != nil {
+		t.Fatalf("a new Follow after the given-up one: %v", err)
+	}
+}
+
+// TestPayloadTimestampMillis: a payload's timestamp is RFC 3339 in UTC with
+// exactly three fractional digits, whatever the clock's precision.
+func TestPayloadTimestampMillis(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(2026, 12, 6, 2, 0, 0, 123456789, time.UTC),
+		time.Date(2026, 12, 6, 3, 0, 0, 0, time.FixedZone("X", 3600)),
+	} {
+		b, err := json.Marshal(webhook.Payload{Type: "webhook.test", Timestamp: at, Data: webhook.Data{Endpoint: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Timestamp string `json:"timestamp"`
+			Type      string `json:"type"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		want := at.UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z")
+		if m.Timestamp != want || m.Type != "webhook.test" || strings.Count(string(b), `"timestamp"`) != 1 {
+			t.Errorf("%s encoded as %s, want timestamp %s", at, b, want)
+		}
+		var back webhook.Payload
+		if err := json.Unmarshal(b, &back); err != nil || !back.Timestamp.Equal(at.Truncate(time.Millisecond)) {
+			t.Errorf("decoded back %v (%v)", back.Timestamp, err)
+		}
 	}
 }

@@ -40,27 +40,79 @@ database's ids were made with is refused.`
 // from the newest local activity (its actor is BASE/users/NAME); a database
 // without one has nothing to compare with.
 func sameBase(ctx context.Context, db *sqldb.DB, cfg Config) error {
+	recorded, err := idsBase(ctx, db)
+	if err != nil || recorded == "" || recorded == cfg.base() {
+		return err
+	}
+	return usageError("--base-url (COURIER_BASE_URL) %s is not the base URL this database's ids were made with, %s: give the server's", cfg.base(), recorded)
+}
+
+// idsBase returns the base URL of the database's newest local activity
+// ("" without one).
+func idsBase(ctx context.Context, db *sqldb.DB) (string, error) {
 	var uri, name string
 	err := db.Read.QueryRowContext(ctx, `SELECT a.actor_uri, ac.name FROM activities a JOIN actors ac ON ac.id = a.actor_id
 		ORDER BY a.id DESC LIMIT 1`).Scan(&uri, &name)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("read the database's base URL: %w", err)
+		return "", fmt.Errorf("read the database's base URL: %w", err)
 	}
-	recorded, ok := strings.CutSuffix(uri, "/users/"+name)
-	if !ok || recorded == cfg.base() {
+	recorded, _ := strings.CutSuffix(uri, "/users/"+name)
+	return recorded, nil
+}
+
+// baseGiven reports whether a command was given a base URL: --base-url
+// among its arguments, or COURIER_BASE_URL.
+func baseGiven(args []string, getenv func(string) string) bool {
+	if getenv("COURIER_BASE_URL") != "" {
+		return true
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "base-url" {
+			return true
+		}
+	}
+	return false
+}
+
+// recordedBase sets cfg's base URL, when the command was given none, to the
+// one the database is served under: recorded by the server at its start
+// (store.RecordBaseURL), else that of its ids; the default stays for a
+// database with neither.
+func recordedBase(ctx context.Context, db *sqldb.DB, cfg *Config, given bool) error {
+	if given {
 		return nil
 	}
-	return usageError("--base-url (COURIER_BASE_URL) %s is not the base URL this database's ids were made with, %s: give the server's", cfg.base(), recorded)
+	base, err := store.RecordedBaseURL(ctx, db)
+	if err != nil {
+		return err
+	}
+	if base == "" {
+		if base, err = idsBase(ctx, db); err != nil {
+			return err
+		}
+	}
+	if base != "" {
+		cfg.BaseURL = base
+	}
+	return nil
 }
 
 // actorCommand runs `courier actor create NAME ...` or `courier actor
 // delete NAME` against the database.
 func actorCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	if len(args) > 1 && args[0] == "create" && wantsHelp(args[1:]) {
+		server.CreateActorHelp(stdout)
+		return errHelp
+	}
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") ||
-		len(args) > 1 && (args[0] == "delete" || args[0] == "create" || args[0] == "followers") && wantsHelp(args[1:]) {
+		len(args) > 1 && (args[0] == "delete" || args[0] == "followers") && wantsHelp(args[1:]) {
 		fmt.Fprintln(stdout, actorHelp)
 		return errHelp
 	}
@@ -79,11 +131,18 @@ func actorCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return usageError("%v", err)
 	}
+	// Bad arguments are refused before the database is opened (or made).
+	if code := server.CreateActorCommand(ctx, nil, rest, stdout, stderr); code != 0 {
+		return &exitError{code: code, err: errReported}
+	}
 	db, err := openDB(ctx, cfg, newLogger(io.Discard, "error"), false)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if err := recordedBase(ctx, db, &cfg, baseGiven(args[1:], getenv)); err != nil {
+		return err
+	}
 	if err := sameBase(ctx, db, cfg); err != nil {
 		return err
 	}
@@ -109,6 +168,9 @@ func deleteActorCommand(ctx context.Context, args []string, stdout io.Writer, ge
 		return err
 	}
 	defer db.Close()
+	if err := recordedBase(ctx, db, &cfg, baseGiven(args, getenv)); err != nil {
+		return err
+	}
 	if err := sameBase(ctx, db, cfg); err != nil {
 		return err
 	}

@@ -149,6 +149,10 @@ func (a *app) buildFederation(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The commands given no --base-url build their ids from it.
+	if err := a.store.RecordBaseURL(ctx); err != nil {
+		return err
+	}
 	client := activitypub.NewClient(activitypub.ClientOptions{
 		AllowPrivate: a.cfg.AllowPrivateAddresses,
 		UserAgent:    userAgent(a.cfg),

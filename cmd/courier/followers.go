@@ -45,6 +45,9 @@ func followersCommand(ctx context.Context, args []string, stdout io.Writer, gete
 		return err
 	}
 	defer db.Close()
+	if err := recordedBase(ctx, db, &cfg, baseGiven(args, getenv)); err != nil {
+		return err
+	}
 	if err := sameBase(ctx, db, cfg); err != nil {
 		return err
 	}

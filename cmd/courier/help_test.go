@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,7 +57,8 @@ func TestHelpListsEveryCommand(t *testing.T) {
 // actor create and delete refuse a base URL other than the one the
 // database's ids were made with (exit 2, one line naming both), since the
 // id they would print is not the one the server serves; with the server's
-// base URL they print the id it serves.
+// base URL, or none (the one the server recorded), they print the id it
+// serves, also before the database's first object.
 func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 	t.Parallel()
 	cfg := defaultConfig()
@@ -65,7 +67,8 @@ func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 	cfg.Listen, cfg.OpsListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.BaseURL = "https://social.example"
 	a := runApp(t, func(c *Config) { *c = cfg })
-	code, out, errb := runCommand("actor", "create", "--db", cfg.DB, "--base-url", cfg.BaseURL, "--json", "alice")
+	// No --base-url, before any object: the one the server recorded.
+	code, out, errb := runCommand("actor", "create", "--db", cfg.DB, "--json", "alice")
 	if code != 0 {
 		t.Fatalf("actor create: exit %d, stderr %q", code, errb)
 	}
@@ -83,10 +86,10 @@ func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"actor", "create", "--db", cfg.DB, "bob"},
+		{"actor", "create", "--db", cfg.DB, "--base-url", "http://localhost:8080", "bob"},
 		{"actor", "create", "--db", cfg.DB, "--base-url", "https://other.example", "bob"},
-		{"actor", "delete", "--db", cfg.DB, "alice"},
-		{"actor", "followers", "--db", cfg.DB, "alice"},
+		{"actor", "delete", "--db", cfg.DB, "--base-url", "https://other.example", "alice"},
+		{"actor", "followers", "--db", cfg.DB, "--base-url=https://other.example", "alice"},
 	} {
 		code, _, errb := runCommand(args...)
 		if code != 2 || strings.Count(errb, "\n") != 1 || !strings.Contains(errb, "https://social.example") {
@@ -96,6 +99,10 @@ func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 	code, out, errb = runCommand("actor", "create", "--db", cfg.DB, "--base-url", cfg.BaseURL+"/", "bob")
 	if code != 0 || !strings.Contains(out, "id: https://social.example/users/bob\n") {
 		t.Fatalf("actor create with the server's base URL: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	code, out, errb = runCommand("actor", "create", "--db", cfg.DB, "carol")
+	if code != 0 || !strings.Contains(out, "id: https://social.example/users/carol\n") {
+		t.Fatalf("actor create without a base URL: exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 }
 
@@ -113,6 +120,75 @@ func TestSettingsPageListsEveryFlag(t *testing.T) {
 		for _, s := range settingsFor(&cfg, cmd) {
 			if !strings.Contains(page, "| `--"+s.flag+"` |") || !strings.Contains(page, "`"+s.env+"`") {
 				t.Errorf("docs/settings.md lacks --%s (%s) of %s", s.flag, s.env, cmd)
+			}
+		}
+	}
+}
+
+// TestCommandErrorsAndHelp: a bad argument is one line "courier: ..." and
+// exit 2, naming what is wrong; each command's -h is its own and lists only
+// the flags it reads.
+func TestCommandErrorsAndHelp(t *testing.T) {
+	t.Parallel()
+	db := storetest.Location(t)
+	never := filepath.Join(t.TempDir(), "never.db")
+	for _, tc := range []struct {
+		args  []string
+		wants []string
+		not   string
+	}{
+		{[]string{"actor", "create", "x", "--db", db, "--bogus"}, []string{"bogus"}, ""},
+		{[]string{"actor", "create", "--db", db}, []string{"NAME"}, ""},
+		{[]string{"actor", "create", "x", "--db", never, "--bogus"}, []string{"bogus"}, ""},
+	} {
+		code, out, errb := runCommand(tc.args...)
+		if code != 2 || out != "" || strings.Count(errb, "\n") != 1 || !strings.HasPrefix(errb, "courier: ") ||
+			(tc.not != "" && strings.Contains(errb, tc.not)) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line", tc.args, code, out, errb)
+			continue
+		}
+		for _, w := range tc.wants {
+			if !strings.Contains(errb, w) {
+				t.Errorf("%v: stderr %q does not name %q", tc.args, errb, w)
+			}
+		}
+	}
+	// The admin command's usage errors are its own (a line and a pointer
+	// to its help); "list" is named as no subcommand, not as an argument
+	// a command without arguments was given.
+	if code, _, errb := runCommand("admin", "webhooks", "list"); code != 2 || !strings.Contains(errb, `unknown subcommand "list"`) ||
+		!strings.Contains(errb, "remove") || strings.Contains(errb, "takes no arguments") {
+		t.Errorf("admin webhooks list: exit %d, stderr %q", code, errb)
+	}
+	if _, err := os.Stat(never); err == nil {
+		t.Error("a refused actor create made a database")
+	}
+	code, out, _ := runCommand("actor", "create", "-h")
+	if code != 0 || !strings.Contains(out, "--display-name") || !strings.Contains(out, "NAME is 1 to 30") ||
+		strings.Contains(out, "actor delete") {
+		t.Errorf("actor create -h: exit %d:\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		cmd       string
+		has, lack []string
+	}{
+		{"worker", []string{"--concurrency", "--db", "--ops-listen", "--base-url"},
+			[]string{"--listen ", "--admin-token", "--authorized-fetch", "--streams-max", "--inbox-host-requests", "--worker "}},
+		{"migrate", []string{"--db", "--synchronous"}, []string{"--base-url", "--listen ", "--concurrency", "--bus"}},
+		{"serve", []string{"--listen ", "--admin-token", "--concurrency"}, nil},
+	} {
+		code, out, _ := runCommand(tc.cmd, "-h")
+		if code != 0 {
+			t.Errorf("%s -h: exit %d", tc.cmd, code)
+		}
+		for _, f := range tc.has {
+			if !strings.Contains(out, f) {
+				t.Errorf("%s -h omits %s", tc.cmd, f)
+			}
+		}
+		for _, f := range tc.lack {
+			if strings.Contains(out, f) {
+				t.Errorf("%s -h lists %s, which it ignores", tc.cmd, f)
 			}
 		}
 	}

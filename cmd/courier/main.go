@@ -152,10 +152,28 @@ func wantsHelp(args []string) bool {
 	return false
 }
 
+// serveOnly are the settings only serve reads (the public listener, the
+// inbox, the streams, the admin API); the worker accepts and ignores them,
+// so that one environment serves both.
+var serveOnly = map[string]bool{
+	"listen": true, "admin-token": true, "authorized-fetch": true, "worker": true, "date-window": true,
+	"inbox-host-requests": true, "inbox-host-bytes": true, "inbox-host-budgets": true,
+	"stream-keep-alive": true, "streams-max": true, "streams-per-actor": true,
+}
+
+// migrateReads are the settings migrate reads; it accepts and ignores the
+// others.
+var migrateReads = map[string]bool{"db": true, "synchronous": true, "log-level": true}
+
+// printFlags lists the flags command cmd reads; those it accepts and
+// ignores (so that one environment serves every command) are left out.
 func printFlags(w io.Writer, cmd string) {
 	cfg := defaultConfigFor(cmd)
 	fmt.Fprintf(w, "usage: courier %s [flags]\n\nflags (environment variable, default):\n", cmd)
 	for _, s := range settingsFor(&cfg, cmd) {
+		if cmd == "worker" && serveOnly[s.flag] || cmd == "migrate" && !migrateReads[s.flag] {
+			continue
+		}
 		fmt.Fprintf(w, "  --%s  (%s, default %q)\n      %s\n", s.flag, s.env, s.value.String(), s.usage)
 	}
 }
