@@ -309,6 +309,8 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 	execSQL(t, w, `INSERT INTO remote_tombstones (object_uri, actor_uri, deleted_at)
 		VALUES ('https://h1.example/n/gone', 'https://h1.example/users/f', ?)`, now)
 	execSQL(t, w, `UPDATE remote_tombstone_counts SET held = held + 1`)
+	// The base URL the server records at start (migration 0035).
+	execSQL(t, w, `INSERT INTO instance_base_url (id, base_url, updated_at) VALUES (1, ?, ?)`, base, now)
 	// The application's inbox view: two items of alice's, one of bob's.
 	rec, err := app.NewRecorder(app.RecorderConfig{DB: db, Store: s, Now: func() time.Time { return clock }})
 	if err != nil {
