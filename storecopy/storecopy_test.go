@@ -285,7 +285,7 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 		SELECT id, ?, ? FROM actors WHERE name = 'alice'`, base+"/objects/1", now)
 	execSQL(t, w, `UPDATE actors SET profile_json = '{"discoverable":true}' WHERE name = 'alice'`)
 	// Quote consent: alice's default policy, a stamp her first note
-	// granted, and a request of hers (migration 0038).
+	// granted, and a request of hers (migration 0037).
 	execSQL(t, w, `INSERT INTO actor_quote_policies (actor_id, can_quote, updated_at)
 		SELECT id, '{"automaticApproval":["https://www.w3.org/ns/activitystreams#Public"]}', ? FROM actors WHERE name = 'alice'`, now)
 	execSQL(t, w, `INSERT INTO quote_stamps (local_id, object_id, actor_id, quote_uri, quoter_uri, request_uri, state, created_at, updated_at)
@@ -302,7 +302,7 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 	// An inbound reply's bytes kept for its forward (migration 0036).
 	execSQL(t, w, `INSERT INTO forwards (activity_id, document, created_at)
 		VALUES ('https://h1.example/a/reply', '{"id":"https://h1.example/a/reply","type":"Create"}', ?)`, now)
-	// The last Move honoured of a remote account (migration 0041).
+	// The last Move honoured of a remote account (migration 0038).
 	execSQL(t, w, `INSERT INTO remote_moves (actor_uri, target, moved_at)
 		VALUES ('https://h1.example/users/old', 'https://h2.example/users/new', ?)`, now)
 	// A Delete of a remote object never stored leaves a tombstone (migration 0033).

@@ -1,4 +1,4 @@
--- PostgreSQL twin of ../0043_threads.sql: a local object's conversation
+-- PostgreSQL twin of ../0039_threads.sql: a local object's conversation
 -- (FEP-7888 context).
 ALTER TABLE objects ADD COLUMN context_uri TEXT;
 

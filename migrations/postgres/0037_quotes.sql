@@ -1,4 +1,4 @@
--- PostgreSQL twin of ../0038_quotes.sql: a local actor's default quote
+-- PostgreSQL twin of ../0037_quotes.sql: a local actor's default quote
 -- policy, the quote stamps local objects granted (or await granting), and
 -- the quote requests local quotes sent.
 CREATE TABLE actor_quote_policies (
