@@ -126,6 +126,28 @@ type Config struct {
 	// Default: a fresh temporary directory, removed after a passing run
 	// unless Keep is set.
 	Dir string
+	// Converge makes the run a convergence run: instead of the stream of
+	// new notes, local actors write Objects objects through the
+	// client-to-server API (each created, updated several times, some
+	// deleted), like and unlike remote notes and follow and unfollow
+	// remote actors; ChaoticHosts chaotic remote hosts are added (see
+	// Chaotic) and the black-holed host left out. The write phase ends
+	// when every object's story is written (Duration bounds it). Then
+	// every host's final view, its accepted activities applied in arrival
+	// order as a naive receiver would, must equal courier's state, and the
+	// arrivals of each (object, inbox) must be in the order written.
+	Converge bool
+	// Objects is how many objects a convergence run writes (default 100).
+	Objects int
+	// ChaoticHosts is how many chaotic hosts a convergence run adds
+	// (default 6).
+	ChaoticHosts int
+	// OutageEvery is the mean time between outages of a chaotic host in a
+	// convergence run (default 8 s); OutageMax bounds one (default 14 s,
+	// longer than DefaultChildEnv's 8 s after which courier parks a host's
+	// deliveries, shorter than ParkMax).
+	OutageEvery time.Duration
+	OutageMax   time.Duration
 	// Keep keeps the run directory even when the run passes.
 	Keep bool
 	// Logger receives the run's progress (nil discards). Courier's own
@@ -150,6 +172,10 @@ const (
 	DefaultPGRestartEvery     = 20 * time.Second
 	DefaultDBCutEvery         = 15 * time.Second
 	DefaultDBCutMax           = 8 * time.Second
+	DefaultObjects            = 100
+	DefaultChaoticHosts       = 6
+	DefaultOutageEvery        = 8 * time.Second
+	DefaultOutageMax          = 14 * time.Second
 )
 
 // DefaultChildEnv shortens courier's timers for a run of a minute or two:
@@ -210,6 +236,14 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.PGRestartEvery, DefaultPGRestartEvery)
 	def(&c.DBCutEvery, DefaultDBCutEvery)
 	def(&c.DBCutMax, DefaultDBCutMax)
+	def(&c.OutageEvery, DefaultOutageEvery)
+	def(&c.OutageMax, DefaultOutageMax)
+	if c.Objects == 0 {
+		c.Objects = DefaultObjects
+	}
+	if c.ChaoticHosts == 0 {
+		c.ChaoticHosts = DefaultChaoticHosts
+	}
 	if c.Seed == 0 {
 		c.Seed = uint64(time.Now().UnixNano())
 	}
@@ -265,6 +299,14 @@ func (c Config) validate() error {
 		return errors.New("chaos: PostgreSQL restart and cut intervals must be at least 1s")
 	case c.ParkMax <= 0:
 		return errors.New("chaos: park-max must be positive")
+	case c.Objects < 1 || c.Objects > 100000:
+		return errors.New("chaos: want 1 to 100000 objects")
+	case c.ChaoticHosts < 0 || c.ChaoticHosts > 64:
+		return errors.New("chaos: want 0 to 64 chaotic hosts")
+	case c.OutageEvery < time.Second || c.OutageMax < time.Second:
+		return errors.New("chaos: outage intervals must be at least 1s")
+	case c.Converge && c.OutageMax >= c.ParkMax:
+		return fmt.Errorf("chaos: an outage (up to %s) must be shorter than park-max %s, or it loses deliveries by design", c.OutageMax, c.ParkMax)
 	case c.MaxAttempts < 0:
 		return errors.New("chaos: max-attempts must not be negative")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/rsa"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +39,22 @@ const (
 	// BlackHole hosts serve their actor documents during set-up; once
 	// switched on they accept connections and never answer anything.
 	BlackHole Behaviour = "blackhole"
+	// Chaotic hosts (the convergence run's) answer a share of POSTs with
+	// 500 or with 429 and Retry-After without recording them, record a
+	// share and then hold the connection past courier's delivery timeout
+	// (so the activity arrived but courier sees a timeout and sends it
+	// again), and hold a share without recording until courier gives up.
+	// The run also hangs a chaotic host whole for a while (outage), long
+	// enough for courier to park its deliveries, then releases it.
+	Chaotic Behaviour = "chaotic"
+)
+
+// Shares of a chaotic host's answers to POSTs, outside outages.
+const (
+	chaoticServerError = 0.04 // 500, not recorded
+	chaoticTooMany     = 0.04 // 429 with Retry-After, not recorded
+	chaoticLateTimeout = 0.02 // recorded, then held until courier gives up
+	chaoticHung        = 0.02 // held until courier gives up, not recorded
 )
 
 // maxInboxBody bounds a POST body a simulated inbox reads.
@@ -49,6 +67,13 @@ type post struct {
 	typ        string
 	objectID   string
 	host       string // host:port of the inbox that got it
+
+	// What the convergence check reads: the activity's actor, the
+	// version written in a Create's or Update's object (-1 when none),
+	// and for an Undo the type and object of the activity it embeds.
+	actor                    string
+	version                  int
+	undoneType, undoneObject string
 }
 
 // recorder keeps every POST the simulated inboxes recorded. It is shared by
@@ -177,7 +202,8 @@ type remoteHost struct {
 	slowMin    time.Duration // Slow: least delay
 	slowMax    time.Duration // Slow: most delay
 	blackholed atomic.Bool
-	calm       atomic.Bool // Flapping: answers every POST from now on (calmDown)
+	hungUntil  atomic.Int64 // unix nanoseconds: every request hangs until then (outage)
+	calm       atomic.Bool  // Flapping: answers every POST from now on (calmDown)
 	stopped    chan struct{}
 	stopOnce   sync.Once
 
@@ -300,23 +326,39 @@ func randBetween(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 // gives up or the host closes, never answering.
 func (h *remoteHost) blackHoleGate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.blackholed.Load() {
+		if !h.blackholed.Load() && !h.outage(time.Now()) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h.rec.hung.Add(1)
-		select {
-		case <-r.Context().Done():
-		case <-h.stopped:
-		}
-		// Hijack and drop the connection so that not even an empty answer
-		// is written.
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-			}
-		}
+		h.hang(w, r)
 	})
+}
+
+// hang holds a request until the client gives up or the host closes,
+// never answering.
+func (h *remoteHost) hang(w http.ResponseWriter, r *http.Request) {
+	h.rec.hung.Add(1)
+	select {
+	case <-r.Context().Done():
+	case <-h.stopped:
+	}
+	// Hijack and drop the connection so that not even an empty answer
+	// is written.
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+		}
+	}
+}
+
+// hangFor makes the host hang every request for d from now (an outage).
+func (h *remoteHost) hangFor(now time.Time, d time.Duration) {
+	h.hungUntil.Store(now.Add(d).UnixNano())
+}
+
+// outage reports whether the host hangs every request at now.
+func (h *remoteHost) outage(now time.Time) bool {
+	return now.UnixNano() < h.hungUntil.Load()
 }
 
 func (h *remoteHost) actor(name string) *remoteActor {
@@ -378,9 +420,32 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 	}
 	p := post{
 		activityID: act.ID, typ: act.Type, objectID: act.ObjectID,
-		host: h.hostport,
+		host: h.hostport, actor: act.Actor, version: -1,
 	}
+	p.version, p.undoneType, p.undoneObject = embeddedFields(act.ObjectRaw)
 	switch {
+	case h.behaviour == Chaotic && !h.calm.Load():
+		x := h.float()
+		switch {
+		case x < chaoticServerError:
+			h.rec.refused.Add(1)
+			h.rec.touch(time.Now())
+			http.Error(w, "chaotic", http.StatusInternalServerError)
+			return
+		case x < chaoticServerError+chaoticTooMany:
+			h.rec.refused.Add(1)
+			h.rec.touch(time.Now())
+			w.Header().Set("Retry-After", strconv.Itoa(1+int(x*1000)%3))
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		case x < chaoticServerError+chaoticTooMany+chaoticLateTimeout:
+			h.rec.add(p)
+			h.hang(w, r)
+			return
+		case x < chaoticServerError+chaoticTooMany+chaoticLateTimeout+chaoticHung:
+			h.hang(w, r)
+			return
+		}
 	case h.behaviour == Flapping && !h.calm.Load():
 		x := h.float()
 		if x < h.failRate {
@@ -409,6 +474,28 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 	}
 	h.rec.add(p)
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// embeddedFields reads, from an activity's object, the version written in
+// an embedded object's content (-1 when none) and, when the object is an
+// activity (an Undo's), its type and object id.
+func embeddedFields(obj json.RawMessage) (version int, typ, object string) {
+	var o struct {
+		Type    string          `json:"type"`
+		Content string          `json:"content"`
+		Object  json.RawMessage `json:"object"`
+	}
+	if len(obj) == 0 || obj[0] != '{' || json.Unmarshal(obj, &o) != nil {
+		return -1, "", ""
+	}
+	var ids []string
+	if len(o.Object) > 0 {
+		ids = activitypub.IDs(o.Object)
+	}
+	if len(ids) > 0 {
+		object = ids[0]
+	}
+	return contentVersion(o.Content), o.Type, object
 }
 
 func (h *remoteHost) refuseSignature(w http.ResponseWriter, msg string, err error) {
