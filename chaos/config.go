@@ -142,6 +142,10 @@ type Config struct {
 	// ChaoticHosts is how many chaotic hosts a convergence run adds
 	// (default 6).
 	ChaoticHosts int
+	// FaultRate is, in a convergence run, the share of POSTs a chaotic
+	// host fails (500, 429, a timeout after recording, a hung
+	// connection) and the flapping host answers 503 (default 0.06).
+	FaultRate float64
 	// OutageEvery is the mean time between outages of a chaotic host in a
 	// convergence run (default 8 s); OutageMax bounds one (default 14 s,
 	// longer than DefaultChildEnv's 8 s after which courier parks a host's
@@ -173,6 +177,7 @@ const (
 	DefaultDBCutEvery         = 15 * time.Second
 	DefaultDBCutMax           = 8 * time.Second
 	DefaultObjects            = 100
+	DefaultFaultRate          = 0.06
 	DefaultChaoticHosts       = 6
 	DefaultOutageEvery        = 8 * time.Second
 	DefaultOutageMax          = 14 * time.Second
@@ -238,6 +243,9 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.DBCutMax, DefaultDBCutMax)
 	def(&c.OutageEvery, DefaultOutageEvery)
 	def(&c.OutageMax, DefaultOutageMax)
+	if c.FaultRate == 0 {
+		c.FaultRate = DefaultFaultRate
+	}
 	if c.Objects == 0 {
 		c.Objects = DefaultObjects
 	}
@@ -301,6 +309,8 @@ func (c Config) validate() error {
 		return errors.New("chaos: park-max must be positive")
 	case c.Objects < 1 || c.Objects > 100000:
 		return errors.New("chaos: want 1 to 100000 objects")
+	case c.FaultRate < 0 || c.FaultRate > 0.8:
+		return errors.New("chaos: the fault rate must be between 0 and 0.8")
 	case c.ChaoticHosts < 0 || c.ChaoticHosts > 64:
 		return errors.New("chaos: want 0 to 64 chaotic hosts")
 	case c.OutageEvery < time.Second || c.OutageMax < time.Second:

@@ -104,15 +104,23 @@ type convergence struct {
 	// other) version, never held; Relations counts the likes and follows
 	// that differ.
 	Resurrected, LostEdits, Missing, Relations int
-	// First describes the first few divergences and violations.
+	// First describes the first few divergences of each kind (order of an
+	// object's arrivals, order of a like's or follow's, resurrected, lost
+	// edit, missing, relation).
 	First []string
+
+	described map[string]int
 }
 
-// maxDescribed bounds convergence.First.
-const maxDescribed = 8
+// maxDescribed bounds the descriptions of each kind in convergence.First.
+const maxDescribed = 3
 
-func (c *convergence) note(format string, args ...any) {
-	if len(c.First) < maxDescribed {
+func (c *convergence) note(kind, format string, args ...any) {
+	if c.described == nil {
+		c.described = map[string]int{}
+	}
+	if c.described[kind] < maxDescribed {
+		c.described[kind]++
 		c.First = append(c.First, fmt.Sprintf(format, args...))
 	}
 }
@@ -174,10 +182,10 @@ func checkConvergence(want *expectedView, arrivals []arrival) convergence {
 			case "Create":
 				if st.deleted {
 					c.OrderViolations++
-					c.note("%s: Create of %s (v%d) arrived after its Delete", a.host, a.object, a.version)
+					c.note("order", "%s: Create of %s (v%d) arrived after its Delete", a.host, a.object, a.version)
 				} else if a.version < st.version {
 					c.OrderViolations++
-					c.note("%s: Create of %s (v%d) arrived after v%d", a.host, a.object, a.version, st.version)
+					c.note("order", "%s: Create of %s (v%d) arrived after v%d", a.host, a.object, a.version, st.version)
 				}
 				st.created = true
 				objects[k] = a.version
@@ -185,13 +193,13 @@ func checkConvergence(want *expectedView, arrivals []arrival) convergence {
 				switch {
 				case !st.created:
 					c.OrderViolations++
-					c.note("%s: Update of %s (v%d) arrived before its Create", a.host, a.object, a.version)
+					c.note("order", "%s: Update of %s (v%d) arrived before its Create", a.host, a.object, a.version)
 				case st.deleted:
 					c.OrderViolations++
-					c.note("%s: Update of %s (v%d) arrived after its Delete", a.host, a.object, a.version)
+					c.note("order", "%s: Update of %s (v%d) arrived after its Delete", a.host, a.object, a.version)
 				case a.version < st.version:
 					c.OrderViolations++
-					c.note("%s: Update of %s to v%d arrived after v%d", a.host, a.object, a.version, st.version)
+					c.note("order", "%s: Update of %s to v%d arrived after v%d", a.host, a.object, a.version, st.version)
 				}
 				if _, ok := objects[k]; ok {
 					objects[k] = a.version
@@ -208,7 +216,7 @@ func checkConvergence(want *expectedView, arrivals []arrival) convergence {
 			id := [2]string{a.host, a.id}
 			if undone[id] {
 				c.OrderViolations++
-				c.note("%s: %s %s of %s arrived after its Undo", a.host, a.typ, a.id, a.object)
+				c.note("relation order", "%s: %s %s of %s arrived after its Undo", a.host, a.typ, a.id, a.object)
 			}
 			arrived[id] = true
 			m := likes
@@ -224,7 +232,7 @@ func checkConvergence(want *expectedView, arrivals []arrival) convergence {
 			id := [2]string{a.host, a.object}
 			if !arrived[id] {
 				c.OrderViolations++
-				c.note("%s: Undo of %s %s arrived before it", a.host, a.undoneType, a.object)
+				c.note("relation order", "%s: Undo of %s %s arrived before it", a.host, a.undoneType, a.object)
 			}
 			undone[id] = true
 			m := likes
@@ -254,16 +262,16 @@ func checkConvergence(want *expectedView, arrivals []arrival) convergence {
 			case st.deleted && held:
 				c.ViewDivergences++
 				c.Resurrected++
-				c.note("%s holds %s (v%d), which courier deleted", h, id, v)
+				c.note("resurrected", "%s holds %s (v%d), which courier deleted", h, id, v)
 			case st.deleted:
 			case !held:
 				c.ViewDivergences++
 				c.Missing++
-				c.note("%s does not hold %s (courier has v%d)", h, id, st.version)
+				c.note("missing", "%s does not hold %s (courier has v%d)", h, id, st.version)
 			case v != st.version:
 				c.ViewDivergences++
 				c.LostEdits++
-				c.note("%s holds %s at v%d, courier at v%d", h, id, v, st.version)
+				c.note("lost edit", "%s holds %s at v%d, courier at v%d", h, id, v, st.version)
 			}
 		}
 	}
@@ -289,7 +297,7 @@ func checkConvergence(want *expectedView, arrivals []arrival) convergence {
 		for _, d := range diffs {
 			c.ViewDivergences++
 			c.Relations++
-			c.note("%s", d)
+			c.note("relation", "%s", d)
 		}
 	}
 	return c

@@ -49,12 +49,15 @@ const (
 	Chaotic Behaviour = "chaotic"
 )
 
-// Shares of a chaotic host's answers to POSTs, outside outages.
+// Shares of a chaotic host's failed answers to POSTs (outside outages), as
+// parts of its fault rate: 500 (not recorded), 429 with Retry-After (not
+// recorded), recorded and then held until courier gives up, held until
+// courier gives up without recording.
 const (
-	chaoticServerError = 0.04 // 500, not recorded
-	chaoticTooMany     = 0.04 // 429 with Retry-After, not recorded
-	chaoticLateTimeout = 0.02 // recorded, then held until courier gives up
-	chaoticHung        = 0.02 // held until courier gives up, not recorded
+	chaoticServerError = 0.35
+	chaoticTooMany     = 0.35
+	chaoticLateTimeout = 0.15
+	chaoticHung        = 0.15
 )
 
 // maxInboxBody bounds a POST body a simulated inbox reads.
@@ -197,10 +200,12 @@ type remoteHost struct {
 	keys   *keyring
 	logger *slog.Logger
 
-	failRate   float64       // Flapping: share answered 503 unrecorded
-	lateFail   float64       // Flapping: share answered 502 after recording
-	slowMin    time.Duration // Slow: least delay
-	slowMax    time.Duration // Slow: most delay
+	failRate   float64        // Flapping: share answered 503 unrecorded
+	lateFail   float64        // Flapping: share answered 502 after recording
+	refuseMax  int            // Flapping, Chaotic: at most this many failed answers to one activity (0: no bound)
+	refusals   map[string]int // activity id -> failed answers so far (under rngMu)
+	slowMin    time.Duration  // Slow: least delay
+	slowMax    time.Duration  // Slow: most delay
 	blackholed atomic.Bool
 	hungUntil  atomic.Int64 // unix nanoseconds: every request hangs until then (outage)
 	calm       atomic.Bool  // Flapping: answers every POST from now on (calmDown)
@@ -224,6 +229,7 @@ type hostOptions struct {
 	seed      uint64
 	failRate  float64
 	lateFail  float64
+	refuseMax int
 	slowMin   time.Duration
 	slowMax   time.Duration
 }
@@ -242,6 +248,7 @@ func newRemoteHost(o hostOptions) (*remoteHost, error) {
 		behaviour: o.behaviour, hostport: ln.Addr().String(), base: "http://" + ln.Addr().String(),
 		rec: o.rec, keys: o.keys, logger: o.logger,
 		failRate: o.failRate, lateFail: o.lateFail, slowMin: o.slowMin, slowMax: o.slowMax,
+		refuseMax: o.refuseMax, refusals: map[string]int{},
 		stopped: make(chan struct{}),
 		rng:     rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15)),
 	}
@@ -298,10 +305,25 @@ func (h *remoteHost) close() {
 	_ = h.srv.Close()
 }
 
-func (h *remoteHost) float() float64 {
+// failure draws how a flapping or chaotic host answers a POST of the
+// activity id: a number in [0, 1) whose range decides the answer, or 1
+// (answer normally) once the activity was failed refuseMax times. The
+// bound keeps courier's backoff, which doubles with each failure, from
+// stretching the settle phase of a run that measures order, not patience.
+func (h *remoteHost) failure(id string, failShare float64) float64 {
 	h.rngMu.Lock()
 	defer h.rngMu.Unlock()
-	return h.rng.Float64()
+	x := h.rng.Float64()
+	if x >= failShare {
+		return x
+	}
+	if h.refuseMax > 0 {
+		if h.refusals[id] >= h.refuseMax {
+			return 1
+		}
+		h.refusals[id]++
+	}
+	return x
 }
 
 func (h *remoteHost) between(lo, hi time.Duration) time.Duration {
@@ -425,29 +447,30 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 	p.version, p.undoneType, p.undoneObject = embeddedFields(act.ObjectRaw)
 	switch {
 	case h.behaviour == Chaotic && !h.calm.Load():
-		x := h.float()
+		f := h.failRate
+		x := h.failure(act.ID, f)
 		switch {
-		case x < chaoticServerError:
+		case x < f*chaoticServerError:
 			h.rec.refused.Add(1)
 			h.rec.touch(time.Now())
 			http.Error(w, "chaotic", http.StatusInternalServerError)
 			return
-		case x < chaoticServerError+chaoticTooMany:
+		case x < f*(chaoticServerError+chaoticTooMany):
 			h.rec.refused.Add(1)
 			h.rec.touch(time.Now())
 			w.Header().Set("Retry-After", strconv.Itoa(1+int(x*1000)%3))
 			http.Error(w, "slow down", http.StatusTooManyRequests)
 			return
-		case x < chaoticServerError+chaoticTooMany+chaoticLateTimeout:
+		case x < f*(chaoticServerError+chaoticTooMany+chaoticLateTimeout):
 			h.rec.add(p)
 			h.hang(w, r)
 			return
-		case x < chaoticServerError+chaoticTooMany+chaoticLateTimeout+chaoticHung:
+		case x < f:
 			h.hang(w, r)
 			return
 		}
 	case h.behaviour == Flapping && !h.calm.Load():
-		x := h.float()
+		x := h.failure(act.ID, h.failRate+h.lateFail)
 		if x < h.failRate {
 			h.rec.refused.Add(1)
 			h.rec.touch(time.Now())

@@ -208,7 +208,11 @@ func (r *run) setup(ctx context.Context) error {
 		name string
 		b    Behaviour
 	}{{"healthy_a", Healthy}, {"healthy_b", Healthy}, {"flapping", Flapping}, {"slow", Slow}, {"blackhole", BlackHole}}
+	refuseMax := 0
 	if r.cfg.Converge {
+		// A host fails one activity at most twice (outages aside), so
+		// that no delivery's backoff grows past a few seconds.
+		refuseMax = 2
 		// No black hole: its deliveries are lost by design. Chaotic
 		// hosts instead, whose outages end.
 		kinds = kinds[:4]
@@ -221,12 +225,20 @@ func (r *run) setup(ctx context.Context) error {
 		r.bh = &remoteHost{behaviour: BlackHole, hostport: "none"}
 	}
 	for i, k := range kinds {
-		h, err := newRemoteHost(hostOptions{
+		o := hostOptions{
 			name: k.name, behaviour: k.b, actors: r.cfg.ActorsPerHost,
 			rec: r.rec, keys: r.keys, logger: r.logger, seed: r.cfg.Seed + uint64(i) + 1,
-			failRate: 0.25, lateFail: 0.05,
+			failRate: 0.25, lateFail: 0.05, refuseMax: refuseMax,
 			slowMin: 200 * time.Millisecond, slowMax: 2 * time.Second,
-		})
+		}
+		if r.cfg.Converge {
+			// Every failure makes courier hold back the whole host for
+			// a backoff: at the stream's volume, the rates above would
+			// stretch the run far more than they test.
+			o.failRate, o.lateFail = r.cfg.FaultRate, r.cfg.FaultRate/5
+			o.slowMin, o.slowMax = 20*time.Millisecond, 600*time.Millisecond
+		}
+		h, err := newRemoteHost(o)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrSetup, err)
 		}

@@ -83,6 +83,7 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	fs.BoolVar(&cfg.Converge, "converge", false, "a convergence run: stories of objects, likes and follows; every remote host's final view and order of arrivals checked")
 	fs.IntVar(&cfg.Objects, "objects", chaos.DefaultObjects, "with --converge: objects written (with a like story for every second one and a follow story for every fourth)")
 	fs.IntVar(&cfg.ChaoticHosts, "chaotic-hosts", chaos.DefaultChaoticHosts, "with --converge: chaotic remote hosts added")
+	fs.Float64Var(&cfg.FaultRate, "fault-rate", chaos.DefaultFaultRate, "with --converge: share of POSTs a chaotic host fails (500, 429, timeouts, hung connections)")
 	fs.DurationVar(&cfg.OutageEvery, "outage-every", chaos.DefaultOutageEvery, "with --converge: mean time between outages of a chaotic host")
 	fs.DurationVar(&cfg.OutageMax, "outage-max", chaos.DefaultOutageMax, "with --converge: longest outage of a chaotic host (below --park-max)")
 	fs.StringVar(&cfg.Dir, "dir", "", "run directory (default: a temporary one, removed after a passing run)")
