@@ -469,7 +469,7 @@ func (r *run) chaos(ctx context.Context) {
 	nextBroker := next(r.cfg.BrokerOutageEvery)
 	nextPG := next(r.cfg.PGRestartEvery)
 	nextCut := next(r.cfg.DBCutEvery)
-	nextOutage := next(r.cfg.OutageEvery)
+	nextOutage := next(r.cfg.OutageEvery / 4) // the first one early: a short run has one too
 	var chaotic []*remoteHost
 	for _, h := range r.hosts {
 		if h.behaviour == Chaotic {
