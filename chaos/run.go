@@ -628,8 +628,12 @@ func (r *run) settle(ctx context.Context) (*Report, error) {
 					return last, nil
 				}
 			}
-			r.logger.Info("not settled yet", "outstanding", o.outstanding, "undelivered", last.PairsLost,
-				"inbound_pending", r.sender.pending(), "black_hole_waiting", last.BlackHoleParked+last.BlackHoleOther, "quiet", quiet)
+			args := []any{"outstanding", o.outstanding, "undelivered", last.PairsLost,
+				"inbound_pending", r.sender.pending(), "black_hole_waiting", last.BlackHoleParked + last.BlackHoleOther, "quiet", quiet}
+			if last.Converge {
+				args = append(args, "view_divergences", last.ViewDivergences)
+			}
+			r.logger.Info("not settled yet", args...)
 		case sctx.Err() == nil:
 			r.logger.Warn("read database", "err", err)
 		}

@@ -113,6 +113,18 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if cfg.Servers < 0 || cfg.Servers > 8 || cfg.Workers < 0 || cfg.Workers > 8 {
 		return usageError("chaos: --servers and --workers: want 1 to 8")
 	}
+	if cfg.Objects < 1 || cfg.Objects > 100000 {
+		return usageError("chaos: invalid --objects %d: want 1 to 100000", cfg.Objects)
+	}
+	if cfg.ChaoticHosts < 1 || cfg.ChaoticHosts > 64 {
+		return usageError("chaos: invalid --chaotic-hosts %d: want 1 to 64", cfg.ChaoticHosts)
+	}
+	if cfg.FaultRate <= 0 || cfg.FaultRate > 0.8 {
+		return usageError("chaos: invalid --fault-rate %g: want above 0 and at most 0.8", cfg.FaultRate)
+	}
+	if cfg.Converge && cfg.OutageMax >= cfg.ParkMax {
+		return usageError("chaos: --outage-max %s must be shorter than --park-max %s (a longer outage loses deliveries by design)", cfg.OutageMax, cfg.ParkMax)
+	}
 	if *seed != "" {
 		n, err := strconv.ParseUint(*seed, 10, 64)
 		if err != nil || n == 0 {
