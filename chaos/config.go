@@ -31,6 +31,14 @@
 // worker reaches PostgreSQL through a TCP proxy of the run's that stops
 // forwarding for the cut.
 //
+// With Converge the run checks convergence (converge.go): local actors
+// write stories through the client-to-server API (objects created, updated
+// and sometimes deleted; Likes and Follows and their Undos) to remote hosts
+// among which chaotic ones fail at random and go through outages; each
+// host's final view, its accepted activities applied in arrival order as a
+// naive receiver without tombstones would, must equal courier's state, and
+// the arrivals of each (object, inbox) must be in the order written.
+//
 // Everything is bounded: the write phase (Config.Duration), the settle
 // phase, a hard deadline over the whole run, every request and every wait.
 // All child processes are stopped when Run returns, whatever the reason.
