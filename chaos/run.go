@@ -506,7 +506,7 @@ func (r *run) chaos(ctx context.Context) {
 			// Longer than courier's wait before it parks a host's
 			// deliveries (8 s in DefaultChildEnv), when OutageMax allows.
 			h := chaotic[r.rng.IntN(len(chaotic))]
-			d := randBetween(r.rng, min(9*time.Second, r.cfg.OutageMax/2), r.cfg.OutageMax)
+			d := randBetween(r.rng, min(11*time.Second, r.cfg.OutageMax*3/4), r.cfg.OutageMax)
 			h.hangFor(now, d)
 			r.outages++
 			r.logger.Info("host outage", "host", h.hostport, "for", d.Round(time.Millisecond))
