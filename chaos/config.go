@@ -155,9 +155,11 @@ type Config struct {
 	// connection) and the flapping host answers 503 (default 0.06).
 	FaultRate float64
 	// OutageEvery is the mean time between outages of a chaotic host in a
-	// convergence run (default 8 s); OutageMax bounds one (default 14 s,
-	// longer than DefaultChildEnv's 8 s after which courier parks a host's
-	// deliveries, shorter than ParkMax).
+	// convergence run (default 8 s); OutageMax bounds one (default 14 s;
+	// it must be shorter than ParkMax). An outage lasts at least 11 s (or
+	// 3/4 of OutageMax): past DefaultChildEnv's 8 s after which a host
+	// still failing is found unavailable and its deliveries parked, which
+	// happens when the outage also outlasts courier's backoff of the host.
 	OutageEvery time.Duration
 	OutageMax   time.Duration
 	// Keep keeps the run directory even when the run passes.

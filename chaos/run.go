@@ -503,8 +503,10 @@ func (r *run) chaos(ctx context.Context) {
 			nextServer = next(r.cfg.ServerRestartEvery)
 		}
 		if len(chaotic) > 0 && now.After(nextOutage) {
-			// Longer than courier's wait before it parks a host's
-			// deliveries (8 s in DefaultChildEnv), when OutageMax allows.
+			// Longer than courier's wait before it finds a host still
+			// failing unavailable (8 s in DefaultChildEnv), when
+			// OutageMax allows; it parks the host's deliveries when the
+			// outage also outlasts its backoff of the host.
 			h := chaotic[r.rng.IntN(len(chaotic))]
 			d := randBetween(r.rng, min(11*time.Second, r.cfg.OutageMax*3/4), r.cfg.OutageMax)
 			h.hangFor(now, d)
