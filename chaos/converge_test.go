@@ -223,3 +223,34 @@ func hasDescription(first []string, want string) bool {
 	}
 	return false
 }
+
+func TestConvergerPlan(t *testing.T) {
+	actors := []*localActor{{name: "a", id: "http://l/users/a"}, {name: "b", id: "http://l/users/b"}}
+	var remotes []*remoteActor
+	for _, id := range []string{"http://r/users/x", "http://r/users/y", "http://r/users/z"} {
+		remotes = append(remotes, &remoteActor{id: id})
+	}
+	c := newConverger("http://l", actors, remotes, 40, 1, nil, nil)
+	kinds := map[storyKind]int{}
+	objects := map[int]bool{}
+	pairs := map[relation]bool{}
+	for _, s := range c.plan() {
+		kinds[s.kind]++
+		switch s.kind {
+		case storyObject:
+			objects[s.n] = true
+		case storyFollow:
+			k := relation{s.actor.id, s.target.id}
+			if pairs[k] {
+				t.Errorf("two follow stories on %v: they would undo each other's follows", k)
+			}
+			pairs[k] = true
+		}
+	}
+	// 40 objects, 20 like stories, and 10 follow stories capped at the 6
+	// (local, remote) pairs.
+	if kinds[storyObject] != 40 || len(objects) != 40 || kinds[storyLike] != 20 || kinds[storyFollow] != 6 {
+		t.Errorf("plan: %d object stories (%d distinct), %d like, %d follow; want 40 (40), 20, 6",
+			kinds[storyObject], len(objects), kinds[storyLike], kinds[storyFollow])
+	}
+}
