@@ -236,7 +236,7 @@ func (r *run) setup(ctx context.Context) error {
 			// a backoff: at the stream's volume, the rates above would
 			// stretch the run far more than they test.
 			o.failRate, o.lateFail = r.cfg.FaultRate, r.cfg.FaultRate/5
-			o.slowMin, o.slowMax = 20*time.Millisecond, 600*time.Millisecond
+			o.slowMin, o.slowMax = 10*time.Millisecond, 200*time.Millisecond
 		}
 		h, err := newRemoteHost(o)
 		if err != nil {
