@@ -147,6 +147,11 @@ func (r *run) execute(ctx context.Context) (*Report, error) {
 
 	// The write phase, with chaos.
 	r.bh.blackHole()
+	if r.conv != nil {
+		for _, h := range r.hosts {
+			h.calm.Store(false)
+		}
+	}
 	r.logger.Info("write phase", "duration", r.cfg.Duration, "bus", r.cfg.Bus, "store", r.cfg.Store, "seed", r.cfg.Seed, "black_hole", r.bh.hostport)
 	phase, endPhase := context.WithTimeout(ctx, r.cfg.Duration)
 	var load sync.WaitGroup
@@ -241,6 +246,11 @@ func (r *run) setup(ctx context.Context) error {
 		h, err := newRemoteHost(o)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrSetup, err)
+		}
+		if r.cfg.Converge {
+			// Calm through set-up: the handshake's Accepts are not what
+			// the run checks. The write phase lets the chaos loose.
+			h.calm.Store(true)
 		}
 		r.hosts = append(r.hosts, h)
 		r.logger.Info("remote host", "host", h.hostport, "behaviour", string(k.b), "actors", len(h.actors))
