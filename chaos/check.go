@@ -126,9 +126,40 @@ type Report struct {
 	PGRestarts, DBCuts int
 	CutMethod          string
 
+	// Converge is set on a convergence run (Config.Converge), which fills
+	// the figures below. Stories counts the stories planned (an object's
+	// Create, Updates and Delete; a Like and its Undo; a Follow and its
+	// Undo), StoriesDone those written to their end or stopped by the
+	// write phase's bound; ConvergeWrites the client writes they sent,
+	// ConvergeAcked those courier answered 201, ConvergeUnanswered those
+	// left without an answer or with a 5xx after every try,
+	// ConvergeRefused those answered 4xx other than 404, 409 and 410.
+	// NoNoteToLike counts like stories that found no remote note to like.
+	Converge                                          bool
+	Stories, StoriesDone                              int
+	ConvergeWrites, ConvergeAcked, ConvergeUnanswered int
+	ConvergeRefused, NoNoteToLike                     int
+	// Arrivals counts the activities of the stories the remote inboxes
+	// accepted (each one at each inbox, duplicates included): what the
+	// check applied. ViewDivergences counts differences between a host's
+	// final view and courier's state (Resurrected: a deleted object held;
+	// LostEdits: an object held at another version; MissingObjects: an
+	// object not held; RelationDivergences: a Like or Follow standing on
+	// one side only); OrderViolations the arrivals out of order per
+	// (object, inbox). FirstDivergences describes the first few.
+	Arrivals, ViewDivergences, OrderViolations                  int
+	Resurrected, LostEdits, MissingObjects, RelationDivergences int
+	FirstDivergences                                            []string
+	// Outages counts the outages of chaotic hosts.
+	Outages int
+
 	// Quiescent is false when the settle phase hit its deadline.
 	Quiescent bool
 }
+
+// Divergences is the convergence check's total: view divergences and
+// order violations.
+func (r *Report) Divergences() int { return r.ViewDivergences + r.OrderViolations }
 
 // Line renders the report as the one line of figures the run prints.
 func (r *Report) Line() string {
@@ -146,6 +177,13 @@ func (r *Report) Line() string {
 		r.InboundSent, r.ImportedOnce, r.ImportedTwice, r.InboundLost, r.InboundUnacked, r.InboundRefused, r.InboundResent, r.LedgerNotDone)
 	fmt.Fprintf(&b, " blackhole_pairs=%d dead=%d parked=%d other=%d dead_letters=%d foreign_dead_letters=%d reasons=%s",
 		r.BlackHolePairs, r.BlackHoleDead, r.BlackHoleParked, r.BlackHoleOther, r.DeadLetters, r.ForeignDeadLetters, formatReasons(r.Reasons))
+	if r.Converge {
+		fmt.Fprintf(&b, " stories=%d done=%d converge_writes=%d acked=%d unanswered=%d refused=%d no_note_to_like=%d",
+			r.Stories, r.StoriesDone, r.ConvergeWrites, r.ConvergeAcked, r.ConvergeUnanswered, r.ConvergeRefused, r.NoNoteToLike)
+		fmt.Fprintf(&b, " arrivals=%d divergences=%d (view=%d resurrected=%d lost_edits=%d missing=%d relations=%d order=%d) outages=%d",
+			r.Arrivals, r.Divergences(), r.ViewDivergences, r.Resurrected, r.LostEdits, r.MissingObjects, r.RelationDivergences,
+			r.OrderViolations, r.Outages)
+	}
 	fmt.Fprintf(&b, " worker_sigkills=%d server_sigkills=%d server_sigterms=%d broker_stops=%d",
 		r.WorkerKills, r.ServerKills, r.ServerTerms, r.BrokerStops)
 	if r.Store == "postgres" {
@@ -201,6 +239,13 @@ func (r *Report) Failure() error {
 	}
 	if r.Written == 0 || r.PairsExpected == 0 {
 		why = append(why, "nothing was written: the run proves nothing")
+	}
+	if r.Converge && r.Divergences() > 0 {
+		why = append(why, fmt.Sprintf("%d divergences from courier's state (%d in the final views, %d arrivals out of order), first: %s",
+			r.Divergences(), r.ViewDivergences, r.OrderViolations, strings.Join(r.FirstDivergences, "; ")))
+	}
+	if r.Converge && r.Arrivals == 0 {
+		why = append(why, "no convergence write arrived anywhere: the check proves nothing")
 	}
 	if len(why) == 0 {
 		return nil
@@ -261,7 +306,10 @@ type snapshot struct {
 	ledger     map[string]string // inbox.received event id -> ledger status of the import handler
 }
 
-type activityRow struct{ uri, typ, actor, object string }
+type activityRow struct {
+	uri, typ, actor, object string
+	withdrawn               bool // undone, or its object deleted
+}
 
 type targetRow struct {
 	eventID, activity, host string
@@ -300,10 +348,10 @@ func read(ctx context.Context, db *checkDB, blackHole string) (*snapshot, error)
 		scan func(*sql.Rows) error
 	}
 	queries := []query{
-		{"activities", `SELECT uri, type, actor_uri, COALESCE(object_uri, '') FROM activities WHERE actor_id IS NOT NULL`, nil,
+		{"activities", `SELECT uri, type, actor_uri, COALESCE(object_uri, ''), withdrawn_at IS NOT NULL FROM activities WHERE actor_id IS NOT NULL`, nil,
 			func(r *sql.Rows) error {
 				var a activityRow
-				err := r.Scan(&a.uri, &a.typ, &a.actor, &a.object)
+				err := r.Scan(&a.uri, &a.typ, &a.actor, &a.object, &a.withdrawn)
 				s.activities = append(s.activities, a)
 				return err
 			}},
@@ -486,6 +534,12 @@ func evaluate(w *world, s *snapshot, posts []post, writes writeStats, inbound []
 		switch a.typ {
 		case "Create":
 			r.Creates++
+			if a.withdrawn {
+				// Its object was deleted: a Create not delivered yet is
+				// superseded by the Delete, so it may or may not arrive
+				// (the convergence check judges what did).
+				continue
+			}
 			for h := range w.followerHosts[a.actor] {
 				if h == w.blackHole {
 					blackHole[pairKey{a.uri, h}] = true
@@ -518,6 +572,11 @@ func evaluate(w *world, s *snapshot, posts []post, writes writeStats, inbound []
 	for _, p := range posts {
 		k := pairKey{p.activityID, p.host}
 		got[k]++
+		if p.typ != "Create" && p.typ != "Accept" {
+			// Updates of one object, Likes and Follows made again after
+			// an Undo: distinct activities of one object by design.
+			continue
+		}
 		lk := logical[p.activityID]
 		if lk == "" {
 			lk = p.typ + " " + p.objectID

@@ -31,6 +31,14 @@
 // worker reaches PostgreSQL through a TCP proxy of the run's that stops
 // forwarding for the cut.
 //
+// With Converge the run checks convergence (converge.go): local actors
+// write stories through the client-to-server API (objects created, updated
+// and sometimes deleted; Likes and Follows and their Undos) to remote hosts
+// among which chaotic ones fail at random and go through outages; each
+// host's final view, its accepted activities applied in arrival order as a
+// naive receiver without tombstones would, must equal courier's state, and
+// the arrivals of each (object, inbox) must be in the order written.
+//
 // Everything is bounded: the write phase (Config.Duration), the settle
 // phase, a hard deadline over the whole run, every request and every wait.
 // All child processes are stopped when Run returns, whatever the reason.
@@ -126,6 +134,34 @@ type Config struct {
 	// Default: a fresh temporary directory, removed after a passing run
 	// unless Keep is set.
 	Dir string
+	// Converge makes the run a convergence run: instead of the stream of
+	// new notes, local actors write Objects objects through the
+	// client-to-server API (each created, updated several times, some
+	// deleted), like and unlike remote notes and follow and unfollow
+	// remote actors; ChaoticHosts chaotic remote hosts are added (see
+	// Chaotic) and the black-holed host left out. The write phase ends
+	// when every object's story is written (Duration bounds it). Then
+	// every host's final view, its accepted activities applied in arrival
+	// order as a naive receiver would, must equal courier's state, and the
+	// arrivals of each (object, inbox) must be in the order written.
+	Converge bool
+	// Objects is how many objects a convergence run writes (default 100).
+	Objects int
+	// ChaoticHosts is how many chaotic hosts a convergence run adds
+	// (default 6).
+	ChaoticHosts int
+	// FaultRate is, in a convergence run, the share of POSTs a chaotic
+	// host fails (500, 429, a timeout after recording, a hung
+	// connection) and the flapping host answers 503 (default 0.06).
+	FaultRate float64
+	// OutageEvery is the mean time between outages of a chaotic host in a
+	// convergence run (default 8 s); OutageMax bounds one (default 14 s;
+	// it must be shorter than ParkMax). An outage lasts at least 11 s (or
+	// 3/4 of OutageMax): past DefaultChildEnv's 8 s after which a host
+	// still failing is found unavailable and its deliveries parked, which
+	// happens when the outage also outlasts courier's backoff of the host.
+	OutageEvery time.Duration
+	OutageMax   time.Duration
 	// Keep keeps the run directory even when the run passes.
 	Keep bool
 	// Logger receives the run's progress (nil discards). Courier's own
@@ -150,6 +186,11 @@ const (
 	DefaultPGRestartEvery     = 20 * time.Second
 	DefaultDBCutEvery         = 15 * time.Second
 	DefaultDBCutMax           = 8 * time.Second
+	DefaultObjects            = 100
+	DefaultFaultRate          = 0.06
+	DefaultChaoticHosts       = 6
+	DefaultOutageEvery        = 8 * time.Second
+	DefaultOutageMax          = 14 * time.Second
 )
 
 // DefaultChildEnv shortens courier's timers for a run of a minute or two:
@@ -210,6 +251,17 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.PGRestartEvery, DefaultPGRestartEvery)
 	def(&c.DBCutEvery, DefaultDBCutEvery)
 	def(&c.DBCutMax, DefaultDBCutMax)
+	def(&c.OutageEvery, DefaultOutageEvery)
+	def(&c.OutageMax, DefaultOutageMax)
+	if c.FaultRate == 0 {
+		c.FaultRate = DefaultFaultRate
+	}
+	if c.Objects == 0 {
+		c.Objects = DefaultObjects
+	}
+	if c.ChaoticHosts == 0 {
+		c.ChaoticHosts = DefaultChaoticHosts
+	}
 	if c.Seed == 0 {
 		c.Seed = uint64(time.Now().UnixNano())
 	}
@@ -265,6 +317,16 @@ func (c Config) validate() error {
 		return errors.New("chaos: PostgreSQL restart and cut intervals must be at least 1s")
 	case c.ParkMax <= 0:
 		return errors.New("chaos: park-max must be positive")
+	case c.Objects < 1 || c.Objects > 100000:
+		return errors.New("chaos: want 1 to 100000 objects")
+	case c.FaultRate < 0 || c.FaultRate > 0.8:
+		return errors.New("chaos: the fault rate must be between 0 and 0.8")
+	case c.ChaoticHosts < 0 || c.ChaoticHosts > 64:
+		return errors.New("chaos: want 0 to 64 chaotic hosts")
+	case c.OutageEvery < time.Second || c.OutageMax < time.Second:
+		return errors.New("chaos: outage intervals must be at least 1s")
+	case c.Converge && c.OutageMax >= c.ParkMax:
+		return fmt.Errorf("chaos: an outage (up to %s) must be shorter than park-max %s, or it loses deliveries by design", c.OutageMax, c.ParkMax)
 	case c.MaxAttempts < 0:
 		return errors.New("chaos: max-attempts must not be negative")
 	}

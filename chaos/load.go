@@ -189,6 +189,7 @@ type inboundActivity struct {
 	body     []byte
 
 	acked   bool
+	ackedAt time.Time
 	refused int // last 4xx status, when courier refused it
 	sends   int
 	next    time.Time
@@ -284,7 +285,7 @@ func (s *sender) send(ctx context.Context, a *inboundActivity) {
 			s.dups++
 			return
 		}
-		a.acked = true
+		a.acked, a.ackedAt = true, time.Now()
 		if a.resend {
 			a.next = time.Now().Add(time.Second + time.Duration(s.rng.Int64N(int64(4*time.Second))))
 		}
@@ -406,6 +407,23 @@ func newLike(from *remoteActor, n note) *inboundActivity {
 		"to":       []string{n.author.id},
 	})
 	return &inboundActivity{id: id, typ: "Like", from: from, objectID: n.id, target: n.author.inbox, body: body}
+}
+
+// ackedNote returns the id of a remote note whose Create courier
+// acknowledged before before, or false when there is none.
+func (s *sender) ackedNote(rng *rand.Rand, before time.Time) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for _, a := range s.items {
+		if a.typ == "Create" && a.acked && a.ackedAt.Before(before) {
+			ids = append(ids, a.objectID)
+		}
+	}
+	if len(ids) == 0 {
+		return "", false
+	}
+	return ids[rng.IntN(len(ids))], true
 }
 
 // tryLike reserves the (actor, note) pair; each remote actor likes a note

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/rsa"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +39,25 @@ const (
 	// BlackHole hosts serve their actor documents during set-up; once
 	// switched on they accept connections and never answer anything.
 	BlackHole Behaviour = "blackhole"
+	// Chaotic hosts (the convergence run's) answer a share of POSTs with
+	// 500 or with 429 and Retry-After without recording them, record a
+	// share and then hold the connection past courier's delivery timeout
+	// (so the activity arrived but courier sees a timeout and sends it
+	// again), and hold a share without recording until courier gives up.
+	// The run also hangs a chaotic host whole for a while (outage), long
+	// enough for courier to park its deliveries, then releases it.
+	Chaotic Behaviour = "chaotic"
+)
+
+// Shares of a chaotic host's failed answers to POSTs (outside outages), as
+// parts of its fault rate: 500 (not recorded), 429 with Retry-After (not
+// recorded), recorded and then held until courier gives up, held until
+// courier gives up without recording.
+const (
+	chaoticServerError = 0.35
+	chaoticTooMany     = 0.35
+	chaoticLateTimeout = 0.15
+	chaoticHung        = 0.15
 )
 
 // maxInboxBody bounds a POST body a simulated inbox reads.
@@ -49,6 +70,13 @@ type post struct {
 	typ        string
 	objectID   string
 	host       string // host:port of the inbox that got it
+
+	// What the convergence check reads: the activity's actor, the
+	// version written in a Create's or Update's object (-1 when none),
+	// and for an Undo the type and object of the activity it embeds.
+	actor                    string
+	version                  int
+	undoneType, undoneObject string
 }
 
 // recorder keeps every POST the simulated inboxes recorded. It is shared by
@@ -172,12 +200,15 @@ type remoteHost struct {
 	keys   *keyring
 	logger *slog.Logger
 
-	failRate   float64       // Flapping: share answered 503 unrecorded
-	lateFail   float64       // Flapping: share answered 502 after recording
-	slowMin    time.Duration // Slow: least delay
-	slowMax    time.Duration // Slow: most delay
+	failRate   float64        // Flapping: share answered 503 unrecorded
+	lateFail   float64        // Flapping: share answered 502 after recording
+	refuseMax  int            // Flapping, Chaotic: at most this many failed answers to one activity (0: no bound)
+	refusals   map[string]int // activity id -> failed answers so far (under rngMu)
+	slowMin    time.Duration  // Slow: least delay
+	slowMax    time.Duration  // Slow: most delay
 	blackholed atomic.Bool
-	calm       atomic.Bool // Flapping: answers every POST from now on (calmDown)
+	hungUntil  atomic.Int64 // unix nanoseconds: every request hangs until then (outage)
+	calm       atomic.Bool  // Flapping: answers every POST from now on (calmDown)
 	stopped    chan struct{}
 	stopOnce   sync.Once
 
@@ -198,6 +229,7 @@ type hostOptions struct {
 	seed      uint64
 	failRate  float64
 	lateFail  float64
+	refuseMax int
 	slowMin   time.Duration
 	slowMax   time.Duration
 }
@@ -216,6 +248,7 @@ func newRemoteHost(o hostOptions) (*remoteHost, error) {
 		behaviour: o.behaviour, hostport: ln.Addr().String(), base: "http://" + ln.Addr().String(),
 		rec: o.rec, keys: o.keys, logger: o.logger,
 		failRate: o.failRate, lateFail: o.lateFail, slowMin: o.slowMin, slowMax: o.slowMax,
+		refuseMax: o.refuseMax, refusals: map[string]int{},
 		stopped: make(chan struct{}),
 		rng:     rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15)),
 	}
@@ -272,10 +305,25 @@ func (h *remoteHost) close() {
 	_ = h.srv.Close()
 }
 
-func (h *remoteHost) float() float64 {
+// failure draws how a flapping or chaotic host answers a POST of the
+// activity id: a number in [0, 1) whose range decides the answer, or 1
+// (answer normally) once the activity was failed refuseMax times. The
+// bound keeps courier's backoff, which doubles with each failure, from
+// stretching the settle phase of a run that measures order, not patience.
+func (h *remoteHost) failure(id string, failShare float64) float64 {
 	h.rngMu.Lock()
 	defer h.rngMu.Unlock()
-	return h.rng.Float64()
+	x := h.rng.Float64()
+	if x >= failShare {
+		return x
+	}
+	if h.refuseMax > 0 {
+		if h.refusals[id] >= h.refuseMax {
+			return 1
+		}
+		h.refusals[id]++
+	}
+	return x
 }
 
 func (h *remoteHost) between(lo, hi time.Duration) time.Duration {
@@ -300,23 +348,39 @@ func randBetween(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 // gives up or the host closes, never answering.
 func (h *remoteHost) blackHoleGate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.blackholed.Load() {
+		if !h.blackholed.Load() && !h.outage(time.Now()) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h.rec.hung.Add(1)
-		select {
-		case <-r.Context().Done():
-		case <-h.stopped:
-		}
-		// Hijack and drop the connection so that not even an empty answer
-		// is written.
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-			}
-		}
+		h.hang(w, r)
 	})
+}
+
+// hang holds a request until the client gives up or the host closes,
+// never answering.
+func (h *remoteHost) hang(w http.ResponseWriter, r *http.Request) {
+	h.rec.hung.Add(1)
+	select {
+	case <-r.Context().Done():
+	case <-h.stopped:
+	}
+	// Hijack and drop the connection so that not even an empty answer
+	// is written.
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+		}
+	}
+}
+
+// hangFor makes the host hang every request for d from now (an outage).
+func (h *remoteHost) hangFor(now time.Time, d time.Duration) {
+	h.hungUntil.Store(now.Add(d).UnixNano())
+}
+
+// outage reports whether the host hangs every request at now.
+func (h *remoteHost) outage(now time.Time) bool {
+	return now.UnixNano() < h.hungUntil.Load()
 }
 
 func (h *remoteHost) actor(name string) *remoteActor {
@@ -378,11 +442,35 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 	}
 	p := post{
 		activityID: act.ID, typ: act.Type, objectID: act.ObjectID,
-		host: h.hostport,
+		host: h.hostport, actor: act.Actor, version: -1,
 	}
+	p.version, p.undoneType, p.undoneObject = embeddedFields(act.ObjectRaw)
 	switch {
+	case h.behaviour == Chaotic && !h.calm.Load():
+		f := h.failRate
+		x := h.failure(act.ID, f)
+		switch {
+		case x < f*chaoticServerError:
+			h.rec.refused.Add(1)
+			h.rec.touch(time.Now())
+			http.Error(w, "chaotic", http.StatusInternalServerError)
+			return
+		case x < f*(chaoticServerError+chaoticTooMany):
+			h.rec.refused.Add(1)
+			h.rec.touch(time.Now())
+			w.Header().Set("Retry-After", strconv.Itoa(1+int(x*1000)%3))
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		case x < f*(chaoticServerError+chaoticTooMany+chaoticLateTimeout):
+			h.rec.add(p)
+			h.hang(w, r)
+			return
+		case x < f:
+			h.hang(w, r)
+			return
+		}
 	case h.behaviour == Flapping && !h.calm.Load():
-		x := h.float()
+		x := h.failure(act.ID, h.failRate+h.lateFail)
 		if x < h.failRate {
 			h.rec.refused.Add(1)
 			h.rec.touch(time.Now())
@@ -409,6 +497,28 @@ func (h *remoteHost) serveInbox(w http.ResponseWriter, r *http.Request) {
 	}
 	h.rec.add(p)
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// embeddedFields reads, from an activity's object, the version written in
+// an embedded object's content (-1 when none) and, when the object is an
+// activity (an Undo's), its type and object id.
+func embeddedFields(obj json.RawMessage) (version int, typ, object string) {
+	var o struct {
+		Type    string          `json:"type"`
+		Content string          `json:"content"`
+		Object  json.RawMessage `json:"object"`
+	}
+	if len(obj) == 0 || obj[0] != '{' || json.Unmarshal(obj, &o) != nil {
+		return -1, "", ""
+	}
+	var ids []string
+	if len(o.Object) > 0 {
+		ids = activitypub.IDs(o.Object)
+	}
+	if len(ids) > 0 {
+		object = ids[0]
+	}
+	return contentVersion(o.Content), o.Type, object
 }
 
 func (h *remoteHost) refuseSignature(w http.ResponseWriter, msg string, err error) {

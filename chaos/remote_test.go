@@ -268,3 +268,77 @@ func TestRemoteHostBlackHole(t *testing.T) {
 		t.Errorf("recorded %d posts, want 1", n)
 	}
 }
+
+func TestRemoteHostChaotic(t *testing.T) {
+	t.Parallel()
+	s := newSigner(t)
+	// Failing every POST, but one activity at most twice.
+	h := newTestHost(t, hostOptions{behaviour: Chaotic, actors: 1, seed: 7, failRate: 1, refuseMax: 2})
+	short := &http.Client{Timeout: 300 * time.Millisecond}
+	body := s.activity(s.id + "/c/1")
+	for i := range 2 {
+		status, err := s.post(t, context.Background(), short, h.sharedInbox(), body, false)
+		if err == nil && status != http.StatusInternalServerError && status != http.StatusTooManyRequests {
+			t.Fatalf("attempt %d at a host failing every POST: %d; want 500, 429 or no answer", i+1, status)
+		}
+	}
+	status, err := s.post(t, context.Background(), short, h.sharedInbox(), body, false)
+	if err != nil || status != http.StatusAccepted {
+		t.Fatalf("third attempt of one activity: %d, %v; want 202 (failed twice already)", status, err)
+	}
+	var accepted int
+	for _, p := range h.rec.snapshot() {
+		if p.activityID == s.id+"/c/1" {
+			accepted++
+		}
+	}
+	if accepted < 1 || accepted > 2 {
+		t.Errorf("the activity was recorded %d times, want 1 or 2 (a timeout after recording counts)", accepted)
+	}
+
+	// An outage hangs every request, recorded or not, until it ends.
+	calm := newTestHost(t, hostOptions{behaviour: Chaotic, actors: 1, seed: 8})
+	calm.hangFor(time.Now(), time.Hour)
+	if _, err := s.post(t, context.Background(), short, calm.sharedInbox(), s.activity(s.id+"/c/2"), false); err == nil {
+		t.Fatal("a host in an outage answered")
+	}
+	calm.hangFor(time.Now(), -time.Second)
+	status, err = s.post(t, context.Background(), short, calm.sharedInbox(), s.activity(s.id+"/c/3"), false)
+	if err != nil || status != http.StatusAccepted {
+		t.Fatalf("after the outage: %d, %v; want 202", status, err)
+	}
+	if n := len(calm.rec.snapshot()); n != 1 {
+		t.Errorf("recorded %d posts, want 1 (none during the outage)", n)
+	}
+}
+
+func TestRemoteHostRecordsWhatConvergenceReads(t *testing.T) {
+	t.Parallel()
+	s := newSigner(t)
+	h := newTestHost(t, hostOptions{behaviour: Healthy, actors: 1, seed: 9})
+	client := &http.Client{Timeout: 5 * time.Second}
+	update, _ := json.Marshal(map[string]any{
+		"id": s.id + "/u/1", "type": "Update", "actor": s.id,
+		"object": map[string]any{"id": s.id + "/note/1", "type": "Note", "content": convergeContent(4, 3)},
+	})
+	undo, _ := json.Marshal(map[string]any{
+		"id": s.id + "/undo/1", "type": "Undo", "actor": s.id,
+		"object": map[string]any{"id": s.id + "/like/1", "type": "Like", "actor": s.id, "object": "http://127.0.0.1:1/notes/n"},
+	})
+	for _, b := range [][]byte{update, undo} {
+		if status, err := s.post(t, context.Background(), client, h.sharedInbox(), b, false); err != nil || status != http.StatusAccepted {
+			t.Fatalf("POST: %d, %v", status, err)
+		}
+	}
+	posts := h.rec.snapshot()
+	if len(posts) != 2 {
+		t.Fatalf("recorded %d posts, want 2", len(posts))
+	}
+	as := arrivalsOf(posts)
+	if a := as[0]; a.typ != "Update" || a.actor != s.id || a.object != s.id+"/note/1" || a.version != 3 {
+		t.Errorf("the Update arrived as %+v", a)
+	}
+	if a := as[1]; a.typ != "Undo" || a.object != s.id+"/like/1" || a.undoneType != "Like" || a.undoneObject != "http://127.0.0.1:1/notes/n" || a.version != -1 {
+		t.Errorf("the Undo arrived as %+v", a)
+	}
+}

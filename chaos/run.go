@@ -62,8 +62,10 @@ type run struct {
 	writer  *writer
 	sender  *sender
 	world   *world
+	conv    *converger // convergence runs only
 
 	brokerStops int
+	outages     int
 }
 
 // Run performs one chaos run and returns its report. The error is non-nil
@@ -145,10 +147,23 @@ func (r *run) execute(ctx context.Context) (*Report, error) {
 
 	// The write phase, with chaos.
 	r.bh.blackHole()
+	if r.conv != nil {
+		for _, h := range r.hosts {
+			h.calm.Store(false)
+		}
+	}
 	r.logger.Info("write phase", "duration", r.cfg.Duration, "bus", r.cfg.Bus, "store", r.cfg.Store, "seed", r.cfg.Seed, "black_hole", r.bh.hostport)
 	phase, endPhase := context.WithTimeout(ctx, r.cfg.Duration)
 	var load sync.WaitGroup
-	load.Go(func() { r.writer.run(phase, r.cfg.WriteRate) })
+	if r.conv != nil {
+		// The phase ends when every story is written.
+		load.Go(func() {
+			r.conv.run(phase)
+			endPhase()
+		})
+	} else {
+		load.Go(func() { r.writer.run(phase, r.cfg.WriteRate) })
+	}
 	load.Go(func() { r.inbound(phase) })
 	load.Go(func() { r.chaos(phase) })
 	load.Wait()
@@ -198,15 +213,44 @@ func (r *run) setup(ctx context.Context) error {
 		name string
 		b    Behaviour
 	}{{"healthy_a", Healthy}, {"healthy_b", Healthy}, {"flapping", Flapping}, {"slow", Slow}, {"blackhole", BlackHole}}
+	refuseMax := 0
+	if r.cfg.Converge {
+		// A host fails one activity at most twice (outages aside), so
+		// that no delivery's backoff grows past a few seconds.
+		refuseMax = 2
+		// No black hole: its deliveries are lost by design. Chaotic
+		// hosts instead, whose outages end.
+		kinds = kinds[:4]
+		for i := range r.cfg.ChaoticHosts {
+			kinds = append(kinds, struct {
+				name string
+				b    Behaviour
+			}{fmt.Sprintf("chaotic%d", i), Chaotic})
+		}
+		r.bh = &remoteHost{behaviour: BlackHole, hostport: "none"}
+	}
 	for i, k := range kinds {
-		h, err := newRemoteHost(hostOptions{
+		o := hostOptions{
 			name: k.name, behaviour: k.b, actors: r.cfg.ActorsPerHost,
 			rec: r.rec, keys: r.keys, logger: r.logger, seed: r.cfg.Seed + uint64(i) + 1,
-			failRate: 0.25, lateFail: 0.05,
+			failRate: 0.25, lateFail: 0.05, refuseMax: refuseMax,
 			slowMin: 200 * time.Millisecond, slowMax: 2 * time.Second,
-		})
+		}
+		if r.cfg.Converge {
+			// Every failure makes courier hold back the whole host for
+			// a backoff: at the stream's volume, the rates above would
+			// stretch the run far more than they test.
+			o.failRate, o.lateFail = r.cfg.FaultRate, r.cfg.FaultRate/5
+			o.slowMin, o.slowMax = 10*time.Millisecond, 200*time.Millisecond
+		}
+		h, err := newRemoteHost(o)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrSetup, err)
+		}
+		if r.cfg.Converge {
+			// Calm through set-up: the handshake's Accepts are not what
+			// the run checks. The write phase lets the chaos loose.
+			h.calm.Store(true)
 		}
 		r.hosts = append(r.hosts, h)
 		r.logger.Info("remote host", "host", h.hostport, "behaviour", string(k.b), "actors", len(h.actors))
@@ -240,6 +284,13 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	r.writer = newWriter(r.base, r.locals, r.cfg.Seed, r.logger)
 	r.sender = newSender(r.cfg.Seed, r.logger)
+	if r.cfg.Converge {
+		var remotes []*remoteActor
+		for _, h := range r.hosts {
+			remotes = append(remotes, h.actors...)
+		}
+		r.conv = newConverger(r.base, r.locals, remotes, r.cfg.Objects, r.cfg.Seed, r.sender.ackedNote, r.logger)
+	}
 	return nil
 }
 
@@ -428,6 +479,13 @@ func (r *run) chaos(ctx context.Context) {
 	nextBroker := next(r.cfg.BrokerOutageEvery)
 	nextPG := next(r.cfg.PGRestartEvery)
 	nextCut := next(r.cfg.DBCutEvery)
+	nextOutage := next(r.cfg.OutageEvery / 4) // the first one early: a short run has one too
+	var chaotic []*remoteHost
+	for _, h := range r.hosts {
+		if h.behaviour == Chaotic {
+			chaotic = append(chaotic, h)
+		}
+	}
 	var brokerBack time.Time
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -453,6 +511,18 @@ func (r *run) chaos(ctx context.Context) {
 			s.kill(sig, randBetween(r.rng, 200*time.Millisecond, 2*time.Second))
 			r.logger.Info("server restarted", "server", s.name, "signal", signalName(sig))
 			nextServer = next(r.cfg.ServerRestartEvery)
+		}
+		if len(chaotic) > 0 && now.After(nextOutage) {
+			// Longer than courier's wait before it finds a host still
+			// failing unavailable (8 s in DefaultChildEnv), when
+			// OutageMax allows; it parks the host's deliveries when the
+			// outage also outlasts its backoff of the host.
+			h := chaotic[r.rng.IntN(len(chaotic))]
+			d := randBetween(r.rng, min(11*time.Second, r.cfg.OutageMax*3/4), r.cfg.OutageMax)
+			h.hangFor(now, d)
+			r.outages++
+			r.logger.Info("host outage", "host", h.hostport, "for", d.Round(time.Millisecond))
+			nextOutage = next(r.cfg.OutageEvery)
 		}
 		if r.pg != nil {
 			nextPG, nextCut = r.pgChaos(now, nextPG, nextCut, next)
@@ -510,6 +580,7 @@ func (r *run) restore(ctx context.Context) error {
 	// fail by chance, with nothing lost.
 	for _, h := range r.hosts {
 		h.calm.Store(true)
+		h.hungUntil.Store(0)
 	}
 	if r.broker != nil && !r.broker.running() {
 		if err := r.broker.start(); err != nil {
@@ -569,8 +640,12 @@ func (r *run) settle(ctx context.Context) (*Report, error) {
 					return last, nil
 				}
 			}
-			r.logger.Info("not settled yet", "outstanding", o.outstanding, "undelivered", last.PairsLost,
-				"inbound_pending", r.sender.pending(), "black_hole_waiting", last.BlackHoleParked+last.BlackHoleOther, "quiet", quiet)
+			args := []any{"outstanding", o.outstanding, "undelivered", last.PairsLost,
+				"inbound_pending", r.sender.pending(), "black_hole_waiting", last.BlackHoleParked + last.BlackHoleOther, "quiet", quiet}
+			if last.Converge {
+				args = append(args, "view_divergences", last.ViewDivergences)
+			}
+			r.logger.Info("not settled yet", args...)
 		case sctx.Err() == nil:
 			r.logger.Warn("read database", "err", err)
 		}
@@ -602,10 +677,28 @@ func (r *run) look(ctx context.Context, db *checkDB) (outcome, error) {
 		return outcome{}, err
 	}
 	items, dups := r.sender.snapshot()
-	o := evaluate(r.world, s, r.rec.snapshot(), r.writer.stats(), items, dups)
+	posts := r.rec.snapshot()
+	o := evaluate(r.world, s, posts, r.writer.stats(), items, dups)
 	o.report.Seed = r.cfg.Seed
 	o.report.Store = r.cfg.Store
 	o.report.BadSignatures = r.rec.badSignatures.Load()
+	if r.conv != nil {
+		var hosts []string
+		for _, h := range r.hosts {
+			hosts = append(hosts, h.hostport)
+		}
+		want, err := readExpected(ctx, db, r.world, hosts)
+		if err != nil {
+			return outcome{}, err
+		}
+		c := checkConvergence(want, arrivalsOf(posts))
+		o.report.fillConvergence(c, r.conv.snapshot())
+		o.report.Outages = r.outages
+		// A view that differs may still be on its way: the run waits
+		// for it as for an undelivered pair, bounded by the settle
+		// timeout.
+		o.outstanding += c.ViewDivergences
+	}
 	return o, nil
 }
 

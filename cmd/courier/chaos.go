@@ -26,7 +26,16 @@ With --store postgres the run makes a throwaway PostgreSQL cluster with the
 machine's initdb (or a fresh database on --postgres-url's server), runs two
 servers behind one address and two workers on it, and adds two faults:
 restarts of PostgreSQL and cuts of one worker from it (in a network
-namespace of the server's where the run is root, else through a TCP proxy).`
+namespace of the server's where the run is root, else through a TCP proxy).
+
+With --converge the run checks convergence instead of a stream of new notes:
+local actors write --objects objects (each created, updated several times,
+some deleted), like and unlike remote notes and follow and unfollow remote
+actors, to remote hosts that fail at random (500, 429, timeouts, hung
+connections, outages long enough to be parked). Each host's final view, its
+accepted activities applied in arrival order as a naive receiver would, must
+equal courier's state, and the arrivals of each (object, inbox) must be in the
+order written; the run exits 1 on any divergence and prints the first few.`
 
 // chaosCommand runs `courier chaos`: see chaosUsage and chaos.Run.
 func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -71,6 +80,12 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	fs.DurationVar(&cfg.BrokerOutageMax, "broker-outage-max", chaos.DefaultBrokerOutageMax, "longest broker outage")
 	fs.DurationVar(&cfg.ParkMax, "park-max", chaos.DefaultParkMax, "courier's --park-max during the run")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "courier's --max-attempts during the run (default: courier's own)")
+	fs.BoolVar(&cfg.Converge, "converge", false, "a convergence run: stories of objects, likes and follows; every remote host's final view and order of arrivals checked")
+	fs.IntVar(&cfg.Objects, "objects", chaos.DefaultObjects, "with --converge: objects written (with a like story for every second one and a follow story for every fourth)")
+	fs.IntVar(&cfg.ChaoticHosts, "chaotic-hosts", chaos.DefaultChaoticHosts, "with --converge: chaotic remote hosts added")
+	fs.Float64Var(&cfg.FaultRate, "fault-rate", chaos.DefaultFaultRate, "with --converge: share of POSTs a chaotic host fails (500, 429, timeouts, hung connections)")
+	fs.DurationVar(&cfg.OutageEvery, "outage-every", chaos.DefaultOutageEvery, "with --converge: mean time between outages of a chaotic host")
+	fs.DurationVar(&cfg.OutageMax, "outage-max", chaos.DefaultOutageMax, "with --converge: longest outage of a chaotic host (below --park-max)")
 	fs.StringVar(&cfg.Dir, "dir", "", "run directory (default: a temporary one, removed after a passing run)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run directory after a passing run")
 	quiet := fs.Bool("quiet", false, "print only the result, not the run's progress")
@@ -97,6 +112,18 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 	if cfg.Servers < 0 || cfg.Servers > 8 || cfg.Workers < 0 || cfg.Workers > 8 {
 		return usageError("chaos: --servers and --workers: want 1 to 8")
+	}
+	if cfg.Objects < 1 || cfg.Objects > 100000 {
+		return usageError("chaos: invalid --objects %d: want 1 to 100000", cfg.Objects)
+	}
+	if cfg.ChaoticHosts < 1 || cfg.ChaoticHosts > 64 {
+		return usageError("chaos: invalid --chaotic-hosts %d: want 1 to 64", cfg.ChaoticHosts)
+	}
+	if cfg.FaultRate <= 0 || cfg.FaultRate > 0.8 {
+		return usageError("chaos: invalid --fault-rate %g: want above 0 and at most 0.8", cfg.FaultRate)
+	}
+	if cfg.Converge && cfg.OutageMax >= cfg.ParkMax {
+		return usageError("chaos: --outage-max %s must be shorter than --park-max %s (a longer outage loses deliveries by design)", cfg.OutageMax, cfg.ParkMax)
 	}
 	if *seed != "" {
 		n, err := strconv.ParseUint(*seed, 10, 64)

@@ -24,6 +24,10 @@ func TestChaosBadFlags(t *testing.T) {
 		{"negative servers", []string{"--servers", "-1"}, "--servers and --workers: want 1 to 8"},
 		{"unknown bus", []string{"--bus", "kafka"}, `invalid --bus "kafka"`},
 		{"bad seed", []string{"--seed", "x"}, "invalid --seed"},
+		{"no objects", []string{"--converge", "--objects", "0"}, "invalid --objects 0: want 1 to 100000"},
+		{"no chaotic hosts", []string{"--converge", "--chaotic-hosts", "0"}, "invalid --chaotic-hosts 0: want 1 to 64"},
+		{"fault rate too high", []string{"--converge", "--fault-rate", "0.9"}, "invalid --fault-rate 0.9"},
+		{"outage past park-max", []string{"--converge", "--outage-max", "30s", "--park-max", "20s"}, "--outage-max 30s must be shorter than --park-max 20s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
