@@ -137,6 +137,7 @@ func BenchmarkFanout(b *testing.B) {
 		b.ReportMetric(hung.rate.wall/hungRef.wall, "ratio_20%_hung_to_healthy")
 		b.ReportMetric(slow.rate.wall/slowRef.wall, "ratio_20%_slow_to_healthy")
 		b.ReportMetric(hung.speedAdjusted()/hungRef.adjusted, "ratio_20%_hung_to_healthy_same_speed")
+		b.ReportMetric(float64(hung.hungPosts()), "posts_to_hung_hosts")
 		b.ReportMetric(slow.speedAdjusted()/slowRef.adjusted, "ratio_20%_slow_to_healthy_same_speed")
 		b.ReportMetric(accept.Seconds(), "accept_behind_100k_s")
 
@@ -710,6 +711,11 @@ func around(before, after runResult) reference {
 	}
 }
 
+// hungPosts is the POSTs the hung hosts read (each signed for nothing).
+func (r runResult) hungPosts() int64 {
+	return r.stats.Posts - r.stats.Healthy - r.stats.Slow - r.stats.Duplicates
+}
+
 func (r runResult) connsPerDelivery() float64 {
 	return float64(r.stats.Conns) / float64(max(r.stats.Healthy+r.stats.Slow, 1))
 }
@@ -962,6 +968,7 @@ func BenchmarkFanoutHung(b *testing.B) {
 		ref := around(before, after)
 		b.ReportMetric(hung.rate.wall/ref.wall, "ratio_20%_hung_to_healthy")
 		b.ReportMetric(hung.rate.wall, "hung_healthy_deliveries/s")
+		b.ReportMetric(float64(hung.hungPosts()), "posts_to_hung_hosts")
 		b.ReportMetric(ref.wall, "healthy_deliveries/s")
 	}
 }
