@@ -1,6 +1,7 @@
 package activitypub
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -57,6 +58,11 @@ type ClientOptions struct {
 	RootCAs *x509.CertPool
 	// UserAgent is set on requests that have none. Default DefaultUserAgent.
 	UserAgent string
+	// LookupHost, when set, resolves a host name to the addresses dialed
+	// instead of the system's resolver (the guard still checks the address
+	// dialed): tests reach hosts by name on loopback through it. Default
+	// nil: the system's resolver.
+	LookupHost func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Gate, when set, keeps requests from waiting on a host that is slow
 	// or already busy (see FetchGate): give it to the client of remote
 	// fetches. Default nil: no gate.
@@ -132,9 +138,13 @@ func NewClient(opts ClientOptions) *http.Client {
 			return nil
 		}
 	}
+	dial := dialer.DialContext
+	if opts.LookupHost != nil {
+		dial = lookupDial(dialer, opts.LookupHost)
+	}
 	tr := &http.Transport{
 		Proxy:             nil,
-		DialContext:       dialer.DialContext,
+		DialContext:       dial,
 		ForceAttemptHTTP2: true,
 		TLSClientConfig: &tls.Config{
 			MinVersion:         tls.VersionTLS12,
@@ -159,6 +169,34 @@ func NewClient(opts ClientOptions) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
+	}
+}
+
+// lookupDial dials the addresses lookup gives for a host name, in turn
+// until one connects; an address literal is dialed as it is.
+func lookupDial(d *net.Dialer, lookup func(context.Context, string) ([]netip.Addr, error)) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := netip.ParseAddr(host); err == nil {
+			return d.DialContext(ctx, network, address)
+		}
+		addrs, err := lookup(ctx, host)
+		if err != nil {
+			return nil, &net.DNSError{Err: err.Error(), Name: host, IsNotFound: true}
+		}
+		if len(addrs) == 0 {
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+		for _, a := range addrs {
+			var c net.Conn
+			if c, err = d.DialContext(ctx, network, net.JoinHostPort(a.String(), port)); err == nil {
+				return c, nil
+			}
+		}
+		return nil, err
 	}
 }
 

@@ -1,6 +1,7 @@
 package activitypub
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -180,5 +181,57 @@ func TestClientDenyMetadata(t *testing.T) {
 	}
 	if !AddrAllowed(netip.MustParseAddr("169.254.10.20"), []netip.Prefix{netip.MustParsePrefix("169.254.10.20/32")}) {
 		t.Error("an allowed address is not allowed")
+	}
+}
+
+// A client with LookupHost reaches a host by a name only it resolves, with
+// the request's Host the name; the guard still checks the address the name
+// resolved to; a name it does not know fails as a DNS error.
+func TestClientLookupHost(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Host", r.Host)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var looked []string
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		looked = append(looked, host)
+		if host == "peer.test" {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+		return nil, errors.New("unknown")
+	}
+	c := NewClient(ClientOptions{AllowPrivate: true, Timeout: 5 * time.Second, LookupHost: lookup})
+	resp, err := c.Get("http://peer.test:" + port + "/")
+	if err != nil {
+		t.Fatalf("by name: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("X-Host") != "peer.test:"+port {
+		t.Fatalf("status %d, Host %q", resp.StatusCode, resp.Header.Get("X-Host"))
+	}
+	if len(looked) != 1 || looked[0] != "peer.test" {
+		t.Fatalf("looked up %q, want peer.test once", looked)
+	}
+
+	_, err = c.Get("http://other.test:" + port + "/")
+	var dnsErr *net.DNSError
+	if !errors.As(err, &dnsErr) || dnsErr.Name != "other.test" {
+		t.Fatalf("unknown name: got %v, want a DNS error for other.test", err)
+	}
+
+	guarded := NewClient(ClientOptions{Timeout: 5 * time.Second, LookupHost: lookup})
+	resp, err = guarded.Get("http://peer.test:" + port + "/")
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a name resolving to loopback was reached with the guard on")
+	}
+	if !errors.Is(err, ErrPrivateAddress) {
+		t.Fatalf("guarded: got %v, want ErrPrivateAddress", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,13 @@ import (
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
 )
+
+// faultMode is the transport of the hung and slow runs and of the
+// all-healthy runs they are compared with: TLS with HTTP/2 offered (ALPN
+// h2 and http/1.1), as real servers offer it, on hosts reached by name
+// (hostN.test, resolved to the host's loopback address by the client's
+// LookupHost).
+const faultMode = "tls-http2-name"
 
 // Benchmark shape, as an instance sees it: benchHosts simulated hosts, each
 // on its own loopback address (127.0.x.y) with its own certificate from a
@@ -73,8 +81,8 @@ const (
 //     CPU left out of courier's (signProbe; _same_time), since a shared
 //     machine's speed drifts between the two; and the wall-clock ratio of
 //     deliveries/s to signatures/s;
-//   - with 20% of the hosts hung (they accept, complete TLS, read the POST
-//     and never answer) and, separately, 20% slow (each POST answered after
+//   - with 20% of the hosts hung (they accept, complete TLS and the HTTP/2
+//     preface, read the POST and never answer) and, separately, 20% slow (each POST answered after
 //     10 s): the healthy hosts' deliveries/s ÷ the all-healthy rate of the
 //     same transport, the mean of the all-healthy runs just before and just
 //     after the faulty one, as measured and with each rate over its run's
@@ -99,17 +107,20 @@ func BenchmarkFanout(b *testing.B) {
 		plain := fanoutRun(b, ca, "http1", 0, 0)
 		h2 := fanoutRun(b, ca, "tls-http2", 0, 0)
 		sign = sign.best(signRate(key, time.Second))
+		tls1 := fanoutRun(b, ca, "tls-http1", 0, 0)
 		// The hung and the slow run each come between two all-healthy
 		// runs of the same transport and are compared with both, since
-		// the shared machine's speed drifts from run to run.
-		tls1 := fanoutRun(b, ca, "tls-http1", 0, 0)
-		hung := fanoutRun(b, ca, "tls-http1", 0.2, 0)
-		tls1b := fanoutRun(b, ca, "tls-http1", 0, 0)
-		slow := fanoutRun(b, ca, "tls-http1", 0, 0.2)
-		tls1c := fanoutRun(b, ca, "tls-http1", 0, 0)
+		// the shared machine's speed drifts from run to run: TLS with
+		// HTTP/2 offered (h2 and http/1.1), as real servers offer it, on
+		// hosts reached by name.
+		named := fanoutRun(b, ca, faultMode, 0, 0)
+		hung := fanoutRun(b, ca, faultMode, 0.2, 0)
+		namedB := fanoutRun(b, ca, faultMode, 0, 0)
+		slow := fanoutRun(b, ca, faultMode, 0, 0.2)
+		namedC := fanoutRun(b, ca, faultMode, 0, 0)
 		sign = sign.best(signRate(key, time.Second))
 		accept := acceptRun(b, ca)
-		hungRef, slowRef := around(tls1, tls1b), around(tls1b, tls1c)
+		hungRef, slowRef := around(named, namedB), around(namedB, namedC)
 
 		b.ReportMetric(sign.wall, "signatures/s")
 		for _, r := range []struct {
@@ -126,6 +137,7 @@ func BenchmarkFanout(b *testing.B) {
 		b.ReportMetric(hung.rate.wall/hungRef.wall, "ratio_20%_hung_to_healthy")
 		b.ReportMetric(slow.rate.wall/slowRef.wall, "ratio_20%_slow_to_healthy")
 		b.ReportMetric(hung.speedAdjusted()/hungRef.adjusted, "ratio_20%_hung_to_healthy_same_speed")
+		b.ReportMetric(float64(hung.hungPosts()), "posts_to_hung_hosts")
 		b.ReportMetric(slow.speedAdjusted()/slowRef.adjusted, "ratio_20%_slow_to_healthy_same_speed")
 		b.ReportMetric(accept.Seconds(), "accept_behind_100k_s")
 
@@ -140,10 +152,10 @@ func BenchmarkFanout(b *testing.B) {
 				r.name, r.res.rate.wall, r.res.rate.wall/sign.wall, r.res.rate.cpu, r.res.rate.cpu/sign.cpu, r.res.rate.cpu/r.res.signCPU, r.res.signCPU,
 				r.res.connsPerDelivery(), r.res.resumedShare(), r.res.stats.Duplicates)
 		}
-		b.Logf("TLS HTTP/1.1 all healthy, the runs after the first: %.0f and %.0f deliveries/s wall", tls1b.rate.wall, tls1c.rate.wall)
-		b.Logf("TLS HTTP/1.1, 20%% hung: %.0f healthy deliveries/s (ratio %.2f of the all-healthy runs around it; %.2f at the same signing speed); %.3f new connections/delivery",
+		b.Logf("TLS HTTP/2 offered, by name, all healthy: %.0f, %.0f and %.0f deliveries/s wall", named.rate.wall, namedB.rate.wall, namedC.rate.wall)
+		b.Logf("TLS HTTP/2 offered, by name, 20%% hung: %.0f healthy deliveries/s (ratio %.2f of the all-healthy runs around it; %.2f at the same signing speed); %.3f new connections/delivery",
 			hung.rate.wall, hung.rate.wall/hungRef.wall, hung.speedAdjusted()/hungRef.adjusted, hung.connsPerDelivery())
-		b.Logf("TLS HTTP/1.1, 20%% slow: %.0f healthy deliveries/s (ratio %.2f of the all-healthy runs around it; %.2f at the same signing speed); %d duplicates",
+		b.Logf("TLS HTTP/2 offered, by name, 20%% slow: %.0f healthy deliveries/s (ratio %.2f of the all-healthy runs around it; %.2f at the same signing speed); %d duplicates",
 			slow.rate.wall, slow.rate.wall/slowRef.wall, slow.speedAdjusted()/slowRef.adjusted, slow.stats.Duplicates)
 		b.Logf("an Accept enqueued behind %d pending deliveries of a fan-out reached its inbox after %s", benchBacklog, accept.Round(time.Millisecond))
 	}
@@ -343,7 +355,7 @@ func newBenchCA(b testing.TB) *benchCA {
 // receiverSpec configures the receivers' process.
 type receiverSpec struct {
 	Hosts  int     `json:"hosts"`
-	Mode   string  `json:"mode"` // http1, tls-http1, tls-http2
+	Mode   string  `json:"mode"` // http1, tls-http1, tls-http2, tls-http2-name
 	Hung   float64 `json:"hung"`
 	Slow   float64 `json:"slow"`
 	CACert string  `json:"ca_cert"`
@@ -364,6 +376,17 @@ type receiverStats struct {
 	Resumed    int64 `json:"resumed"`
 	AcceptAt   int64 `json:"accept_at"` // Unix ns of the first Accept's arrival
 	Ed25519    int64 `json:"ed25519"`   // POSTs signed with RFC 9421 ed25519 that verified
+}
+
+// benchNames maps the receivers' host names (hostN.test, in the -name
+// modes) to their loopback addresses: the delivery client's LookupHost.
+var benchNames sync.Map
+
+func lookupBenchName(_ context.Context, host string) ([]netip.Addr, error) {
+	if a, ok := benchNames.Load(host); ok {
+		return []netip.Addr{a.(netip.Addr)}, nil
+	}
+	return nil, fmt.Errorf("%s: no such bench host", host)
 }
 
 // receivers is the child process serving the simulated hosts.
@@ -407,14 +430,18 @@ func startReceivers(b testing.TB, spec receiverSpec) *receivers {
 		b.Fatal(err)
 	}
 	var hello struct {
-		Hosts   []string `json:"hosts"`
-		Control string   `json:"control"`
+		Hosts   []string          `json:"hosts"`
+		Control string            `json:"control"`
+		Names   map[string]string `json:"names"`
 	}
 	line, err := bufio.NewReader(stdout).ReadBytes('\n')
 	if err != nil || json.Unmarshal(line, &hello) != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		b.Fatalf("receivers did not start: %v %q", err, line)
+	}
+	for name, ip := range hello.Names {
+		benchNames.Store(name, netip.MustParseAddr(ip))
 	}
 	r := &receivers{cmd: cmd, stdin: stdin, hosts: hello.Hosts, control: hello.Control}
 	b.Cleanup(r.stop)
@@ -488,6 +515,8 @@ func serveReceivers(specJSON string) error {
 	hungN, slowN := int(float64(spec.Hosts)*spec.Hung), int(float64(spec.Hosts)*spec.Slow)
 	var servers []*http.Server
 	var hosts []string
+	names := map[string]string{}
+	byName := strings.HasSuffix(spec.Mode, "-name")
 	for i := range spec.Hosts {
 		ip := net.IPv4(127, 0, 2+byte(i/250), 1+byte(i%250))
 		hung, slow := i >= spec.Hosts-hungN, i >= spec.Hosts-hungN-slowN && i < spec.Hosts-hungN
@@ -496,6 +525,14 @@ func serveReceivers(specJSON string) error {
 			return err
 		}
 		origin := "http://" + ln.Addr().String()
+		name := fmt.Sprintf("host%d.test", i)
+		if byName {
+			// Reached by name, as real hosts are: the name resolves to
+			// the host's loopback address through the client's
+			// LookupHost.
+			origin = "http://" + net.JoinHostPort(name, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
+			names[name] = ip.String()
+		}
 		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodGet {
 				// The Accept's recipient, for the resolver.
@@ -564,7 +601,7 @@ func serveReceivers(specJSON string) error {
 			tmpl := &x509.Certificate{
 				SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: ip.String()},
 				NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-				IPAddresses: []net.IP{ip}, KeyUsage: x509.KeyUsageDigitalSignature,
+				IPAddresses: []net.IP{ip}, DNSNames: []string{name}, KeyUsage: x509.KeyUsageDigitalSignature,
 				ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 			}
 			der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &leafKey.PublicKey, caKey)
@@ -572,7 +609,7 @@ func serveReceivers(specJSON string) error {
 				return err
 			}
 			protos := []string{"http/1.1"}
-			if spec.Mode == "tls-http2" {
+			if strings.HasPrefix(spec.Mode, "tls-http2") {
 				protos = []string{"h2", "http/1.1"}
 			}
 			srv.TLSConfig = &tls.Config{
@@ -612,7 +649,7 @@ func serveReceivers(specJSON string) error {
 			})
 		}))
 	}()
-	hello, _ := json.Marshal(map[string]any{"hosts": hosts, "control": "http://" + ctl.Addr().String()})
+	hello, _ := json.Marshal(map[string]any{"hosts": hosts, "control": "http://" + ctl.Addr().String(), "names": names})
 	fmt.Println(string(hello))
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	close(hang)
@@ -674,6 +711,11 @@ func around(before, after runResult) reference {
 	}
 }
 
+// hungPosts is the POSTs the hung hosts read (each signed for nothing).
+func (r runResult) hungPosts() int64 {
+	return r.stats.Posts - r.stats.Healthy - r.stats.Slow - r.stats.Duplicates
+}
+
 func (r runResult) connsPerDelivery() float64 {
 	return float64(r.stats.Conns) / float64(max(r.stats.Healthy+r.stats.Slow, 1))
 }
@@ -707,7 +749,7 @@ func newInstance(b *testing.B, ca *benchCA) *instance {
 	}
 	// The production client (its timeouts, pool and TLS), trusting only
 	// the run's CA; private addresses allowed for loopback.
-	client := activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, RootCAs: ca.pool})
+	client := activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, RootCAs: ca.pool, LookupHost: lookupBenchName})
 	fetcher, err := activitypub.NewFetcher(activitypub.FetcherConfig{
 		Client: client, Signer: activitypub.Signer{KeyID: activitypub.KeyID(alice.URI), Key: priv}})
 	if err != nil {
@@ -757,7 +799,7 @@ func (ca *benchCA) deliveryClient() *http.Client {
 	return activitypub.NewClient(activitypub.ClientOptions{AllowPrivate: true, RootCAs: ca.pool,
 		Timeout: delivery.DefaultTimeout, DialTimeout: delivery.DefaultDialTimeout,
 		TLSHandshakeTimeout: delivery.DefaultDialTimeout, ResponseHeaderTimeout: delivery.DefaultResponseHeaderTimeout,
-		MaxConnsPerHost: delivery.DefaultPerHostConcurrency})
+		MaxConnsPerHost: delivery.DefaultPerHostConcurrency, LookupHost: lookupBenchName})
 }
 
 // followers adds perHost followers of alice on every host, sharing the
@@ -909,7 +951,8 @@ func acceptRun(b *testing.B, ca *benchCA) time.Duration {
 }
 
 // BenchmarkFanoutHung runs the three fan-outs of BenchmarkFanout that
-// docs/benchmarks.md plots, over TLS HTTP/1.1: all healthy, with 20% of
+// docs/benchmarks.md plots, over TLS with HTTP/2 offered on hosts reached
+// by name (faultMode): all healthy, with 20% of
 // the hosts hung, all healthy again; it reports the hung run's healthy
 // deliveries/s over the mean of the two around it. With
 // COURIER_BENCH_SERIES=DIR each run writes its deliveries over time to DIR
@@ -919,12 +962,13 @@ func acceptRun(b *testing.B, ca *benchCA) time.Duration {
 func BenchmarkFanoutHung(b *testing.B) {
 	ca := newBenchCA(b)
 	for b.Loop() {
-		before := fanoutRun(b, ca, "tls-http1", 0, 0)
-		hung := fanoutRun(b, ca, "tls-http1", 0.2, 0)
-		after := fanoutRun(b, ca, "tls-http1", 0, 0)
+		before := fanoutRun(b, ca, faultMode, 0, 0)
+		hung := fanoutRun(b, ca, faultMode, 0.2, 0)
+		after := fanoutRun(b, ca, faultMode, 0, 0)
 		ref := around(before, after)
 		b.ReportMetric(hung.rate.wall/ref.wall, "ratio_20%_hung_to_healthy")
 		b.ReportMetric(hung.rate.wall, "hung_healthy_deliveries/s")
+		b.ReportMetric(float64(hung.hungPosts()), "posts_to_hung_hosts")
 		b.ReportMetric(ref.wall, "healthy_deliveries/s")
 	}
 }
