@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"app":                       {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "httpedge"},
 	"app/webhook":               {"app", "delivery", "outbox", "sqldb", "store"},
 	"examples/webhook-receiver": {},
-	"inbox":                     {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "app"},
+	"inbox":                     {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "app", "httpedge"},
 	"server":                    {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "httpedge"},
 	"admin":                     {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "inbox", "sqldb", "metrics", "limit", "app/webhook"},
 	"chaos":                     {"outbox", "activitypub", "store", "sqlite", "postgres", "migrations"},

@@ -8,7 +8,7 @@
 // status. WriteError answers an error as {"error": "..."}: an internal
 // error is logged and shown as "internal error", EUNAUTHORIZED carries
 // WWW-Authenticate, a temporary condition on courier's side is 503 with
-// Retry-After (30 s, or the wait of a *RetryError).
+// Retry-After (30 s, or the wait of a Retrier).
 //
 // Auth checks a bearer token as an actor's: a wrong token counts as a
 // failed attempt of the client's address (limit.Failures), and an address

@@ -65,15 +65,33 @@ func Status(code store.Code) int {
 	}
 }
 
-// RetryError is an error with the wait its answer's Retry-After carries (a
-// throttled client, a temporary condition on courier's side).
+// Retrier is an error whose answer carries a Retry-After: a throttled
+// client, a temporary condition on courier's side. *RetryError is one; the
+// inbox's throttled and deferred requests are others.
+type Retrier interface {
+	error
+	RetryAfter() time.Duration
+}
+
+// RetryAfter is the wait of the first Retrier in err's chain, and whether
+// there is one.
+func RetryAfter(err error) (time.Duration, bool) {
+	var re Retrier
+	if errors.As(err, &re) {
+		return re.RetryAfter(), true
+	}
+	return 0, false
+}
+
+// RetryError is an error with the wait its answer's Retry-After carries.
 type RetryError struct {
 	Wait time.Duration
 	Err  error
 }
 
-func (e *RetryError) Error() string { return e.Err.Error() }
-func (e *RetryError) Unwrap() error { return e.Err }
+func (e *RetryError) Error() string             { return e.Err.Error() }
+func (e *RetryError) Unwrap() error             { return e.Err }
+func (e *RetryError) RetryAfter() time.Duration { return e.Wait }
 
 // ErrorBody is the JSON body of every error response.
 type ErrorBody struct {
@@ -105,9 +123,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	case EUnavailable:
 		w.Header().Set("Retry-After", "30")
 	}
-	var re *RetryError
-	if errors.As(err, &re) {
-		w.Header().Set("Retry-After", limit.RetryAfter(re.Wait))
+	if wait, ok := RetryAfter(err); ok {
+		w.Header().Set("Retry-After", limit.RetryAfter(wait))
 	}
 	body := ErrorBody{Error: msg}
 	var ex *store.ExistingError
