@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"examples/webhook-receiver": {},
 	"inbox":                     {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "app", "httpedge"},
 	"server":                    {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "httpedge"},
-	"admin":                     {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "inbox", "sqldb", "metrics", "limit", "app/webhook"},
+	"admin":                     {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "inbox", "sqldb", "metrics", "limit", "app/webhook", "httpedge"},
 	"chaos":                     {"outbox", "activitypub", "store", "sqlite", "postgres", "migrations"},
 	"interop":                   {},
 	"relay":                     {"outbox", "activitypub", "store", "delivery", "sqldb", "metrics"},

@@ -101,8 +101,9 @@ type ErrorBody struct {
 	Existing string `json:"existing,omitempty"`
 }
 
-// ContentTypeError is the Content-Type of error bodies.
-const ContentTypeError = "application/json; charset=utf-8"
+// ContentTypeJSON is the Content-Type of courier's plain JSON bodies:
+// every error body, the admin API's answers.
+const ContentTypeJSON = "application/json; charset=utf-8"
 
 // WriteError answers err as {"error": "..."} with the status of its code.
 // Internal errors are logged at error level on log (an operator must look)
@@ -131,20 +132,20 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if errors.As(err, &ex) {
 		body.Existing = ex.ID
 	}
-	WriteJSON(w, st, ContentTypeError, body)
+	WriteJSON(w, st, ContentTypeJSON, body)
 }
 
 // WriteMessage answers status with {"error": msg}, for a surface that
 // chose its status itself (the inbox's verification).
 func WriteMessage(w http.ResponseWriter, status int, msg string) {
-	WriteJSON(w, status, ContentTypeError, ErrorBody{Error: msg})
+	WriteJSON(w, status, ContentTypeJSON, ErrorBody{Error: msg})
 }
 
 // NotFoundHandler answers a path no route serves: 404 with the JSON error
 // body, like every other error (a router's default is a plain-text page).
 func NotFoundHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		WriteJSON(w, http.StatusNotFound, ContentTypeError,
+		WriteJSON(w, http.StatusNotFound, ContentTypeJSON,
 			ErrorBody{Error: store.ErrorMessage(store.Errorf(store.ENOTFOUND, "no route %s", r.URL.Path))})
 	})
 }
@@ -167,7 +168,7 @@ func MethodNotAllowedHandler(router *mux.Router) http.Handler {
 		if len(allowed) > 0 {
 			w.Header().Set("Allow", strings.Join(allowed, ", "))
 		}
-		WriteJSON(w, http.StatusMethodNotAllowed, ContentTypeError,
+		WriteJSON(w, http.StatusMethodNotAllowed, ContentTypeJSON,
 			ErrorBody{Error: store.ErrorMessage(store.Errorf(EMethod, "method %s not allowed on %s", r.Method, r.URL.Path))})
 	})
 }
