@@ -8,6 +8,12 @@
 // is one store method that stores the data and enqueues its events in one
 // transaction. The inbox routes (/users/{name}/inbox, /inbox) belong to
 // package inbox; cmd mounts both on one router.
+//
+// It serves the instance actor too (discovered by WebFinger), and signed
+// GETs: a followers-only item to a follower's signed fetch, and with
+// --authorized-fetch (Config.AuthorizedFetch) every document only to a
+// verified signer. Statuses, error bodies, bearer tokens and cursors are
+// package httpedge's, shared with app, inbox and admin.
 package server
 
 import (
