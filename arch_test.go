@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -30,12 +31,13 @@ var allowed = map[string][]string{
 	"outbox/natsbus":            {"outbox", "metrics"},
 	"store":                     {"outbox", "activitypub", "sqldb", "metrics"},
 	"delivery":                  {"outbox", "activitypub", "store", "sqldb", "metrics"},
-	"app":                       {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "server"},
+	"httpedge":                  {"store", "limit"},
+	"app":                       {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "httpedge"},
 	"app/webhook":               {"app", "delivery", "outbox", "sqldb", "store"},
 	"examples/webhook-receiver": {},
-	"inbox":                     {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "app"},
-	"server":                    {"outbox", "activitypub", "store", "sqldb", "metrics", "limit"},
-	"admin":                     {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "inbox", "sqldb", "metrics", "limit", "app/webhook"},
+	"inbox":                     {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "app", "httpedge"},
+	"server":                    {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "httpedge"},
+	"admin":                     {"outbox", "outbox/natsbus", "activitypub", "store", "delivery", "inbox", "sqldb", "metrics", "limit", "app/webhook", "httpedge"},
 	"chaos":                     {"outbox", "activitypub", "store", "sqlite", "postgres", "migrations"},
 	"interop":                   {},
 	"relay":                     {"outbox", "activitypub", "store", "delivery", "sqldb", "metrics"},
@@ -105,4 +107,71 @@ func TestImportDirection(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestArchitectureTable holds ARCHITECTURE.md's package table to allowed:
+// the same packages, each below every package it may import, so that the
+// document and the test cannot drift apart.
+func TestArchitectureTable(t *testing.T) {
+	b, err := os.ReadFile("ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := packageTable(string(b))
+	if len(rows) == 0 {
+		t.Fatal("ARCHITECTURE.md has no package table under \"## Packages\"")
+	}
+	pos := map[string]int{}
+	for i, p := range rows {
+		if _, dup := pos[p]; dup {
+			t.Errorf("ARCHITECTURE.md lists %s twice", p)
+		}
+		pos[p] = i
+		if _, ok := allowed[p]; !ok {
+			t.Errorf("ARCHITECTURE.md lists %s, which arch_test.go's allowed does not", p)
+		}
+	}
+	for p, imps := range allowed {
+		i, ok := pos[p]
+		if !ok {
+			t.Errorf("arch_test.go's allowed has %s, which ARCHITECTURE.md's package table does not list", p)
+			continue
+		}
+		for _, imp := range imps {
+			if j, ok := pos[imp]; ok && j > i {
+				t.Errorf("ARCHITECTURE.md lists %s above %s, which it may import: imports go down the list", p, imp)
+			}
+		}
+	}
+}
+
+// packageTable returns the packages of the first column of the table under
+// the "## Packages" heading, without their trailing slash.
+func packageTable(doc string) []string {
+	var pkgs []string
+	in := false
+	for _, line := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(line, "## ") {
+			if in {
+				break
+			}
+			in = strings.TrimSpace(line) == "## Packages"
+			continue
+		}
+		if !in || !strings.HasPrefix(line, "|") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		first := strings.TrimSpace(cells[1])
+		name, ok := strings.CutPrefix(first, "`")
+		if !ok {
+			continue // the header and its rule
+		}
+		name, _, _ = strings.Cut(name, "`")
+		pkgs = append(pkgs, strings.TrimSuffix(name, "/"))
+	}
+	return pkgs
 }

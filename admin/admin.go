@@ -35,6 +35,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/outbox/natsbus"
@@ -230,12 +231,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authorized compares the request's bearer token with the configured one in
 // constant time (both hashed first, so neither length leaks).
 func (a *API) authorized(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	tok, ok := httpedge.Bearer(r)
+	if !ok {
 		return false
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	got := sha256.Sum256([]byte(tok))
 	return subtle.ConstantTimeCompare(got[:], a.tokenHash[:]) == 1
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/outbox/natsbus"
 	"github.com/courier-ap/courier/store"
@@ -163,10 +164,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	if err != nil {
 		return fmt.Errorf("admin: encode answer: %w", err)
 	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n')) // a client that went away is not the server's error
+	httpedge.WriteRaw(w, status, httpedge.ContentTypeJSON, append(b, '\n'))
 	return nil
 }
 

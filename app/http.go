@@ -20,9 +20,9 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/metrics"
-	"github.com/courier-ap/courier/server"
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
 )
@@ -178,50 +178,11 @@ var (
 // streamURL is the eventStream of the actor name's collection of v.
 func (v view) streamURL(u store.URIs, name string) string { return v.uri(u, name) + "/stream" }
 
-// Codes of errors the application's routes raise, beside store's; their
-// statuses are the public listener's own (server.Status).
-const (
-	eThrottled   = server.EThrottled
-	eUnavailable = server.EUnavailable
-)
-
-// httpError is an error with the wait its answer's Retry-After carries.
-type httpError struct {
-	wait time.Duration
-	err  error
-}
-
-func (e *httpError) Error() string { return e.err.Error() }
-func (e *httpError) Unwrap() error { return e.err }
-
-// writeError answers err as {"error": "..."} with the status of its code.
-func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code := store.ErrorCode(err)
-	st := server.Status(code)
-	msg := store.ErrorMessage(err)
-	if st == http.StatusInternalServerError {
-		h.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", st, "err", err)
-		msg = "internal error"
-	}
-	if code == store.EUNAUTHORIZED {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
-	}
-	var he *httpError
-	if errors.As(err, &he) {
-		w.Header().Set("Retry-After", limit.RetryAfter(he.wait))
-	}
-	body, _ := json.Marshal(map[string]string{"error": msg})
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(st)
-	_, _ = w.Write(append(body, '\n'))
-}
-
 // token is the request's bearer token: the Authorization header's, or the
 // access_token query parameter (an EventSource cannot set headers).
 func token(r *http.Request) (string, bool) {
-	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-		return strings.TrimSpace(tok), true
+	if tok, ok := httpedge.Bearer(r); ok {
+		return tok, true
 	}
 	if q := r.URL.Query(); q.Has("access_token") {
 		return q.Get("access_token"), true
@@ -242,23 +203,7 @@ func (h *Handler) owner(r *http.Request) (*store.Actor, error) {
 	if !ok || tok == "" {
 		return nil, store.Errorf(store.EUNAUTHORIZED, "this collection is its actor's only: a bearer token is required")
 	}
-	if wait := h.cfg.Failures.Wait(r.RemoteAddr); wait > 0 {
-		return nil, &httpError{wait: wait, err: store.Errorf(eThrottled,
-			"too many failed token attempts from this address; retry in %ss", limit.RetryAfter(wait))}
-	}
-	a, err := h.st.Authenticate(ctx, name, tok)
-	if store.ErrorCode(err) != store.EUNAUTHORIZED {
-		return a, err
-	}
-	other, err2 := h.st.TokenOwner(ctx, tok)
-	switch {
-	case err2 == nil:
-		return nil, store.Errorf(store.EFORBIDDEN, "the token is %s's; this collection of %s is its own only", other, name)
-	case store.ErrorCode(err2) != store.ENOTFOUND:
-		return nil, err2
-	}
-	h.cfg.Failures.Failed(r.RemoteAddr)
-	return nil, err
+	return httpedge.Auth{Store: h.st, Failures: h.cfg.Failures}.Authenticate(r, name, tok)
 }
 
 // filter is an inbox view's filter: ?type= and ?notifications=true.
@@ -285,7 +230,7 @@ func pageParams(q url.Values) (maxID, minID int64, err error) {
 			continue
 		}
 		v := q.Get(c.name)
-		if *c.to, err = server.Cursor(v); err != nil || v == "" {
+		if *c.to, err = httpedge.Cursor(v); err != nil || v == "" {
 			return 0, 0, store.Errorf(store.EINVALID, "%s %q is not a non-negative integer (an item's seq)", c.name, v)
 		}
 	}
@@ -385,18 +330,18 @@ var sseContext = []any{activitypub.ActivityStreams, activitypub.EventStreamTerm}
 func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	a, err := h.owner(r)
 	if err != nil {
-		h.writeError(w, r, err)
+		httpedge.WriteError(w, r, h.log, err)
 		return
 	}
 	q := r.URL.Query()
 	f, err := parseFilter(q)
 	if err != nil {
-		h.writeError(w, r, err)
+		httpedge.WriteError(w, r, h.log, err)
 		return
 	}
 	maxID, minID, err := pageParams(q)
 	if err != nil {
-		h.writeError(w, r, err)
+		httpedge.WriteError(w, r, h.log, err)
 		return
 	}
 	base := h.uris.Inbox(a.Name)
@@ -407,17 +352,17 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		if f.empty() {
 			n, err := h.total(r.Context(), inboxView, a.ID)
 			if err != nil {
-				h.writeError(w, r, err)
+				httpedge.WriteError(w, r, h.log, err)
 				return
 			}
 			c.TotalItems = &n
 		}
-		writeJSON(w, c)
+		httpedge.WriteJSON(w, http.StatusOK, "application/activity+json", c)
 		return
 	}
 	items, err := h.page(r.Context(), inboxView, a.ID, f, maxID, minID, h.cfg.PageSize+1)
 	if err != nil {
-		h.writeError(w, r, err)
+		httpedge.WriteError(w, r, h.log, err)
 		return
 	}
 	more := len(items) > h.cfg.PageSize
@@ -440,7 +385,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	for _, it := range items {
 		doc, err := withPlace(it.doc, it.seq, it.kind)
 		if err != nil {
-			h.writeError(w, r, fmt.Errorf("app: inbox item %d: %w", it.seq, err))
+			httpedge.WriteError(w, r, h.log, fmt.Errorf("app: inbox item %d: %w", it.seq, err))
 			return
 		}
 		p.OrderedItems = append(p.OrderedItems, doc)
@@ -459,7 +404,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	case minID > 0:
 		p.Prev = link("min_id", minID) // nothing newer yet: ask again later
 	}
-	writeJSON(w, p)
+	httpedge.WriteJSON(w, http.StatusOK, "application/activity+json", p)
 }
 
 // withPlace returns an inbox item's document with the item's "seq" (its
@@ -497,18 +442,6 @@ func withPlace(doc json.RawMessage, seq int64, kind string) (json.RawMessage, er
 		m["kind"] = k
 	}
 	return marshal(m)
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	b, err := marshal(v)
-	if err != nil {
-		http.Error(w, `{"error":"internal error"}`, http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/activity+json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(b, '\n'))
 }
 
 // total is the number of items of the actor's view v: its counter (items

@@ -1,6 +1,8 @@
 // Package app is courier's application surface: what a local actor's
 // application reads of what arrives (the inbox view, its live stream) and
-// the hooks that run in the transaction that records it.
+// the hooks that run in the transaction that records it; the outbox view's
+// live stream too. Its routes answer through package httpedge (statuses,
+// error bodies, the bearer token and its throttle, cursors), as server's do.
 package app
 
 import (

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -36,23 +37,23 @@ func (h *Handler) streamOf(v view) http.HandlerFunc {
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, v view) {
 	a, err := h.owner(r)
 	if err != nil {
-		h.writeError(w, r, err)
+		httpedge.WriteError(w, r, h.log, err)
 		return
 	}
 	last, err := lastEventID(r)
 	if err != nil {
-		h.writeError(w, r, err)
+		httpedge.WriteError(w, r, h.log, err)
 		return
 	}
 	if last < 0 {
 		if last, err = h.total(r.Context(), v, a.ID); err != nil {
-			h.writeError(w, r, err)
+			httpedge.WriteError(w, r, h.log, err)
 			return
 		}
 	}
 	release, err := h.admit(v, a.ID)
 	if err != nil {
-		h.writeError(w, r, err)
+		httpedge.WriteError(w, r, h.log, err)
 		return
 	}
 	defer release()
@@ -209,15 +210,15 @@ func (h *Handler) admit(v view, actorID int64) (func(), error) {
 	defer h.mu.Unlock()
 	select {
 	case <-h.closed:
-		return nil, &httpError{wait: 5 * time.Second, err: store.Errorf(eUnavailable, "the server is shutting down")}
+		return nil, &httpedge.RetryError{Wait: 5 * time.Second, Err: store.Errorf(httpedge.EUnavailable, "the server is shutting down")}
 	default:
 	}
 	if h.streams >= h.cfg.MaxStreams {
-		return nil, &httpError{wait: 10 * time.Second, err: store.Errorf(eUnavailable,
+		return nil, &httpedge.RetryError{Wait: 10 * time.Second, Err: store.Errorf(httpedge.EUnavailable,
 			"%d streams are open, the most this server keeps", h.cfg.MaxStreams)}
 	}
 	if h.perActor[actorID] >= h.cfg.MaxStreamsPerActor {
-		return nil, &httpError{wait: 10 * time.Second, err: store.Errorf(eUnavailable,
+		return nil, &httpedge.RetryError{Wait: 10 * time.Second, Err: store.Errorf(httpedge.EUnavailable,
 			"this actor has %d streams open, the most it may", h.cfg.MaxStreamsPerActor)}
 	}
 	h.streams++

@@ -37,6 +37,9 @@ func (e *ThrottledError) Error() string {
 // Unwrap makes the error match ErrThrottled.
 func (e *ThrottledError) Unwrap() error { return ErrThrottled }
 
+// RetryAfter is the wait the answer's Retry-After carries (httpedge.Retrier).
+func (e *ThrottledError) RetryAfter() time.Duration { return e.Wait }
+
 // resultThrottled: a request refused with 429 because its host is over its
 // budget (label result of courier_inbox_requests_total).
 const resultThrottled = "throttled"

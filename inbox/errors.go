@@ -58,6 +58,9 @@ func (e *DeferredError) Error() string {
 // Unwrap makes the error match ErrDeferred and its cause.
 func (e *DeferredError) Unwrap() []error { return []error{ErrDeferred, e.Err} }
 
+// RetryAfter is the wait the answer's Retry-After carries (httpedge.Retrier).
+func (e *DeferredError) RetryAfter() time.Duration { return e.Wait }
+
 // Bounds and defaults of a deferred request's Retry-After.
 const (
 	minDeferWait           = time.Second

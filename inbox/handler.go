@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/store"
@@ -105,21 +105,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		if status >= http.StatusInternalServerError && ctx.Err() != nil {
 			h.log.DebugContext(ctx, "inbox: request ended by its client", "inbox", inboxLabel(name), "err", err)
-			writeError(w, status, "request cancelled")
+			httpedge.WriteMessage(w, status, "request cancelled")
 			return
 		}
 		if status >= http.StatusInternalServerError {
 			h.log.ErrorContext(ctx, "inbox: cannot store an activity", "inbox", inboxLabel(name), "err", err)
-			writeError(w, status, "internal error")
+			httpedge.WriteMessage(w, status, "internal error")
 			return
 		}
 		h.log.DebugContext(ctx, "inbox: request refused", "inbox", inboxLabel(name), "status", status,
 			"result", result, "err", err)
-		var throttled *ThrottledError
-		if errors.As(err, &throttled) {
-			w.Header().Set("Retry-After", limit.RetryAfter(throttled.Wait))
+		if wait, ok := httpedge.RetryAfter(err); ok {
+			w.Header().Set("Retry-After", limit.RetryAfter(wait))
 		}
-		writeError(w, status, err.Error())
+		httpedge.WriteMessage(w, status, err.Error())
 		return
 	}
 	h.cfg.Metrics.Request(res)
@@ -136,7 +135,7 @@ func (h *Handler) deferred(ctx context.Context, w http.ResponseWriter, r *http.R
 	h.log.InfoContext(ctx, "inbox: request deferred (503) for a temporary condition", "inbox", inboxLabel(name),
 		"host", host, "reason", d.Reason, "retry_after", limit.RetryAfter(d.Wait)+"s", "err", d.Err)
 	w.Header().Set("Retry-After", limit.RetryAfter(d.Wait))
-	writeError(w, http.StatusServiceUnavailable, d.Error())
+	httpedge.WriteMessage(w, http.StatusServiceUnavailable, d.Error())
 }
 
 func inboxLabel(name string) string {
@@ -144,20 +143,6 @@ func inboxLabel(name string) string {
 		return "shared"
 	}
 	return name
-}
-
-// writeError answers status with {"error": msg}.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	b, err := json.Marshal(struct {
-		Error string `json:"error"`
-	}{msg})
-	if err != nil {
-		b = []byte(`{"error":"internal error"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }
 
 // accept runs the acceptance path and returns the metrics result of an

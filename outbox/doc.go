@@ -110,4 +110,33 @@
 // 100,000-delivery fan-out, and the fan-out keeps moving. The admin API
 // shows each event's lane. On the JetStream bus the relay publishes in that
 // order, but messages already in the stream are consumed in stream order.
+//
+// # One event, from write to remote inbox
+//
+//  1. POST /users/alice/outbox (server) checks the bearer token (httpedge)
+//     and calls one store method, e.g. store.CreateNote.
+//  2. The store opens one write transaction (sqldb.DB.Tx): it picks the event
+//     id, builds the Create with an id derived from it
+//     (activitypub.NewActivity), writes the note and the activity, and calls
+//     Enqueue with an activity.outgoing event carrying the activity's bytes.
+//     Commit wakes the worker; 201 + Location.
+//  3. The worker (Worker, or the natsbus relay and consumer) claims the row;
+//     the Runner claims (event, handler) in the processed_events ledger,
+//     runs the handler, marks it done.
+//  4. delivery's fan-out handler resolves to/cc to inboxes (one shared inbox
+//     per host) and enqueues one delivery.post child per inbox, id
+//     ChildID(parent, inbox), in one transaction.
+//  5. Each delivery.post checks its host's health (a parked host defers
+//     without spending an attempt), takes a per-host slot, signs the stored
+//     bytes and POSTs them as a flight; after 250 ms unanswered the flight
+//     goes on without the handler. The answer is classified (delivered,
+//     retry with backoff, permanent), the host's health and the attempt
+//     recorded, the row settled.
+//  6. Inbound is the mirror: inbox verifies a POST, records the activity and
+//     enqueues inbox.received (id derived from the activity id) in one
+//     transaction, answers 202; the import handler applies it once under the
+//     ledger, e.g. a Follow's follower row and its Accept in one transaction,
+//     and in that transaction appends it to the concerned actors' inbox
+//     views (app), whose hooks enqueue their webhooks (app/webhook),
+//     delivered like any outbox event.
 package outbox

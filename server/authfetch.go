@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -43,11 +44,11 @@ func (s *Server) signedBy(r *http.Request) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", store.Errorf(eSignature, "signature: %v", err)
+		return "", store.Errorf(httpedge.ESignature, "signature: %v", err)
 	}
 	pub, owner, err := s.cfg.Keys.Key(r.Context(), sig.KeyID, false)
 	if err != nil {
-		return "", store.Errorf(eSignature, "signature key %s: %v", sig.KeyID, err)
+		return "", store.Errorf(httpedge.ESignature, "signature key %s: %v", sig.KeyID, err)
 	}
 	opts := activitypub.VerifyOptions{Now: s.cfg.Now}
 	err = activitypub.VerifySignature(r, sig, nil, pub, opts)
@@ -59,10 +60,10 @@ func (s *Server) signedBy(r *http.Request) (string, error) {
 		}
 	}
 	if err != nil {
-		return "", store.Errorf(eSignature, "signature: %v", err)
+		return "", store.Errorf(httpedge.ESignature, "signature: %v", err)
 	}
 	if s.uris.IsLocal(owner) {
-		return "", store.Errorf(eSignature, "signature: a local key signs no GET from outside")
+		return "", store.Errorf(httpedge.ESignature, "signature: a local key signs no GET from outside")
 	}
 	blocked, err := s.st.IsDomainBlocked(r.Context(), owner)
 	if err != nil {
@@ -85,15 +86,15 @@ func (s *Server) doc(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		if tok, ok := bearer(r); ok {
+		if tok, ok := httpedge.Bearer(r); ok {
 			// An actor's client reading its own documents with its token.
 			name := mux.Vars(r)["name"]
 			if name == "" {
-				s.writeError(w, r, store.Errorf(eSignature, "authorized fetch: this server requires signed GETs"))
+				httpedge.WriteError(w, r, s.log, store.Errorf(httpedge.ESignature, "authorized fetch: this server requires signed GETs"))
 				return
 			}
-			if _, err := s.authenticate(r, name, tok); err != nil {
-				s.writeError(w, r, err)
+			if _, err := s.auth().Authenticate(r, name, tok); err != nil {
+				httpedge.WriteError(w, r, s.log, err)
 				return
 			}
 			h(w, r)
@@ -101,10 +102,10 @@ func (s *Server) doc(h http.HandlerFunc) http.HandlerFunc {
 		}
 		signer, err := s.signedBy(r)
 		if err == nil && signer == "" {
-			err = store.Errorf(eSignature, "authorized fetch: this server requires signed GETs")
+			err = store.Errorf(httpedge.ESignature, "authorized fetch: this server requires signed GETs")
 		}
 		if err != nil {
-			s.writeError(w, r, err)
+			httpedge.WriteError(w, r, s.log, err)
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), signerKey{}, signer)))

@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -90,21 +91,21 @@ func (s *Server) postOutbox(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	name := mux.Vars(r)["name"]
 	if _, err := s.st.ActorByName(ctx, name); err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
-	tok, _ := bearer(r)
+	tok, _ := httpedge.Bearer(r)
 	if tok == "" {
-		s.writeError(w, r, store.Errorf(store.EUNAUTHORIZED, "an Authorization: Bearer token is required"))
+		httpedge.WriteError(w, r, s.log, store.Errorf(store.EUNAUTHORIZED, "an Authorization: Bearer token is required"))
 		return
 	}
-	actor, err := s.authenticate(r, name, tok)
+	actor, err := s.auth().Authenticate(r, name, tok)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if !acceptedBody(r.Header.Get("Content-Type")) {
-		s.writeError(w, r, store.Errorf(eMediaType,
+		httpedge.WriteError(w, r, s.log, store.Errorf(httpedge.EMediaType,
 			"Content-Type must be application/activity+json, application/ld+json; profile=\"%s\" or application/json",
 			activitypub.ActivityStreams))
 		return
@@ -112,7 +113,7 @@ func (s *Server) postOutbox(w http.ResponseWriter, r *http.Request) {
 	raw := r.Body
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		drainRefused(w, raw)
-		s.writeError(w, r, store.Errorf(eTooLarge, "body is larger than %d bytes", s.cfg.MaxBodyBytes))
+		httpedge.WriteError(w, r, s.log, store.Errorf(httpedge.ETooLarge, "body is larger than %d bytes", s.cfg.MaxBodyBytes))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
@@ -120,25 +121,25 @@ func (s *Server) postOutbox(w http.ResponseWriter, r *http.Request) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			drainRefused(w, raw)
-			s.writeError(w, r, store.Errorf(eTooLarge, "body is larger than %d bytes", s.cfg.MaxBodyBytes))
+			httpedge.WriteError(w, r, s.log, store.Errorf(httpedge.ETooLarge, "body is larger than %d bytes", s.cfg.MaxBodyBytes))
 			return
 		}
-		s.writeError(w, r, store.Errorf(store.EINVALID, "reading body: %v", err))
+		httpedge.WriteError(w, r, s.log, store.Errorf(store.EINVALID, "reading body: %v", err))
 		return
 	}
 	req, err := decodeC2S(body)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	doc, err := decodeDoc(body)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	act, err := s.dispatch(r, actor, req, doc)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	s.log.DebugContext(ctx, "client write", "actor", actor.Name, "type", act.Type, "activity", act.URI, "event_id", act.EventID)

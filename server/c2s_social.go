@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 
 	"github.com/courier-ap/courier/store"
 )
@@ -79,7 +80,7 @@ func (s *Server) move(r *http.Request, actor *store.Actor, req *c2sWire) (*store
 			errors.Is(err, activitypub.ErrBadURL), errors.Is(err, activitypub.ErrPrivateAddress):
 			return nil, store.Errorf(store.EUNPROCESSABLE, "the target %q is not an actor courier can fetch: %v", target, err)
 		}
-		return nil, store.Errorf(eUnavailable, "the target %q could not be fetched now: %v", target, err)
+		return nil, store.Errorf(httpedge.EUnavailable, "the target %q could not be fetched now: %v", target, err)
 	}
 	if !slices.Contains(alsoKnownAs(a.Raw), actor.URI) {
 		return nil, store.Errorf(store.EUNPROCESSABLE,

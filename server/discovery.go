@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -16,7 +17,7 @@ import (
 func (s *Server) webfinger(w http.ResponseWriter, r *http.Request) {
 	res := r.URL.Query().Get("resource")
 	if res == "" {
-		s.writeError(w, r, store.Errorf(store.EINVALID, "resource parameter is required"))
+		httpedge.WriteError(w, r, s.log, store.Errorf(store.EINVALID, "resource parameter is required"))
 		return
 	}
 	if s.instanceWebFinger(w, res) {
@@ -24,17 +25,17 @@ func (s *Server) webfinger(w http.ResponseWriter, r *http.Request) {
 	}
 	user, host, err := activitypub.ParseWebFingerResource(res)
 	if err != nil {
-		s.writeError(w, r, store.Errorf(store.EINVALID, "resource %q is malformed", res))
+		httpedge.WriteError(w, r, s.log, store.Errorf(store.EINVALID, "resource %q is malformed", res))
 		return
 	}
 	if !strings.EqualFold(host, s.uris.Host()) {
-		s.writeError(w, r, store.Errorf(store.ENOTFOUND, "%q is not on this server", res))
+		httpedge.WriteError(w, r, s.log, store.Errorf(store.ENOTFOUND, "%q is not on this server", res))
 		return
 	}
 	if strings.Contains(res, "://") {
 		// An actor URL must be one of ours exactly (scheme included).
 		if u, err := url.Parse(res); err != nil || !s.uris.IsLocal(u.Scheme+"://"+u.Host+u.Path) {
-			s.writeError(w, r, store.Errorf(store.ENOTFOUND, "%q is not on this server", res))
+			httpedge.WriteError(w, r, s.log, store.Errorf(store.ENOTFOUND, "%q is not on this server", res))
 			return
 		}
 	}
@@ -47,22 +48,22 @@ func (s *Server) webfinger(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	jrd := activitypub.NewWebFinger(a.Name, s.uris.Host(), a.URI, a.URI)
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeJSON(w, http.StatusOK, activitypub.JRDContentType, jrd)
+	httpedge.WriteJSON(w, http.StatusOK, activitypub.JRDContentType, jrd)
 }
 
 func (s *Server) hostMeta(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeRaw(w, http.StatusOK, activitypub.XRDContentType+"; charset=utf-8", activitypub.HostMeta(s.uris.Base))
+	httpedge.WriteRaw(w, http.StatusOK, activitypub.XRDContentType+"; charset=utf-8", activitypub.HostMeta(s.uris.Base))
 }
 
 func (s *Server) nodeInfoLinks(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeJSON(w, http.StatusOK, "application/json", activitypub.NewNodeInfoLinks(s.uris.Base))
+	httpedge.WriteJSON(w, http.StatusOK, "application/json", activitypub.NewNodeInfoLinks(s.uris.Base))
 }
 
 // nodeInfo answers NodeInfo 2.1. courier keeps no login times, so every
@@ -70,17 +71,17 @@ func (s *Server) nodeInfoLinks(w http.ResponseWriter, r *http.Request) {
 func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request) {
 	users, err := s.st.CountActors(r.Context())
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	posts, err := s.st.CountLocalNotes(r.Context())
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	n := int64(users)
 	doc := activitypub.NewNodeInfo(s.cfg.Version,
 		activitypub.NodeInfoUsers{Total: n, ActiveHalfyear: n, ActiveMonth: n}, int64(posts))
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeJSON(w, http.StatusOK, activitypub.NodeInfoContentType, doc)
+	httpedge.WriteJSON(w, http.StatusOK, activitypub.NodeInfoContentType, doc)
 }

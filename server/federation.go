@@ -7,6 +7,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 )
 
 // orderedCollection is an empty OrderedCollection with its items inline.
@@ -37,7 +38,7 @@ func (s *Server) instanceWebFinger(w http.ResponseWriter, res string) bool {
 	}
 	jrd := activitypub.NewWebFinger(s.uris.InstanceUsername(), s.uris.Host(), id, s.uris.Base+"/")
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeJSON(w, http.StatusOK, activitypub.JRDContentType, jrd)
+	httpedge.WriteJSON(w, http.StatusOK, activitypub.JRDContentType, jrd)
 	return true
 }
 
@@ -56,12 +57,12 @@ func (s *Server) instanceOutbox(w http.ResponseWriter, r *http.Request) {
 func (s *Server) featured(w http.ResponseWriter, r *http.Request) {
 	a, err := s.st.ActorByName(r.Context(), mux.Vars(r)["name"])
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	items, err := s.featuredItems(r, a)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	writeDoc(w, r, http.StatusOK, orderedCollection{

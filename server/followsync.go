@@ -6,6 +6,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -20,25 +21,25 @@ import (
 func (s *Server) followersSync(w http.ResponseWriter, r *http.Request) {
 	a, err := s.st.ActorByName(r.Context(), mux.Vars(r)["name"])
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	signer, err := s.signedBy(r)
 	if err == nil && signer == "" {
-		err = store.Errorf(eSignature, "the partial followers collection needs a signed GET")
+		err = store.Errorf(httpedge.ESignature, "the partial followers collection needs a signed GET")
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	prefix := activitypub.URLPrefix(signer)
 	if prefix == "" {
-		s.writeError(w, r, store.Errorf(eSignature, "signer %q is not an http(s) actor", signer))
+		httpedge.WriteError(w, r, s.log, store.Errorf(httpedge.ESignature, "signer %q is not an http(s) actor", signer))
 		return
 	}
 	ids, err := s.st.FollowersOn(r.Context(), a.Name, prefix)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if ids == nil {

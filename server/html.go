@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -127,12 +128,12 @@ func (s *Server) renderHTML(w http.ResponseWriter, r *http.Request, d pageData) 
 func (s *Server) renderHTMLStatus(w http.ResponseWriter, r *http.Request, status int, d pageData) {
 	var buf bytes.Buffer
 	if err := pages.Execute(&buf, d); err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	w.Header().Add("Vary", "Accept")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	writeRaw(w, status, "text/html; charset=utf-8", buf.Bytes())
+	httpedge.WriteRaw(w, status, "text/html; charset=utf-8", buf.Bytes())
 }
 
 // plainText turns note HTML into text: line-breaking tags become newlines,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -169,7 +170,7 @@ func (s *Server) mentionError(ctx context.Context, m mentionRef, err error) erro
 		return store.Errorf(store.EUNPROCESSABLE, "tag %d: Mention %q: WebFinger answered %d", m.tag, m.name, se.Status)
 	}
 	s.log.InfoContext(ctx, "client write: mention lookup failed", "mention", m.name, "err", err)
-	return store.Errorf(eUnavailable, "Mention %q could not be looked up now; try again later", m.name)
+	return store.Errorf(httpedge.EUnavailable, "Mention %q could not be looked up now; try again later", m.name)
 }
 
 // mentionCache keeps WebFinger answers for mentions, at most

@@ -7,6 +7,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -24,12 +25,12 @@ func (s *Server) quoteStamp(w http.ResponseWriter, r *http.Request) {
 		err = store.Errorf(store.ENOTFOUND, "no quote authorization %q", st.LocalID)
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	o, err := s.st.ObjectByRowID(r.Context(), st.ObjectID)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if st.State == "revoked" || o.Deleted() {
@@ -40,7 +41,7 @@ func (s *Server) quoteStamp(w http.ResponseWriter, r *http.Request) {
 	}
 	public := publicOrUnlisted(o)
 	if err := s.visible(r, public, o.ActorID, "quote authorization", st.LocalID, o.To, o.CC); err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if !public {

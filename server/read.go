@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -24,7 +25,7 @@ func (s *Server) actor(w http.ResponseWriter, r *http.Request) {
 	if errors.Is(err, store.ErrNotFound) {
 		if at, derr := s.st.DeletedActor(r.Context(), name); derr == nil {
 			if negotiate(r.Header.Get("Accept")) == reprHTML {
-				s.writeError(w, r, store.Errorf(store.EGONE, "actor %q was deleted", name))
+				httpedge.WriteError(w, r, s.log, store.Errorf(store.EGONE, "actor %q was deleted", name))
 				return
 			}
 			t := s.st.ActorTombstone(name, at)
@@ -36,13 +37,13 @@ func (s *Server) actor(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if negotiate(r.Header.Get("Accept")) == reprHTML {
 		notes, err := s.st.RecentPublicNotes(r.Context(), a.ID, s.cfg.PageSize)
 		if err != nil {
-			s.writeError(w, r, err)
+			httpedge.WriteError(w, r, s.log, err)
 			return
 		}
 		s.renderHTML(w, r, profilePage(s.uris, a, notes))
@@ -51,7 +52,7 @@ func (s *Server) actor(w http.ResponseWriter, r *http.Request) {
 	doc := s.st.ActorDocument(a)
 	moved, err := s.st.MovedTo(r.Context(), a.ID)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	doc.SetMovedTo(moved)
@@ -89,12 +90,12 @@ type collectionPage struct {
 func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 	a, err := s.st.ActorByName(r.Context(), mux.Vars(r)["name"])
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	own, err := s.owner(r, a)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if own {
@@ -102,10 +103,10 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	base := s.uris.Outbox(a.Name)
-	maxID, err1 := cursor(q.Get("max_id"))
-	minID, err2 := cursor(q.Get("min_id"))
+	maxID, err1 := httpedge.Cursor(q.Get("max_id"))
+	minID, err2 := httpedge.Cursor(q.Get("min_id"))
 	if err := errors.Join(err1, err2); err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	paged := q.Get("page") != "" || maxID > 0 || minID > 0
@@ -113,7 +114,7 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 		Before: maxID, After: minID, Limit: s.cfg.PageSize, IncludePrivate: own,
 	})
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if !paged {
@@ -150,22 +151,6 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 		page.Prev = base + "?page=true&min_id=" + strconv.FormatInt(p.Prev, 10)
 	}
 	writeDoc(w, r, http.StatusOK, page)
-}
-
-// Cursor parses a keyset cursor parameter (max_id, min_id) of courier's
-// collections, the public listener's and the application's; "" is 0.
-func Cursor(v string) (int64, error) { return cursor(v) }
-
-// cursor parses a keyset cursor parameter; "" is 0.
-func cursor(v string) (int64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, store.Errorf(store.EINVALID, "cursor %q is not a non-negative integer", v)
-	}
-	return n, nil
 }
 
 // pageNumber parses ?page=N (1-based); "true" means 1; absent means 0 (the
@@ -212,12 +197,12 @@ func (s *Server) actorCollection(w http.ResponseWriter, r *http.Request,
 	list func(a *store.Actor, offset, limit int) ([]string, int, error), idOf func(string) string) {
 	a, err := s.st.ActorByName(r.Context(), mux.Vars(r)["name"])
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	n, err := pageNumber(r.URL.Query().Get("page"))
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	size := s.cfg.PageSize
@@ -227,7 +212,7 @@ func (s *Server) actorCollection(w http.ResponseWriter, r *http.Request,
 	}
 	ids, total, err := list(a, offset, size)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	base := idOf(a.Name)
@@ -290,7 +275,7 @@ func publicOrUnlisted(o *store.Object) bool {
 func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	o, err := s.st.ObjectByLocalID(r.Context(), mux.Vars(r)["id"])
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if o.Deleted() {
@@ -305,7 +290,7 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	}
 	public := publicOrUnlisted(o)
 	if err := s.visible(r, public, o.ActorID, "object", o.LocalID, o.To, o.CC); err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if !public {
@@ -313,18 +298,18 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	}
 	likes, shares, err := s.st.ReactionCounts(r.Context(), o.URI)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	emoji, err := s.st.EmojiCounts(r.Context(), o.URI)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if negotiate(r.Header.Get("Accept")) == reprHTML {
 		a, err := s.st.ActorByID(r.Context(), o.ActorID)
 		if err != nil {
-			s.writeError(w, r, err)
+			httpedge.WriteError(w, r, s.log, err)
 			return
 		}
 		page := notePage(s.uris, a, o, likes, shares)
@@ -334,13 +319,13 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	}
 	doc, err := decodeDoc(o.Document)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("server: stored document of %s: %w", o.URI, err))
+		httpedge.WriteError(w, r, s.log, fmt.Errorf("server: stored document of %s: %w", o.URI, err))
 		return
 	}
 	if o.Type == "Question" {
 		counts, err := s.st.PollCounts(r.Context(), o)
 		if err != nil {
-			s.writeError(w, r, err)
+			httpedge.WriteError(w, r, s.log, err)
 			return
 		}
 		doc = store.WithPollCounts(doc, counts)
@@ -350,7 +335,7 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 	doc["shares"] = collection{ID: s.uris.Shares(o.LocalID), Type: "Collection", TotalItems: shares}
 	rp, err := s.st.Replies(r.Context(), o.URI, 0, 1) // threads.go
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	doc["replies"] = collection{ID: s.uris.Replies(o.LocalID), Type: "OrderedCollection", TotalItems: rp.Total,
@@ -366,19 +351,19 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 func (s *Server) tag(w http.ResponseWriter, r *http.Request) {
 	name := HashtagName(mux.Vars(r)["name"])
 	if name == "" {
-		s.writeError(w, r, store.Errorf(store.ENOTFOUND, "no such hashtag"))
+		httpedge.WriteError(w, r, s.log, store.Errorf(store.ENOTFOUND, "no such hashtag"))
 		return
 	}
 	base := s.uris.Base + "/tags/" + url.PathEscape(name)
 	q := r.URL.Query()
-	maxID, err := cursor(q.Get("max_id"))
+	maxID, err := httpedge.Cursor(q.Get("max_id"))
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	p, err := s.st.TaggedObjects(r.Context(), name, maxID, s.cfg.PageSize)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if q.Get("page") == "" && maxID == 0 {
@@ -412,20 +397,20 @@ func (s *Server) reactions(typ string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		o, err := s.st.ObjectByLocalID(r.Context(), mux.Vars(r)["id"])
 		if err != nil {
-			s.writeError(w, r, err)
+			httpedge.WriteError(w, r, s.log, err)
 			return
 		}
 		if o.Deleted() {
-			s.writeError(w, r, store.Errorf(store.EGONE, "object %q was deleted", o.LocalID))
+			httpedge.WriteError(w, r, s.log, store.Errorf(store.EGONE, "object %q was deleted", o.LocalID))
 			return
 		}
 		if err := s.visible(r, publicOrUnlisted(o), o.ActorID, "object", o.LocalID, o.To, o.CC); err != nil {
-			s.writeError(w, r, err)
+			httpedge.WriteError(w, r, s.log, err)
 			return
 		}
 		likes, shares, err := s.st.ReactionCounts(r.Context(), o.URI)
 		if err != nil {
-			s.writeError(w, r, err)
+			httpedge.WriteError(w, r, s.log, err)
 			return
 		}
 		c := collection{Context: activitypub.ActivityStreams, ID: s.uris.Likes(o.LocalID), Type: "Collection", TotalItems: likes}
@@ -441,18 +426,18 @@ func (s *Server) reactions(typ string) http.HandlerFunc {
 func (s *Server) activity(w http.ResponseWriter, r *http.Request) {
 	a, err := s.st.ActivityByLocalID(r.Context(), mux.Vars(r)["id"])
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	var to, cc []string
 	if !a.Public {
 		if to, cc, err = audienceOf(a.Document); err != nil {
-			s.writeError(w, r, err)
+			httpedge.WriteError(w, r, s.log, err)
 			return
 		}
 	}
 	if err := s.visible(r, a.Public, a.ActorID, "activity", a.LocalID(), to, cc); err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if !a.Public {
@@ -475,12 +460,12 @@ func (s *Server) activity(w http.ResponseWriter, r *http.Request) {
 func (s *Server) instanceActor(w http.ResponseWriter, r *http.Request) {
 	inst, err := s.st.InstanceActor(r.Context())
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	doc, err := s.st.InstanceDocument(inst)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	writeRawDoc(w, r, http.StatusOK, doc)

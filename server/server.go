@@ -8,21 +8,25 @@
 // is one store method that stores the data and enqueues its events in one
 // transaction. The inbox routes (/users/{name}/inbox, /inbox) belong to
 // package inbox; cmd mounts both on one router.
+//
+// It serves the instance actor too (discovered by WebFinger), and signed
+// GETs: a followers-only item to a follower's signed fetch, and with
+// --authorized-fetch (Config.AuthorizedFetch) every document only to a
+// verified signer. Statuses, error bodies, bearer tokens and cursors are
+// package httpedge's, shared with app, inbox and admin.
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
 
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/store"
 )
@@ -185,41 +189,23 @@ func (s *Server) Register(r *mux.Router) {
 func (s *Server) Handler() http.Handler {
 	r := mux.NewRouter()
 	s.Register(r)
-	r.NotFoundHandler = NotFoundHandler()
-	r.MethodNotAllowedHandler = MethodNotAllowedHandler(r)
+	r.NotFoundHandler = httpedge.NotFoundHandler()
+	r.MethodNotAllowedHandler = httpedge.MethodNotAllowedHandler(r)
 	return r
 }
 
 // writeJSON writes v as JSON (no HTML escaping, as ActivityPub documents
 // carry HTML content) with content type ct.
-func writeJSON(w http.ResponseWriter, status int, ct string, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		http.Error(w, `{"error":"internal error"}`, http.StatusInternalServerError)
-		return
-	}
-	writeRaw(w, status, ct, buf.Bytes())
-}
-
-func writeRaw(w http.ResponseWriter, status int, ct string, b []byte) {
-	w.Header().Set("Content-Type", ct)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
 // writeDoc writes an ActivityPub document in the negotiated JSON type.
 func writeDoc(w http.ResponseWriter, r *http.Request, status int, v any) {
 	w.Header().Add("Vary", "Accept")
-	writeJSON(w, status, jsonRepr(r).contentType(), v)
+	httpedge.WriteJSON(w, status, jsonRepr(r).contentType(), v)
 }
 
 // writeRawDoc writes stored document bytes in the negotiated JSON type.
 func writeRawDoc(w http.ResponseWriter, r *http.Request, status int, b []byte) {
 	w.Header().Add("Vary", "Accept")
-	writeRaw(w, status, jsonRepr(r).contentType(), b)
+	httpedge.WriteRaw(w, status, jsonRepr(r).contentType(), b)
 }
 
 // jsonRepr is the negotiated JSON representation (HTML requests to a route
@@ -231,63 +217,23 @@ func jsonRepr(r *http.Request) representation {
 	return reprJSON
 }
 
-// bearer returns the token of an "Authorization: Bearer" header, and
-// whether the request has one. Other schemes (a peer's "Authorization:
-// Signature") do not count.
-func bearer(r *http.Request) (string, bool) {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	return strings.TrimSpace(tok), true
-}
-
 // owner reports whether the request carries a valid bearer token of actor
 // a. A request without a bearer token is not the owner; a request with a
 // wrong one is EUNAUTHORIZED, so that a client learns its token is bad
 // instead of silently seeing the public view.
 func (s *Server) owner(r *http.Request, a *store.Actor) (bool, error) {
-	tok, present := bearer(r)
+	tok, present := httpedge.Bearer(r)
 	if !present {
 		return false, nil
 	}
-	if _, err := s.authenticate(r, a.Name, tok); err != nil {
+	if _, err := s.auth().Authenticate(r, a.Name, tok); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// authenticate checks tok as the bearer token of the actor name, unless
-// the client's address has used up its failed attempts (429 with
-// Retry-After); a wrong token counts as a failed attempt. Another local
-// actor's valid token is EFORBIDDEN and no failed attempt: an application
-// serving many actors from one address holds many tokens.
-func (s *Server) authenticate(r *http.Request, name, tok string) (*store.Actor, error) {
-	if wait := s.cfg.Failures.Wait(r.RemoteAddr); wait > 0 {
-		return nil, &throttledError{wait: wait, err: store.Errorf(eThrottled,
-			"too many failed token attempts from this address; retry in %ss", limit.RetryAfter(wait))}
-	}
-	a, err := s.st.Authenticate(r.Context(), name, tok)
-	if store.ErrorCode(err) != store.EUNAUTHORIZED {
-		return a, err
-	}
-	other, err2 := s.st.TokenOwner(r.Context(), tok)
-	switch {
-	case err2 == nil:
-		return nil, store.Errorf(store.EFORBIDDEN, "the token is %s's, not %s's", other, name)
-	case store.ErrorCode(err2) != store.ENOTFOUND:
-		return nil, err2
-	}
-	s.cfg.Failures.Failed(r.RemoteAddr)
-	return a, err
+// auth checks bearer tokens as local actors' under the failed-token
+// throttle the server shares with the application's routes.
+func (s *Server) auth() httpedge.Auth {
+	return httpedge.Auth{Store: s.st, Failures: s.cfg.Failures}
 }
-
-// throttledError is an eThrottled error with the wait its answer's
-// Retry-After carries.
-type throttledError struct {
-	wait time.Duration
-	err  error
-}
-
-func (e *throttledError) Error() string { return e.err.Error() }
-func (e *throttledError) Unwrap() error { return e.err }

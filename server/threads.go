@@ -7,6 +7,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/store"
 )
 
@@ -23,15 +24,15 @@ import (
 func (s *Server) replies(w http.ResponseWriter, r *http.Request) {
 	o, err := s.st.ObjectByLocalID(r.Context(), mux.Vars(r)["id"])
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if o.Deleted() {
-		s.writeError(w, r, store.Errorf(store.EGONE, "object %q was deleted", o.LocalID))
+		httpedge.WriteError(w, r, s.log, store.Errorf(store.EGONE, "object %q was deleted", o.LocalID))
 		return
 	}
 	if err := s.visible(r, publicOrUnlisted(o), o.ActorID, "object", o.LocalID, o.To, o.CC); err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	s.thread(w, r, s.uris.Replies(o.LocalID), func(after int64) (*store.ThreadPage, error) {
@@ -47,7 +48,7 @@ func (s *Server) conversation(w http.ResponseWriter, r *http.Request) {
 		err = store.Errorf(store.ENOTFOUND, "no conversation %q", id)
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	s.thread(w, r, id, func(after int64) (*store.ThreadPage, error) {
@@ -58,14 +59,14 @@ func (s *Server) conversation(w http.ResponseWriter, r *http.Request) {
 // thread serves the collection base whose pages list reads.
 func (s *Server) thread(w http.ResponseWriter, r *http.Request, base string, list func(after int64) (*store.ThreadPage, error)) {
 	q := r.URL.Query()
-	minID, err := cursor(q.Get("min_id"))
+	minID, err := httpedge.Cursor(q.Get("min_id"))
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	p, err := list(minID)
 	if err != nil {
-		s.writeError(w, r, err)
+		httpedge.WriteError(w, r, s.log, err)
 		return
 	}
 	if q.Get("page") == "" && minID == 0 {

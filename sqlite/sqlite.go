@@ -13,6 +13,9 @@
 // Durability: synchronous=FULL by default, so a commit that returned survives
 // power loss. Options.Synchronous = "NORMAL" trades the last commits before a
 // power loss (never corruption) for several times the commit rate.
+//
+// A new database file, its WAL and its shared-memory file are created 0600
+// (FileMode): the database holds every local actor's private key.
 package sqlite
 
 import (

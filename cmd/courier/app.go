@@ -18,6 +18,7 @@ import (
 	application "github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/app/webhook"
 	"github.com/courier-ap/courier/delivery"
+	"github.com/courier-ap/courier/httpedge"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/limit"
 	"github.com/courier-ap/courier/metrics"
@@ -346,8 +347,8 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 		})
 	}
 	ops.Use(countEnqueued)
-	ops.NotFoundHandler = server.NotFoundHandler()
-	ops.MethodNotAllowedHandler = server.MethodNotAllowedHandler(ops)
+	ops.NotFoundHandler = httpedge.NotFoundHandler()
+	ops.MethodNotAllowedHandler = httpedge.MethodNotAllowedHandler(ops)
 	a.opsRouter = ops
 	if !serveHTTP {
 		return nil
@@ -396,8 +397,8 @@ func (a *app) buildHTTP(serveHTTP bool) error {
 	r.Use(countEnqueued)
 	// Every error of the public listener is the JSON error body, unknown
 	// paths (GET /) and methods included.
-	r.NotFoundHandler = server.NotFoundHandler()
-	r.MethodNotAllowedHandler = server.MethodNotAllowedHandler(r)
+	r.NotFoundHandler = httpedge.NotFoundHandler()
+	r.MethodNotAllowedHandler = httpedge.MethodNotAllowedHandler(r)
 	a.router = r
 	return nil
 }

@@ -16,6 +16,11 @@
 //	courier version
 //
 // Every flag has an environment variable; `courier serve -h` lists them.
+//
+// serve opens and migrates the store --db names (db.go) and wires two
+// listeners: the public one (ActivityPub, inboxes, the application's
+// routes, /healthz) and the operators' (/metrics, /admin/, /console/,
+// /healthz, /readyz).
 package main
 
 import (
