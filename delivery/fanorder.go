@@ -90,3 +90,17 @@ func (s *Service) fanoutGate(ctx context.Context, ev outbox.Event, act *activity
 	s.cfg.Metrics.OrderWait()
 	return outbox.Defer(until, "waiting for the fan-out of the earlier activity "+wait+" of the same object")
 }
+
+// leaveOrder takes the given-up fan-out eventID out of its key's order
+// (its row's order key is cleared), so that later fan-outs of the key no
+// longer wait for it. On the database bus its dead-lettered row says as
+// much; on the JetStream bus its row stays done (relayed) while the event
+// is dead-lettered in the stream, and only this tells.
+func (s *Service) leaveOrder(ctx context.Context, eventID string) {
+	_, err := s.db.Write.ExecContext(ctx,
+		`UPDATE event_queue SET order_key = NULL WHERE event_id = ? AND order_key IS NOT NULL`, eventID)
+	if err != nil {
+		s.log.WarnContext(ctx, "delivery: a given-up fan-out still holds later ones of its object",
+			"event_id", eventID, "err", err)
+	}
+}

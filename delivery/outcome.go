@@ -58,6 +58,7 @@ func (s *Service) fanoutSettled(ctx context.Context, ev outbox.Event) error {
 	if !s.givenUp(ctx, err) {
 		return err
 	}
+	s.leaveOrder(ctx, ev.ID)
 	s.wakeWaiters(ev.ID)
 	var out activitypub.Outgoing
 	if json.Unmarshal(ev.Payload, &out) != nil {
