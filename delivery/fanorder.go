@@ -18,7 +18,7 @@ import (
 // outgoing event of the same order key (event_queue.order_key, set when
 // the activity was written) has not been fanned out: its fan-out neither
 // done (the ledger's mark, on either bus; on the JetStream bus the row is
-// done once relayed) nor given up (dead-lettered), and its row neither
+// done once relayed) nor given up (dead-lettered; leaveOrder), and its row neither
 // swept nor older than orderWaitMax. The earlier fan-out's end in this
 // process wakes it.
 
