@@ -244,11 +244,22 @@ func (b *bundle) rows(typ string) []outbox.Row {
 	return rs
 }
 
-// handle runs the registered handlers of ev directly (not through a bus).
+// handle runs the registered handlers of ev directly (not through a bus)
+// and, as a bus would, marks those that succeeded done in the ledger (a
+// later fan-out of the same object waits for the mark).
 func (b *bundle) handle(ev outbox.Event) error {
 	var errs []error
 	for _, h := range b.reg.Handlers(ev.Type) {
-		errs = append(errs, h.Handler(b.ctx, ev))
+		err := h.Handler(b.ctx, ev)
+		errs = append(errs, err)
+		if err == nil {
+			now := b.clock.Now().UnixMilli()
+			if _, err := b.db.Write.ExecContext(b.ctx, `INSERT INTO processed_events
+				(event_id, handler, status, started_at, processed_at) VALUES (?, ?, 'done', ?, ?)
+				ON CONFLICT (event_id, handler) DO NOTHING`, ev.ID, h.Name, now, now); err != nil {
+				b.t.Fatal(err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -66,6 +66,9 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 		return outbox.Permanent(fmt.Errorf("%w: event %s: activity actor %s is not the event's %s",
 			ErrPayload, ev.ID, act.Actor, out.Actor))
 	}
+	if err := s.fanoutGate(ctx, ev, act); err != nil {
+		return err
+	}
 	actor, err := s.store.ActorByURI(ctx, out.Actor)
 	if errors.Is(err, store.ErrNotFound) {
 		return outbox.Permanent(fmt.Errorf("%w: %s", ErrNotLocal, out.Actor))

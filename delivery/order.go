@@ -54,42 +54,13 @@ const (
 // Values of delivery_targets.order_kind: a Create or an Update, which a
 // deletion of its object supersedes.
 const (
-	orderCreate = "create"
-	orderUpdate = "update"
+	orderCreate = activitypub.OrderCreate
+	orderUpdate = activitypub.OrderUpdate
 )
 
 // orderKey returns the order key of act ("" when its deliveries are not
 // ordered) and its order kind (orderCreate, orderUpdate or "").
-func orderKey(act *activitypub.Activity) (key, kind string) {
-	switch act.Type {
-	case "Create":
-		return act.ObjectID, orderCreate
-	case "Update":
-		return act.ObjectID, orderUpdate
-	case "Delete", "Add", "Remove":
-		return act.ObjectID, ""
-	case "Follow", "Like", "Announce", "EmojiReact", "Block":
-		return relationKey(act.Type, act.Actor, act.ObjectID), ""
-	case "Undo":
-		if o := act.Object; o != nil && o.Type != "" && o.ObjectID != "" {
-			actor := o.Actor
-			if actor == "" {
-				actor = act.Actor
-			}
-			return relationKey(o.Type, actor, o.ObjectID), ""
-		}
-	}
-	return "", ""
-}
-
-// relationKey is the key of a relation activity (a Follow, a Like...) and
-// of its Undo: who did what to which object.
-func relationKey(typ, actor, object string) string {
-	if object == "" {
-		return ""
-	}
-	return typ + " " + actor + " " + object
-}
+func orderKey(act *activitypub.Activity) (key, kind string) { return activitypub.OrderKey(act) }
 
 // sqlOrderSelf reads a delivery's own order key, sequence and inbox, its
 // state, and for a Create or Update whether its object is deleted.

@@ -52,9 +52,14 @@ const (
 // (giveUp).
 func (s *Service) fanoutSettled(ctx context.Context, ev outbox.Event) error {
 	err := s.fanout(ctx, ev)
+	if err == nil {
+		s.wakeWaiters(ev.ID) // later fan-outs of its key (fanoutGate)
+	}
 	if !s.givenUp(ctx, err) {
 		return err
 	}
+	s.leaveOrder(ctx, ev.ID)
+	s.wakeWaiters(ev.ID)
 	var out activitypub.Outgoing
 	if json.Unmarshal(ev.Payload, &out) != nil {
 		return err

@@ -392,8 +392,8 @@ type Service struct {
 	peers *peers
 	// order: the deliveries waiting here for an earlier one, and the
 	// reads of the order check (order.go).
-	order                  orderWaiters
-	orderSelf, orderBefore *readStmt
+	order                                orderWaiters
+	orderSelf, orderBefore, fanoutBefore *readStmt
 
 	docsMu sync.Mutex
 	docs   map[string][]byte // activity id -> stored bytes
@@ -461,6 +461,7 @@ func New(cfg Config) (*Service, error) {
 	s.schemes = newSchemes(cfg.DB, cfg.Now, cfg.HostCacheTTL, cfg.Logger)
 	s.orderSelf = newReadStmt(cfg.DB.Read, sqlOrderSelf, cfg.Logger)
 	s.orderBefore = newReadStmt(cfg.DB.Read, sqlOrderBefore, cfg.Logger)
+	s.fanoutBefore = newReadStmt(cfg.DB.Read, sqlFanoutBefore, cfg.Logger)
 	return s, nil
 }
 

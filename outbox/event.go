@@ -42,6 +42,11 @@ type Event struct {
 	// Lane orders claims: LaneInteractive (the default) before LaneBulk
 	// (see lane.go).
 	Lane int
+	// OrderKey is the order key of an outgoing activity's event (what the
+	// activity is about, activitypub.OrderKey), kept indexed in its row so
+	// that its handler can find the earlier events of the same key; empty
+	// for other events.
+	OrderKey string
 }
 
 // childSpace is the UUID namespace of derived event ids.
@@ -59,8 +64,8 @@ func ChildID(parentID, key string) string {
 var now = time.Now
 
 const insertEvent = `INSERT INTO event_queue
-	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane)
-	VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)
+	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane, order_key)
+	VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (event_id) DO NOTHING
 	RETURNING id`
 
@@ -71,8 +76,8 @@ const insertEvent = `INSERT INTO event_queue
 // then its confirmation). Were one ever to, the unique index fails the
 // insert and the caller's transaction with it; nothing is lost.
 const insertNewEvent = `INSERT INTO event_queue
-	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane)
-	VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)
+	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane, order_key)
+	VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?)
 	RETURNING id`
 
 const insertPayload = `INSERT INTO event_payloads (id, payload) VALUES (?, ?)`
@@ -155,15 +160,15 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 }
 
 // enqueueChunk is how many rows one multi-row insert of Enqueue carries
-// (11 arguments each, well inside both stores' bounds).
+// (12 arguments each, well inside both stores' bounds).
 const enqueueChunk = 64
 
 // insertEvents inserts enqueueChunk rows at once; it returns the id and
 // event id of each row inserted (not of those a conflict ignored), in no
 // particular order.
 var insertEvents = `INSERT INTO event_queue
-	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane)
-	VALUES ` + strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?), `, enqueueChunk), ", ") + `
+	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane, order_key)
+	VALUES ` + strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?), `, enqueueChunk), ", ") + `
 	ON CONFLICT (event_id) DO NOTHING
 	RETURNING id, event_id`
 
@@ -172,9 +177,9 @@ var insertEvents = `INSERT INTO event_queue
 // as for insertNewEvent) and nothing returned.
 const (
 	insertQuietPrefix = sqldb.Deferred + `INSERT INTO event_queue
-	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane)
+	(event_id, type, target, payload, status, attempts, next_attempt_at, occurred_at, created_at, updated_at, lane, order_key)
 	VALUES `
-	quietTuple = `(?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)`
+	quietTuple = `(?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?)`
 )
 
 // insertQuiet returns the deferred insert of n quiet rows.
@@ -238,12 +243,16 @@ func enqueueArgs(ev *Event, t time.Time) (enqueued, error) {
 	if ev.Target != "" {
 		target = ev.Target
 	}
+	var orderKey any
+	if ev.OrderKey != "" {
+		orderKey = ev.OrderKey
+	}
 	inline := ""
 	if len(payload) <= InlinePayload {
 		inline = string(payload)
 	}
 	return enqueued{ev: ev, payload: payload, large: inline == "", fresh: fresh,
-		args: []any{ev.ID, ev.Type, target, inline, due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane}}, nil
+		args: []any{ev.ID, ev.Type, target, inline, due.UnixMilli(), ev.OccurredAt.UnixMilli(), t.UnixMilli(), t.UnixMilli(), ev.Lane, orderKey}}, nil
 }
 
 // enqueuer runs the inserts of one Enqueue, with the statements it

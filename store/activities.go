@@ -264,8 +264,16 @@ func (s *Store) emit(ctx context.Context, tx *sql.Tx, ev pendingEvent, actor *Ac
 	if err != nil {
 		return nil, false, wrap("store activity", err)
 	}
+	// The order key goes with the event (indexed): the fan-out of a later
+	// activity of the same key waits for this one's (package delivery).
+	var orderKey string
+	if activitypub.Ordered(typ) {
+		if act, err := activitypub.ParseActivity(doc); err == nil {
+			orderKey, _ = activitypub.OrderKey(act)
+		}
+	}
 	if err := outbox.Enqueue(ctx, tx, outbox.Event{
-		ID: ev.ID, Type: activitypub.EventOutgoing, Payload: payload, OccurredAt: ev.At,
+		ID: ev.ID, Type: activitypub.EventOutgoing, Payload: payload, OccurredAt: ev.At, OrderKey: orderKey,
 	}); err != nil {
 		return nil, false, err
 	}

@@ -1,0 +1,106 @@
+package delivery
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/outbox"
+)
+
+// Order of fan-outs (migration 0040). orderGate orders the deliveries of
+// one key to one inbox once both activities were fanned out; a delivery
+// whose predecessor was not fanned out yet has nothing to wait for. So the
+// fan-out of an ordered activity (other than a Create, the first of its
+// key) waits, deferred without spending an attempt, while an earlier
+// outgoing event of the same order key (event_queue.order_key, set when
+// the activity was written) has not been fanned out: its fan-out neither
+// done (the ledger's mark, on either bus; on the JetStream bus the row is
+// done once relayed) nor given up (dead-lettered; leaveOrder), and its row neither
+// swept nor older than orderWaitMax. The earlier fan-out's end in this
+// process wakes it.
+
+// sqlFanoutBefore reads the nearest earlier outgoing events of a key (an
+// index range read backwards, stopped after a few rows) with what settles
+// their fan-out: their row's status and due time, and the fan-out's ledger
+// mark.
+const sqlFanoutBefore = `SELECT q.event_id, q.status, q.created_at, q.next_attempt_at, q.attempts, q.updated_at,
+		l.status
+	FROM event_queue q
+	LEFT JOIN processed_events l ON l.event_id = q.event_id AND l.handler = ?
+	WHERE q.order_key = ? AND q.id < (SELECT s.id FROM event_queue s WHERE s.event_id = ?)
+	ORDER BY q.id DESC
+	LIMIT ?`
+
+// fanoutGate decides whether the fan-out ev of act may run now: nil when
+// it may, an outbox.DeferError while an earlier fan-out of the same order
+// key is unsettled.
+func (s *Service) fanoutGate(ctx context.Context, ev outbox.Event, act *activitypub.Activity) error {
+	key, kind := orderKey(act)
+	if key == "" || kind == orderCreate {
+		return nil
+	}
+	rows, err := s.fanoutBefore.QueryContext(ctx, HandlerFanout, key, ev.ID, orderScan)
+	if err != nil {
+		return fmt.Errorf("delivery: order of fan-out %s: %w", ev.ID, err)
+	}
+	defer rows.Close()
+	now := s.now()
+	oldest := now.Add(-s.orderWaitMax()).UnixMilli()
+	var (
+		wait  string
+		until time.Time
+	)
+	for rows.Next() {
+		var (
+			created, next, attempts, updated sql.NullInt64
+			id, qSt, ledger                  sql.NullString
+		)
+		if err := rows.Scan(&id, &qSt, &created, &next, &attempts, &updated, &ledger); err != nil {
+			return fmt.Errorf("delivery: order of fan-out %s: %w", ev.ID, err)
+		}
+		if ledger.String == outbox.LedgerDone || qSt.String == outbox.StatusDeadLettered || created.Int64 < oldest {
+			continue // settled
+		}
+		if wait == "" {
+			wait = id.String
+		}
+		in := orderRecheck
+		switch {
+		case qSt.String == outbox.StatusPending && next.Valid:
+			in = max(time.UnixMilli(next.Int64).Sub(now), 0) + orderSlack
+		case qSt.String == outbox.StatusDone && attempts.Int64 > 0 && updated.Valid:
+			// Published to JetStream and failing there (see orderGate).
+			retry := time.UnixMilli(updated.Int64).Add(outbox.Backoff(int(attempts.Int64)))
+			in = max(retry.Sub(now)+orderSlack, orderRecheck)
+		}
+		if at := now.Add(min(in, orderRecheckMax)); at.After(until) {
+			until = at
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("delivery: order of fan-out %s: %w", ev.ID, err)
+	}
+	if wait == "" {
+		return nil
+	}
+	s.order.wait(wait, ev.ID)
+	s.cfg.Metrics.OrderWait()
+	return outbox.Defer(until, "waiting for the fan-out of the earlier activity "+wait+" of the same object")
+}
+
+// leaveOrder takes the given-up fan-out eventID out of its key's order
+// (its row's order key is cleared), so that later fan-outs of the key no
+// longer wait for it. On the database bus its dead-lettered row says as
+// much; on the JetStream bus its row stays done (relayed) while the event
+// is dead-lettered in the stream, and only this tells.
+func (s *Service) leaveOrder(ctx context.Context, eventID string) {
+	_, err := s.db.Write.ExecContext(ctx,
+		`UPDATE event_queue SET order_key = NULL WHERE event_id = ? AND order_key IS NOT NULL`, eventID)
+	if err != nil {
+		s.log.WarnContext(ctx, "delivery: a given-up fan-out still holds later ones of its object",
+			"event_id", eventID, "err", err)
+	}
+}

@@ -1,0 +1,118 @@
+package delivery_test
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/store"
+)
+
+// fanoutRow returns the outbox row of the outgoing event of act.
+func (b *bundle) fanoutRow(act *store.Activity) outbox.Row {
+	b.t.Helper()
+	rs, err := b.queue.List(b.ctx, outbox.Filter{EventID: act.EventID})
+	if err != nil || len(rs) != 1 {
+		b.t.Fatalf("event of %s: %v (%d rows)", act.URI, err, len(rs))
+	}
+	return rs[0]
+}
+
+// TestUpdateFanoutWaitsForFailedCreateFanout: a note's Create fails to fan
+// out (a named recipient on another host cannot be resolved for now), and
+// the note is edited before the Create's retry. The Update's fan-out waits
+// (without spending an attempt) for the Create's: the follower's host
+// accepts the Create, then the Update, never the Update first.
+func TestUpdateFanoutWaitsForFailedCreateFanout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	a := newRemote(t, b.keys, b.clock, true)
+	c := newRemote(t, b.keys, b.clock, true)
+	a.follow(b, alice, "fan")
+	sc := newScript()
+	a.setScript(sc)
+	c.mu.Lock()
+	c.getStatus["carol"] = http.StatusServiceUnavailable
+	c.mu.Unlock()
+
+	create, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "first",
+		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers(alice.Name), c.actorURL("carol")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.startWorker(4)
+	// The test clock stands still: the failed fan-out is not retried
+	// until the clock moves.
+	waitFor(t, "the Create's fan-out failed once", func() bool {
+		r := b.fanoutRow(create)
+		return r.Attempts == 1 && r.Status == outbox.StatusPending
+	})
+	c.mu.Lock()
+	delete(c.getStatus, "carol")
+	c.mu.Unlock()
+	update, _, err := b.st.UpdateNote(b.ctx, alice, note.URI, store.NoteInput{Content: "first, edited"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Update's fan-out deferred (or its POST sent)", func() bool {
+		r := b.fanoutRow(update)
+		return r.Status == outbox.StatusPending && r.NextAttemptAt.After(b.clock.Now()) || a.postsOf(update.URI) > 0
+	})
+	if n := a.postsOf(update.URI); n != 0 {
+		t.Fatalf("the follower's host got the Update %d times before the Create was fanned out", n)
+	}
+	if r := b.fanoutRow(update); r.Attempts != 0 {
+		t.Errorf("the Update's fan-out spent %d attempts waiting", r.Attempts)
+	}
+	b.waitTicking("both accepted", func() bool { return len(sc.acceptedOf(create.URI, update.URI)) == 2 })
+	if got := sc.acceptedOf(create.URI, update.URI); !slices.Equal(got, []string{"Create", "Update"}) {
+		t.Errorf("the peer accepted %v, want the Create, then the Update", got)
+	}
+}
+
+// TestUndoFanoutWaitsForFailedLikeFanout: a Like of a remote note courier
+// has not stored fails to fan out (the note, fetched for its author, cannot
+// be fetched for now), and is undone before the Like's retry. The Undo's
+// fan-out waits for the Like's: the author accepts the Like, then the Undo.
+func TestUndoFanoutWaitsForFailedLikeFanout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	rm := newRemote(t, b.keys, b.clock, false)
+	sc := newScript()
+	rm.setScript(sc)
+	rm.mu.Lock()
+	rm.getStatus["note:bob"] = http.StatusServiceUnavailable
+	rm.mu.Unlock()
+
+	like, err := b.st.Like(b.ctx, alice, rm.URL()+"/notes/bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.startWorker(4)
+	waitFor(t, "the Like's fan-out failed once", func() bool {
+		r := b.fanoutRow(like)
+		return r.Attempts == 1 && r.Status == outbox.StatusPending
+	})
+	rm.mu.Lock()
+	delete(rm.getStatus, "note:bob")
+	rm.mu.Unlock()
+	undo, err := b.st.Undo(b.ctx, alice, like.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Undo's fan-out deferred (or its POST sent)", func() bool {
+		r := b.fanoutRow(undo)
+		return r.Status == outbox.StatusPending && r.NextAttemptAt.After(b.clock.Now()) || rm.postsOf(undo.URI) > 0
+	})
+	if n := rm.postsOf(undo.URI); n != 0 {
+		t.Fatalf("the author got the Undo %d times before the Like was fanned out", n)
+	}
+	b.waitTicking("both accepted", func() bool { return len(sc.acceptedOf(like.URI, undo.URI)) == 2 })
+	if got := sc.acceptedOf(like.URI, undo.URI); !slices.Equal(got, []string{"Like", "Undo"}) {
+		t.Errorf("the author accepted %v, want the Like, then the Undo", got)
+	}
+}
