@@ -86,10 +86,12 @@ func TestOrderAcrossSIGKILL(t *testing.T) {
 	if err := start(ctx).Wait(); err != nil {
 		t.Fatalf("final run: %v", err)
 	}
-	if got := sc.acceptedOf(create1.URI, update.URI); !slices.Equal(got, []string{"Create", "Update"}) {
+	// A POST whose answer a SIGKILL lost is sent again (the same activity,
+	// which a receiver drops by its id): repeats in a row are one arrival.
+	if got := slices.Compact(sc.acceptedOf(create1.URI, update.URI)); !slices.Equal(got, []string{"Create", "Update"}) {
 		t.Errorf("the peer accepted %v of the edited note, want the Create, then the Update", got)
 	}
-	if got := sc.acceptedOf(create2.URI, del.URI); !slices.Equal(got, []string{"Delete"}) &&
+	if got := slices.Compact(sc.acceptedOf(create2.URI, del.URI)); !slices.Equal(got, []string{"Delete"}) &&
 		!slices.Equal(got, []string{"Create", "Delete"}) {
 		t.Errorf("the peer accepted %v of the deleted note, want no Create after the Delete", got)
 	}
