@@ -2,9 +2,7 @@ package delivery
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/outbox"
@@ -47,48 +45,19 @@ func (s *Service) fanoutGate(ctx context.Context, ev outbox.Event, act *activity
 		return fmt.Errorf("delivery: order of fan-out %s: %w", ev.ID, err)
 	}
 	defer rows.Close()
-	now := s.now()
-	oldest := now.Add(-s.orderWaitMax()).UnixMilli()
-	var (
-		wait  string
-		until time.Time
-	)
+	var w predWait
+	w.start(s)
 	for rows.Next() {
-		var (
-			created, next, attempts, updated sql.NullInt64
-			id, qSt, ledger                  sql.NullString
-		)
-		if err := rows.Scan(&id, &qSt, &created, &next, &attempts, &updated, &ledger); err != nil {
+		var p predecessor
+		if err := rows.Scan(&p.id, &p.status, &p.created, &p.next, &p.attempts, &p.updated, &p.ledger); err != nil {
 			return fmt.Errorf("delivery: order of fan-out %s: %w", ev.ID, err)
 		}
-		if ledger.String == outbox.LedgerDone || qSt.String == outbox.StatusDeadLettered || created.Int64 < oldest {
-			continue // settled
-		}
-		if wait == "" {
-			wait = id.String
-		}
-		in := orderRecheck
-		switch {
-		case qSt.String == outbox.StatusPending && next.Valid:
-			in = max(time.UnixMilli(next.Int64).Sub(now), 0) + orderSlack
-		case qSt.String == outbox.StatusDone && attempts.Int64 > 0 && updated.Valid:
-			// Published to JetStream and failing there (see orderGate).
-			retry := time.UnixMilli(updated.Int64).Add(outbox.Backoff(int(attempts.Int64)))
-			in = max(retry.Sub(now)+orderSlack, orderRecheck)
-		}
-		if at := now.Add(min(in, orderRecheckMax)); at.After(until) {
-			until = at
-		}
+		w.add(p)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("delivery: order of fan-out %s: %w", ev.ID, err)
 	}
-	if wait == "" {
-		return nil
-	}
-	s.order.wait(wait, ev.ID)
-	s.cfg.Metrics.OrderWait()
-	return outbox.Defer(until, "waiting for the fan-out of the earlier activity "+wait+" of the same object")
+	return s.deferBehind(ev.ID, w, "waiting for the fan-out of the earlier activity "+w.first+" of the same object")
 }
 
 // leaveOrder takes the given-up fan-out eventID out of its key's order

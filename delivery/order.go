@@ -111,51 +111,88 @@ func (s *Service) orderGate(ctx context.Context, ev outbox.Event) error {
 		return fmt.Errorf("delivery: order of %s: %w", ev.ID, err)
 	}
 	defer rows.Close()
-	now := s.now()
-	oldest := now.Add(-s.orderWaitMax()).UnixMilli()
-	var (
-		wait  string // the nearest predecessor waited for
-		until time.Time
-	)
+	var w predWait
+	w.start(s)
 	for rows.Next() {
 		var (
-			created, next, attempts, updated sql.NullInt64
-			id, pState, qSt, ledger          sql.NullString
+			p      predecessor
+			pState sql.NullString
 		)
-		if err := rows.Scan(&id, &pState, &created, &qSt, &next, &attempts, &updated, &ledger); err != nil {
+		if err := rows.Scan(&p.id, &pState, &p.created, &p.status, &p.next, &p.attempts, &p.updated, &p.ledger); err != nil {
 			return fmt.Errorf("delivery: order of %s: %w", ev.ID, err)
 		}
-		if pState.Valid || ledger.String == "done" || !qSt.Valid ||
-			qSt.String == outbox.StatusDeadLettered || created.Int64 < oldest {
-			continue // settled
-		}
-		if wait == "" {
-			wait = id.String
-		}
-		in := orderRecheck
-		switch {
-		case qSt.String == outbox.StatusPending && next.Valid:
-			in = max(time.UnixMilli(next.Int64).Sub(now), 0) + orderSlack
-		case qSt.String == outbox.StatusDone && attempts.Int64 > 0 && updated.Valid:
-			// Published to JetStream and failing there: its row counts
-			// the failures (the last at updated_at), its next try comes
-			// about a backoff later.
-			retry := time.UnixMilli(updated.Int64).Add(outbox.Backoff(int(attempts.Int64)))
-			in = max(retry.Sub(now)+orderSlack, orderRecheck)
-		}
-		if at := now.Add(min(in, orderRecheckMax)); at.After(until) {
-			until = at
-		}
+		// A state of its own (superseded, dead) or no outbox row (discarded,
+		// swept) settles it too.
+		p.settled = pState.Valid || !p.status.Valid
+		w.add(p)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("delivery: order of %s: %w", ev.ID, err)
 	}
-	if wait == "" {
+	return s.deferBehind(ev.ID, w, "waiting for the earlier delivery "+w.first+" of the same object to the same inbox")
+}
+
+// predecessor is an earlier event of the same order key (a delivery to
+// the same inbox, or a fan-out) as the gates read it: its outbox row's
+// status, due time, failures and last change, and its ledger mark.
+type predecessor struct {
+	id, status, ledger               sql.NullString
+	created, next, attempts, updated sql.NullInt64
+	settled                          bool // settled by its own record
+}
+
+// predWait gathers the unsettled predecessors of one event: the nearest
+// (first) and when to look again (until).
+type predWait struct {
+	now    time.Time
+	oldest int64
+	first  string
+	until  time.Time
+}
+
+func (w *predWait) start(s *Service) {
+	w.now = s.now()
+	w.oldest = w.now.Add(-s.orderWaitMax()).UnixMilli()
+}
+
+// add takes one predecessor. It is settled when delivered or fanned out
+// (its ledger mark is done, on either bus), dead-lettered, settled by its
+// own record, or older than orderWaitMax; otherwise the event waits for
+// it until about its next run.
+func (w *predWait) add(p predecessor) {
+	if p.settled || p.ledger.String == outbox.LedgerDone || p.status.String == outbox.StatusDeadLettered ||
+		p.created.Int64 < w.oldest {
+		return
+	}
+	if w.first == "" {
+		w.first = p.id.String
+	}
+	in := orderRecheck
+	switch {
+	case p.status.String == outbox.StatusPending && p.next.Valid:
+		in = max(time.UnixMilli(p.next.Int64).Sub(w.now), 0) + orderSlack
+	case p.status.String == outbox.StatusDone && p.attempts.Int64 > 0 && p.updated.Valid:
+		// Published to JetStream and failing there: its row counts the
+		// failures (the last at updated_at), its next try comes about a
+		// backoff later.
+		retry := time.UnixMilli(p.updated.Int64).Add(outbox.Backoff(int(p.attempts.Int64)))
+		in = max(retry.Sub(w.now)+orderSlack, orderRecheck)
+	}
+	if at := w.now.Add(min(in, orderRecheckMax)); at.After(w.until) {
+		w.until = at
+	}
+}
+
+// deferBehind is nil when event id has no unsettled predecessor in w, and
+// otherwise a deferral until w.until (no attempt spent), remembered so that
+// the nearest predecessor's settling in this process wakes it sooner.
+func (s *Service) deferBehind(id string, w predWait, reason string) error {
+	if w.first == "" {
 		return nil
 	}
-	s.order.wait(wait, ev.ID)
+	s.order.wait(w.first, id)
 	s.cfg.Metrics.OrderWait()
-	return outbox.Defer(until, "waiting for the earlier delivery "+wait+" of the same object to the same inbox")
+	return outbox.Defer(w.until, reason)
 }
 
 // orderWaitMax is the age past which a predecessor is no longer waited
