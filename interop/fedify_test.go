@@ -35,6 +35,17 @@ const publicCollection = "https://www.w3.org/ns/activitystreams#Public"
 //     applications use, to the personal or the shared inbox), also after it
 //     rotates its key; courier verifies and imports them, as seen in its
 //     database and its collections' totalItems;
+//   - integrity proofs (FEP-8b32, eddsa-jcs-2022) both ways: Fedify's
+//     verifyObject verifies the proof of an activity courier delivers, and
+//     courier imports the peer's proved Create and refuses (401) a copy of
+//     it whose content was changed under a valid HTTP signature;
+//   - quote consent (FEP-044f, Fedify 2.x): courier answers the peer's
+//     QuoteRequest with an Accept whose result, the QuoteAuthorization
+//     stamp, the peer then looks up;
+//   - inbox forwarding: a second Fedify server replies, with a proof, to
+//     a public note of courier's actor, and the peer (a follower of that
+//     actor) receives the reply from courier, byte for byte as sent, with
+//     the proof verifying;
 //   - the peer goes down while courier delivers to it, and gets the activity
 //     once it is back, once.
 //
@@ -84,6 +95,9 @@ func runFedifyPeer(t *testing.T, peerDir string) {
 		peerLike   string // the peer's Like of note
 
 		peers = []*peer{p} // every peer process started, the current one last
+		// refused holds the digest headers of the peer's POSTs courier
+		// must refuse (401): tampered copies.
+		refused = map[string]bool{}
 	)
 	steps := []step{
 		{name: "lookup", title: "peer looks up the courier actor by its URL", run: func(t *testing.T) {
@@ -491,6 +505,195 @@ func runFedifyPeer(t *testing.T, peerDir string) {
 				return nil
 			})
 		}},
+		{name: "proof-out", needs: []string{"follow"}, title: "Fedify verifies the integrity proof of an activity courier delivers", run: func(t *testing.T) {
+			act := c2s(t, ctx, c, token, map[string]any{
+				"@context": "https://www.w3.org/ns/activitystreams",
+				"type":     "Note",
+				"content":  "Signed twice: over HTTP and in the body",
+				"to":       []string{publicCollection},
+				"cc":       []string{actor + "/followers"},
+			})
+			receivedAbout(t, p, "Create", act.id)
+			d, err := p.wait(stepTimeout, func(e peerEvent) bool {
+				got, _ := e.deliveredActivity()
+				return e.Event == "delivery" && got == act.id && e.Status/100 == 2
+			})
+			if err != nil {
+				t.Fatalf("delivery of %s: %v", act.id, err)
+			}
+			checkProof(t, d, act.id, actor)
+		}},
+		{name: "proof-in", needs: []string{"lookup"}, title: "courier verifies the peer's integrity proof, and refuses a tampered copy", run: func(t *testing.T) {
+			content := "<p>Proved by Fedify</p>"
+			var sent struct {
+				ID     string     `json:"id"`
+				Object string     `json:"object"`
+				Sent   []sentCopy `json:"sent"`
+			}
+			if err := p.control(ctx, "create", map[string]string{"target": actor, "content": content}, &sent); err != nil {
+				t.Fatal(err)
+			}
+			// Fedify signed the body with the actor's Ed25519 key: the
+			// copy courier accepted carries the proof.
+			var accepted *sentCopy
+			for i, s := range sent.Sent {
+				if s.Status/100 == 2 {
+					accepted = &sent.Sent[i]
+				}
+			}
+			if accepted == nil {
+				t.Fatalf("no POST of %s was accepted: %+v", sent.ID, sent.Sent)
+			}
+			if accepted.Status != http.StatusAccepted {
+				t.Errorf("courier answered the POST of %s with %d, want 202", sent.ID, accepted.Status)
+			}
+			if len(accepted.Proofs) != 1 || accepted.Proofs[0].Cryptosuite != "eddsa-jcs-2022" ||
+				!strings.HasPrefix(accepted.Proofs[0].VerificationMethod, p.actor+"#") {
+				t.Fatalf("Fedify sent %s with the proofs %+v, want one eddsa-jcs-2022 proof by a key of %s", sent.ID, accepted.Proofs, p.actor)
+			}
+			eventuallyStored(t, ctx, c, p, sent.Object, func(o object) error {
+				if o.content != content || o.attributedTo != p.actor || o.deleted {
+					return fmt.Errorf("courier stored the note as %+v, want %q by %s", o, content, p.actor)
+				}
+				return nil
+			})
+			checkRecorded(t, ctx, c, sent.ID, "alice")
+			// The same bytes but for the note's content, under a valid HTTP
+			// signature of the same actor: only the proof fails.
+			var tampered struct {
+				Status int    `json:"status"`
+				Body   string `json:"body"`
+				Digest string `json:"digest"`
+			}
+			if err := p.control(ctx, "tamper", map[string]string{"id": sent.ID, "content": "<p>Not what Fedify signed</p>"}, &tampered); err != nil {
+				t.Fatal(err)
+			}
+			if tampered.Digest == "" {
+				t.Fatalf("the tampered copy of %s went without a digest header", sent.ID)
+			}
+			refused[tampered.Digest] = true
+			if tampered.Status != http.StatusUnauthorized || !strings.Contains(tampered.Body, "proof") {
+				t.Errorf("courier answered the tampered copy of %s with %d %s, want 401 naming the proof", sent.ID, tampered.Status, tampered.Body)
+			}
+			// The stored note is still the one Fedify signed.
+			o, err := storedObject(ctx, c.database(), sent.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.content != content {
+				t.Errorf("after the tampered copy courier holds the note as %+v, want %q", o, content)
+			}
+		}},
+		{name: "quote", needs: []string{"lookup"}, title: "courier accepts the peer's QuoteRequest, and the peer reads the stamp", run: func(t *testing.T) {
+			if !strings.HasPrefix(p.software, "@fedify/fedify 2.") {
+				t.Skipf("skipped: %s has no QuoteRequest in its vocabulary (Fedify 2.x has)", p.software)
+			}
+			act := c2s(t, ctx, c, token, map[string]any{
+				"@context": "https://www.w3.org/ns/activitystreams",
+				"type":     "Note",
+				"content":  "Quote me",
+				"to":       []string{publicCollection},
+				"cc":       []string{actor + "/followers"},
+			})
+			var req struct {
+				ID     string `json:"id"`
+				Object string `json:"object"`
+			}
+			if err := p.control(ctx, "quote", map[string]string{"target": actor, "object": act.objectID, "content": "<p>Quoting alice</p>"}, &req); err != nil {
+				t.Fatal(err)
+			}
+			accept, err := p.wait(stepTimeout, func(e peerEvent) bool {
+				return e.Event == "received" && e.Type == "Accept" && e.Actor == actor && e.ObjectID == req.ID
+			})
+			if err != nil {
+				t.Fatalf("Accept of the QuoteRequest %s: %v\n%s", req.ID, err, inboxOutcomes(ctx, c, p.actor))
+			}
+			if accept.ObjectError != "" {
+				t.Errorf("the peer could not read the object of the Accept %s: %s", accept.ID, accept.ObjectError)
+			}
+			if !strings.HasPrefix(accept.Result, c.origin+"/quotes/") {
+				t.Fatalf("the Accept %s has the result %q, want a stamp under %s/quotes/", accept.ID, accept.Result, c.origin)
+			}
+			checkDelivery(t, p, accept.ID, actor)
+			var stamp lookupResult
+			if err := p.control(ctx, "lookup", map[string]string{"target": accept.Result}, &stamp); err != nil {
+				t.Fatal(err)
+			}
+			if stamp.ID != accept.Result || stamp.Type != "QuoteAuthorization" || stamp.AttributedTo != actor {
+				t.Errorf("the peer reads the stamp %s as %+v, want a QuoteAuthorization by %s", accept.Result, stamp, actor)
+			}
+			// courier defines interactingObject and interactionTarget as
+			// Mastodon does, without "@type": "@id": a JSON-LD reader
+			// takes their values for strings, not ids, and Fedify 2.3.6
+			// reads neither. Shown, not judged.
+			if stamp.InteractingObject != req.Object || stamp.InteractionTarget != act.objectID {
+				t.Logf("Fedify reads the stamp's interactingObject as %q and interactionTarget as %q (courier wrote %s and %s)",
+					stamp.InteractingObject, stamp.InteractionTarget, req.Object, act.objectID)
+			}
+		}},
+		{name: "forward", needs: []string{"follow"}, title: "a second peer's proved reply to a note reaches the first peer, forwarded byte for byte", run: func(t *testing.T) {
+			// p follows alice; a second Fedify server, whose actor nobody
+			// here follows, replies to alice's public note.
+			opts := peerOpts
+			opts.keysFile, opts.name = filepath.Join(dir, "peer2-keys.json"), "second fedify peer"
+			p2 := startPeer(t, owner, ctx, node, opts)
+			peers = append(peers, p2)
+			act := c2s(t, ctx, c, token, map[string]any{
+				"@context": "https://www.w3.org/ns/activitystreams",
+				"type":     "Note",
+				"content":  "Reply to me",
+				"to":       []string{publicCollection},
+				"cc":       []string{actor + "/followers"},
+			})
+			receivedAbout(t, p, "Create", act.id)
+			content := "<p>A reply from another server</p>"
+			var sent struct {
+				ID     string     `json:"id"`
+				Object string     `json:"object"`
+				Sent   []sentCopy `json:"sent"`
+			}
+			if err := p2.control(ctx, "create", map[string]string{"target": actor, "content": content, "inReplyTo": act.objectID}, &sent); err != nil {
+				t.Fatal(err)
+			}
+			var original *sentCopy
+			for i, s := range sent.Sent {
+				if s.Status/100 == 2 {
+					original = &sent.Sent[i]
+				}
+			}
+			if original == nil || len(original.Proofs) == 0 {
+				t.Fatalf("the second peer's POSTs of %s: %+v, want one accepted, with a proof", sent.ID, sent.Sent)
+			}
+			eventuallyStored(t, ctx, c, p2, sent.Object, func(o object) error {
+				if o.content != content || o.inReplyTo != act.objectID {
+					return fmt.Errorf("courier stored the reply as %+v, want %q in reply to %s", o, content, act.objectID)
+				}
+				return nil
+			})
+			got := receivedAbout(t, p, "Create", sent.ID)
+			if got.Actor != p2.actor || got.Object == nil || got.Object.ID != sent.Object || got.Object.InReplyTo != act.objectID {
+				t.Errorf("the first peer took the forward as %s by %s of %+v, want the reply %s by %s", got.Type, got.Actor, got.Object, sent.Object, p2.actor)
+			}
+			d, err := p.wait(stepTimeout, func(e peerEvent) bool {
+				got, _ := e.deliveredActivity()
+				return e.Event == "delivery" && got == sent.ID && e.Status/100 == 2
+			})
+			if err != nil {
+				t.Fatalf("the forward of %s: %v", sent.ID, err)
+			}
+			if d.BodySHA256 != original.SHA256 || d.BodyLength != original.Length {
+				t.Errorf("the forward of %s is %d bytes (SHA-256 %s), the second peer sent %d (SHA-256 %s): not byte for byte",
+					sent.ID, d.BodyLength, d.BodySHA256, original.Length, original.SHA256)
+			}
+			// Signed over HTTP by alice, whom the first peer follows, and
+			// speaking for the second peer's actor through its proof.
+			// (An Ed25519 signature is one Fedify's verifyRequest cannot
+			// check: it takes keys only from publicKey.)
+			if !strings.HasPrefix(d.KeyID, actor+"#") || (d.Algorithm != "ed25519" && (!d.Verified || d.KeyOwner != actor)) {
+				t.Errorf("the peer's signature check of the forward: %s", d.raw)
+			}
+			checkProof(t, d, sent.ID, p2.actor)
+		}},
 		{name: "redelivery", needs: []string{"follow"}, title: "courier redelivers to the peer once it is back", run: func(t *testing.T) {
 			u, err := url.Parse(p.origin)
 			if err != nil {
@@ -593,7 +796,7 @@ func runFedifyPeer(t *testing.T, peerDir string) {
 				refusedEd25519++
 				continue
 			}
-			if !e.Verified || e.Status/100 != 2 {
+			if (!e.Verified && !proofBy(e, e.activityActor())) || e.Status/100 != 2 {
 				t.Errorf("a delivery to the peer was not accepted: %s", e.raw)
 			}
 		case "received":
@@ -612,16 +815,22 @@ func runFedifyPeer(t *testing.T, peerDir string) {
 	posts := c.posts()
 	rfc9421 := 0
 	for _, q := range posts {
-		if q.Status == http.StatusUnauthorized {
-			t.Errorf("courier answered an inbox POST to %s with 401 (RFC 9421: %v)", q.Path, q.RFC9421)
-		}
 		if q.RFC9421 {
 			rfc9421++
+		}
+		if refused[q.Digest] {
+			if q.Status != http.StatusUnauthorized {
+				t.Errorf("courier answered a tampered POST to %s with %d, want 401", q.Path, q.Status)
+			}
+			continue
+		}
+		if q.Status == http.StatusUnauthorized {
+			t.Errorf("courier answered an inbox POST to %s with 401 (RFC 9421: %v)", q.Path, q.RFC9421)
 		}
 	}
 	signed9421 := 0
 	for _, e := range events {
-		if e.Event == "delivery" && e.Scheme == "rfc9421" && e.Verified && e.Status/100 == 2 {
+		if e.Event == "delivery" && e.Scheme == "rfc9421" && (e.Verified || proofBy(e, e.activityActor())) && e.Status/100 == 2 {
 			signed9421++
 		}
 	}
@@ -711,6 +920,8 @@ type lookupResult struct {
 	Actor             string `json:"actor"`
 	Object            string `json:"object"`
 	PreferredUsername string `json:"preferredUsername"`
+	InteractingObject string `json:"interactingObject"`
+	InteractionTarget string `json:"interactionTarget"`
 	Inbox             string `json:"inbox"`
 	SharedInbox       string `json:"sharedInbox"`
 	PublicKey         *struct {
@@ -758,6 +969,15 @@ func checkDelivery(t *testing.T, p *peer, id, actor string) {
 		!strings.HasPrefix(d.ContentType, "application/ld+json") {
 		t.Errorf("the delivery of %s has Content-Type %q", id, d.ContentType)
 	}
+	if d.Scheme == "rfc9421" && d.Algorithm == "ed25519" && !d.Verified {
+		// Fedify's verifyRequest takes keys only from publicKey, not from
+		// an assertionMethod Multikey; its inbox accepts the activity on
+		// its integrity proof by the same key instead.
+		if !proofBy(d, actor) {
+			t.Errorf("the peer accepted %s signed with Ed25519, neither signature nor proof verified: %s", id, d.raw)
+		}
+		return
+	}
 	if d.Scheme == "rfc9421" {
 		// RFC 9421, with the RSA key or the Ed25519 one (FEP-521a).
 		if !d.Verified || (d.VerifiedKey != actor+"#main-key" && d.VerifiedKey != actor+"#ed25519-key") || d.KeyOwner != actor {
@@ -777,6 +997,40 @@ func checkDelivery(t *testing.T, p *peer, id, actor string) {
 		if !slices.Contains(strings.Fields(d.SignedHeaders), h) {
 			t.Errorf("the delivery of %s does not sign %s (headers=%q)", id, h, d.SignedHeaders)
 		}
+	}
+}
+
+// proofBy reports whether Fedify verified the integrity proof of the
+// delivery d as made by a key of actor's.
+func proofBy(d peerEvent, actor string) bool {
+	if d.Proof == nil || !d.Proof.Verified {
+		return false
+	}
+	for _, k := range d.Proof.Keys {
+		if k.Verified && k.Controller == actor {
+			return true
+		}
+	}
+	return false
+}
+
+// checkProof checks the peer's verification of the integrity proof of the
+// delivery d of the activity id: one eddsa-jcs-2022 proof by a key of
+// actor's, verified by Fedify's verifyProof, and verifyObject's verdict
+// that it authenticates the activity's actor.
+func checkProof(t *testing.T, d peerEvent, id, actor string) {
+	t.Helper()
+	if d.Proof == nil {
+		t.Errorf("the delivery of %s carries no integrity proof: %s", id, d.raw)
+		return
+	}
+	if !d.Proof.Verified || d.Proof.Error != "" || len(d.Proof.Keys) != 1 {
+		t.Errorf("Fedify's check of the proof of %s: %+v, want one proof, verified", id, *d.Proof)
+		return
+	}
+	k := d.Proof.Keys[0]
+	if !k.Verified || k.Cryptosuite != "eddsa-jcs-2022" || k.Controller != actor || !strings.HasPrefix(k.Method, actor+"#") {
+		t.Errorf("Fedify's check of the proof of %s: %+v, want an eddsa-jcs-2022 proof by a key of %s, verified", id, k, actor)
 	}
 }
 

@@ -14,6 +14,7 @@ package interop
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -359,6 +360,9 @@ type inboxPost struct {
 	// signature), else it was signed draft-cavage (or not at all).
 	RFC9421 bool
 	Status  int
+	// Digest is the body digest header the request carried (Content-Digest,
+	// else Digest), which tells one POST from another.
+	Digest string
 }
 
 // posts returns the inbox POSTs seen so far.
@@ -385,7 +389,8 @@ func startCourier(t *testing.T, ctx context.Context, bin, dir string) *courier {
 			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/inbox") {
 				c.mu.Lock()
 				c.inboxPosts = append(c.inboxPosts, inboxPost{Path: r.URL.Path,
-					RFC9421: r.Header.Get("Signature-Input") != "", Status: resp.StatusCode})
+					RFC9421: r.Header.Get("Signature-Input") != "", Status: resp.StatusCode,
+					Digest: cmp.Or(r.Header.Get("Content-Digest"), r.Header.Get("Digest"))})
 				c.mu.Unlock()
 			}
 			return nil
@@ -582,6 +587,7 @@ type peerEvent struct {
 	To          []string    `json:"to"`
 	Cc          []string    `json:"cc"`
 	ObjectID    string      `json:"objectId"`
+	Result      string      `json:"result"`
 	Object      *peerObject `json:"object"`
 	ObjectError string      `json:"objectError"`
 
@@ -597,6 +603,11 @@ type peerEvent struct {
 	VerifiedKey   string          `json:"verifiedKey"`
 	KeyOwner      string          `json:"keyOwner"`
 	Activity      json.RawMessage `json:"activity"`
+	// The body's SHA-256 (hex) and length, and Fedify's check of the
+	// Object Integrity Proofs it carries (nil without any).
+	BodySHA256 string     `json:"bodySha256"`
+	BodyLength int        `json:"bodyLength"`
+	Proof      *peerProof `json:"proof"`
 
 	// "inbox_error", and a failed signature check.
 	Error string `json:"error"`
@@ -610,6 +621,7 @@ type peerObject struct {
 	Type         string   `json:"type"`
 	Content      string   `json:"content"`
 	AttributedTo string   `json:"attributedTo"`
+	InReplyTo    string   `json:"inReplyTo"`
 	To           []string `json:"to"`
 	Cc           []string `json:"cc"`
 	Published    string   `json:"published"`
@@ -630,6 +642,32 @@ type peerObject struct {
 	EndTime     string       `json:"endTime"`
 }
 
+// peerProof is Fedify's check of an inbound activity's integrity proofs:
+// verifyObject's verdict (every proof verifies and they authenticate the
+// actor) and, per proof, what verifyProof found.
+type peerProof struct {
+	Verified bool   `json:"verified"`
+	Error    string `json:"error"`
+	Keys     []struct {
+		Method      string `json:"method"`
+		Cryptosuite string `json:"cryptosuite"`
+		Verified    bool   `json:"verified"`
+		Controller  string `json:"controller"`
+	} `json:"keys"`
+}
+
+// sentCopy is one POST the peer made of an activity, as it reports it.
+type sentCopy struct {
+	Inbox  string `json:"inbox"`
+	SHA256 string `json:"sha256"`
+	Length int    `json:"length"`
+	Digest string `json:"digest"`
+	Status int    `json:"status"`
+	Proofs []struct {
+		Type, Cryptosuite, VerificationMethod string
+	} `json:"proofs"`
+}
+
 // pollOption is a Question's option as Fedify read it.
 type pollOption struct {
 	Name  string `json:"name"`
@@ -646,6 +684,16 @@ func (e peerEvent) deliveredActivity() (id, typ string) {
 	id, _ = a.ID.(string)
 	typ, _ = a.Type.(string)
 	return id, typ
+}
+
+// activityActor is the actor of a delivered activity.
+func (e peerEvent) activityActor() string {
+	var a struct {
+		Actor any `json:"actor"`
+	}
+	_ = json.Unmarshal(e.Activity, &a)
+	actor, _ := a.Actor.(string)
+	return actor
 }
 
 // peer is the running Fedify peer.

@@ -29,9 +29,14 @@ func actorContext() []any {
 			"discoverable":              "toot:discoverable",
 			"indexable":                 "toot:indexable",
 			"alsoKnownAs":               map[string]string{"@id": "as:alsoKnownAs", "@type": "@id"},
-			"schema":                    "http://schema.org#",
-			"PropertyValue":             "schema:PropertyValue",
-			"value":                     "schema:value",
+			// FEP-521a: no context above defines it (security v1 does
+			// not; the DID and CID contexts do), and a JSON-LD reader
+			// such as Fedify drops an undefined term, and with it the
+			// Ed25519 key that proofs and RFC 9421 signatures name.
+			"assertionMethod": map[string]string{"@id": "https://w3id.org/security#assertionMethod", "@type": "@id"},
+			"schema":          "http://schema.org#",
+			"PropertyValue":   "schema:PropertyValue",
+			"value":           "schema:value",
 		},
 	}
 }

@@ -14,9 +14,11 @@
 //     once listening, {"event":"delivery",...} for each inbox POST (the
 //     signature's key id, whether it verified, Fedify's answer) and
 //     {"event":"received",...} for each activity an inbox listener took, and
-//     {"event":"sent",...} for each Accept it sent on its own.
+//     {"event":"sent",...} for each Accept it sent on its own. A delivery
+//     also reports the body's SHA-256 and Fedify's check of the Object
+//     Integrity Proofs it carries (verifyObject, verifyProof).
 //   - POST /_control/{lookup,collection,nodeinfo,rotate,rename,follow,create,
-//     post,update,delete,vote,like,announce,undo}
+//     tamper,quote,post,update,delete,vote,like,announce,undo}
 //     with "Authorization: Bearer $PEER_CONTROL_TOKEN" and a JSON body makes
 //     the peer look up an object or send a signed activity (see controls
 //     below); the answer is JSON ({"error":...} on failure, with Fedify's
@@ -32,7 +34,7 @@
 
 import { AsyncLocalStorage } from "node:async_hooks";
 import { createServer } from "node:http";
-import { randomUUID, timingSafeEqual } from "node:crypto";
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
 import { configure } from "@logtape/logtape";
 import {
@@ -42,8 +44,10 @@ import {
   importJwk,
   MemoryKvStore,
 } from "@fedify/fedify";
+import * as vocab from "@fedify/fedify/vocab";
 import {
   Accept,
+  Activity,
   Announce,
   Collection,
   Create,
@@ -64,8 +68,12 @@ import {
 } from "@fedify/fedify/vocab";
 import { autoIdAssigner } from "@fedify/fedify/compat";
 import { parseNodeInfo } from "@fedify/fedify/nodeinfo";
-import { verifyRequest } from "@fedify/fedify/sig";
+import { fetchKey, signRequest, verifyObject, verifyProof, verifyRequest } from "@fedify/fedify/sig";
 import { Temporal } from "@js-temporal/polyfill";
+
+// The FEP-044f vocabulary (quote consent), which Fedify has from 2.0 on;
+// undefined on 1.x, where the quote control answers 501.
+const { QuoteRequest, QuoteAuthorization } = vocab;
 
 // Node 21 and later define navigator, which Fedify 2 reads; Node 20 does
 // not. Give it the same value, so that the peer runs on either release.
@@ -84,6 +92,64 @@ const port = Number.parseInt(process.env.PEER_PORT ?? "0", 10);
 if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.stderr.write("peer: PEER_PORT must be a port number\n");
   process.exit(2);
+}
+
+// Every POST Fedify sends goes through the global fetch: keep what each
+// one carried (its bytes, digest header and answer) by the activity id,
+// so that a control can say exactly what it sent and send a tampered copy
+// of it.
+const realFetch = globalThis.fetch;
+const outgoing = new Map(); // activity id -> [{inbox, body, digest, status}]
+const MAX_OUTGOING = 1000;
+globalThis.fetch = async (input, init) => {
+  if (!(input instanceof Request) || input.method !== "POST" || init?.body != null) {
+    return await realFetch(input, init);
+  }
+  const body = await input.clone().text();
+  const response = await realFetch(input, init);
+  let id = null;
+  try {
+    id = JSON.parse(body)?.id ?? null;
+  } catch {
+    // not an activity
+  }
+  if (typeof id === "string") {
+    if (!outgoing.has(id) && outgoing.size >= MAX_OUTGOING) outgoing.delete(outgoing.keys().next().value);
+    const list = outgoing.get(id) ?? [];
+    list.push({ inbox: input.url, body, digest: digestHeader(input.headers), status: response.status });
+    outgoing.set(id, list);
+  }
+  return response;
+};
+
+// digestHeader is the body digest header a request carries: RFC 9421's
+// Content-Digest or draft-cavage's Digest.
+function digestHeader(headers) {
+  return headers.get("content-digest") ?? headers.get("digest") ?? null;
+}
+
+function sha256(bytes) {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
+// sentCopies reports what the peer POSTed for the activity id: the inbox,
+// the body's SHA-256 and length, its digest header, the answer's status,
+// and the integrity proofs the body carries.
+function sentCopies(id) {
+  return (outgoing.get(id) ?? []).map((o) => {
+    let proofs = [];
+    try {
+      const p = JSON.parse(o.body).proof;
+      proofs = (Array.isArray(p) ? p : p == null ? [] : [p]).map((x) => ({
+        type: x?.type ?? null,
+        cryptosuite: x?.cryptosuite ?? null,
+        verificationMethod: x?.verificationMethod ?? null,
+      }));
+    } catch {
+      // reported without proofs
+    }
+    return { inbox: o.inbox, sha256: sha256(o.body), length: Buffer.byteLength(o.body), digest: o.digest, status: o.status, proofs };
+  });
 }
 
 // emit writes one event line to stdout.
@@ -227,6 +293,14 @@ const follows = new Map();
 
 federation.setObjectDispatcher(Follow, "/follows/{id}", (_ctx, values) => follows.get(values.id) ?? null);
 
+// QuoteRequests the peer's actor sent, served at /quote_requests/{id} for
+// the same reason (Fedify 2.x only).
+const quoteRequests = new Map();
+
+if (QuoteRequest != null) {
+  federation.setObjectDispatcher(QuoteRequest, "/quote_requests/{id}", (_ctx, values) => quoteRequests.get(values.id) ?? null);
+}
+
 // describe reduces an object to what the test checks.
 function describe(obj) {
   if (obj == null) return null;
@@ -238,6 +312,8 @@ function describe(obj) {
   if ("ccIds" in obj) out.cc = obj.ccIds.map((u) => u.href);
   if ("actorId" in obj) out.actor = obj.actorId?.href ?? null;
   if ("objectId" in obj) out.object = obj.objectId?.href ?? null;
+  if ("interactingObjectId" in obj) out.interactingObject = obj.interactingObjectId?.href ?? null;
+  if ("interactionTargetId" in obj) out.interactionTarget = obj.interactionTargetId?.href ?? null;
   if ("published" in obj && obj.published != null) out.published = obj.published.toString();
   if ("updated" in obj && obj.updated != null) out.updated = obj.updated.toString();
   return out;
@@ -245,7 +321,7 @@ function describe(obj) {
 
 function typeName(obj) {
   const t = obj.constructor?.typeId?.href ?? "";
-  return t.replace("https://www.w3.org/ns/activitystreams#", "");
+  return t.replace("https://www.w3.org/ns/activitystreams#", "").replace("https://w3id.org/fep/044f#", "");
 }
 
 // text renders a plain or language-tagged string, or null.
@@ -329,6 +405,7 @@ async function received(ctx, activity) {
     to: activity.toIds.map((u) => u.href),
     cc: activity.ccIds.map((u) => u.href),
     objectId: activity.objectId?.href ?? null,
+    result: activity.resultId?.href ?? null,
     object,
     ...(objectError ? { objectError } : {}),
   });
@@ -568,7 +645,68 @@ const controls = {
       published,
     });
     await send(ctx, target, create);
-    return json(200, { id: create.id.href, object: note.id.href });
+    return json(200, { id: create.id.href, object: note.id.href, sent: sentCopies(create.id.href) });
+  },
+
+  // tamper {id, content}: a copy of the activity id the peer sent, exactly
+  // as Fedify sent it (with its Object Integrity Proof) but for its
+  // object's content, replaced with content; POSTed to the inbox the
+  // original went to with a valid HTTP signature (RFC 9421 where Fedify
+  // has it) of the peer's actor's RSA key, so that only the proof fails.
+  // The answer is the inbox's status and body and the digest header sent.
+  async tamper(ctx, req) {
+    const original = (outgoing.get(req.id) ?? []).at(-1);
+    if (original == null) throw new Error(`${req.id} is not an activity the peer sent`);
+    const doc = JSON.parse(original.body);
+    if (doc.proof == null) throw new Error(`${req.id} was sent without an integrity proof`);
+    if (typeof doc.object !== "object" || doc.object == null) throw new Error(`${req.id} does not embed its object`);
+    doc.object.content = req.content;
+    const pairs = await ctx.getActorKeyPairs(IDENTIFIER);
+    const rsa = pairs.find((k) => k.privateKey.algorithm.name === "RSASSA-PKCS1-v1_5");
+    const body = JSON.stringify(doc);
+    const request = await signRequest(
+      new Request(original.inbox, {
+        method: "POST",
+        headers: { "Content-Type": "application/activity+json", Accept: "application/activity+json" },
+        body,
+      }),
+      rsa.privateKey,
+      rsa.keyId,
+      { spec: "rfc9421" },
+    );
+    const digest = digestHeader(request.headers);
+    const response = await realFetch(request, { signal: AbortSignal.timeout(10_000) });
+    return json(200, { status: response.status, body: (await response.text()).slice(0, 2000), digest });
+  },
+
+  // quote {target, object, content}: a note of the peer's actor quoting
+  // object (a note of target's), and a QuoteRequest (FEP-044f) for it sent
+  // to target, its instrument the quote, embedded.
+  async quote(ctx, req) {
+    if (QuoteRequest == null) return json(501, { error: "this Fedify has no QuoteRequest" });
+    const target = await lookupActor(ctx, req.target);
+    const actor = ctx.getActorUri(IDENTIFIER);
+    const local = randomUUID();
+    const note = new Note({
+      id: ctx.getObjectUri(Note, { id: local }),
+      attribution: actor,
+      content: req.content,
+      quote: new URL(req.object),
+      to: PUBLIC_COLLECTION,
+      ccs: [ctx.getFollowersUri(IDENTIFIER), target.id],
+      published: now(),
+    });
+    notes.set(local, note);
+    const request = new QuoteRequest({
+      id: ctx.getObjectUri(QuoteRequest, { id: local }),
+      actor,
+      object: new URL(req.object),
+      instrument: note,
+      to: target.id,
+    });
+    quoteRequests.set(local, request);
+    await send(ctx, target, request);
+    return json(200, { id: request.id.href, object: note.id.href });
   },
 
   // post {audience, target, content}: a note that is not public, sent as
@@ -794,9 +932,12 @@ async function checkSignature(request) {
     error = String(e);
   }
   let activity = {};
+  let proof = null;
+  const body = Buffer.from(await request.clone().arrayBuffer());
   try {
-    const doc = await request.clone().json();
+    const doc = JSON.parse(body.toString("utf8"));
     activity = { id: doc.id ?? null, type: doc.type ?? null, actor: doc.actor ?? null };
+    if (doc.proof != null) proof = await checkProof(ctx, doc);
   } catch {
     // Fedify answers the malformed body itself.
   }
@@ -811,7 +952,49 @@ async function checkSignature(request) {
     keyOwner: key?.ownerId?.href ?? null,
     ...(error ? { error } : {}),
     activity,
+    bodySha256: sha256(body),
+    bodyLength: body.length,
+    proof,
   };
+}
+
+// checkProof checks the Object Integrity Proofs of an inbound activity
+// doc with Fedify's verifyObject (every proof verifies, and they
+// authenticate the activity's actor) and reports, for each proof, the key
+// verifyProof found it made with, or null.
+// As Fedify's inbox does, the proofs are checked on the document without
+// its Linked Data Signature (made after the proof, over the proved
+// document).
+async function checkProof(ctx, signed) {
+  const { signature: _, ...doc } = signed;
+  const options = { documentLoader: ctx.documentLoader, contextLoader: ctx.contextLoader };
+  const out = { verified: false, keys: [] };
+  try {
+    out.verified = (await verifyObject(Activity, doc, options)) != null;
+    const activity = await Activity.fromJsonLd(doc, options);
+    for await (const p of activity.getProofs(options)) {
+      const key = await verifyProof(doc, p, options);
+      // The key as Fedify resolves it, to tell a key it cannot find from a
+      // signature that does not match.
+      let resolved = null;
+      try {
+        const fetched = await fetchKey(p.verificationMethodId, vocab.Multikey, options);
+        resolved = fetched?.key?.publicKey?.algorithm?.name ?? null;
+      } catch (e) {
+        resolved = `error: ${e?.message ?? e}`;
+      }
+      out.keys.push({
+        resolved,
+        method: p.verificationMethodId?.href ?? null,
+        cryptosuite: p.cryptosuite ?? null,
+        verified: key != null,
+        controller: key?.controllerId?.href ?? null,
+      });
+    }
+  } catch (e) {
+    out.error = String(e?.message ?? e);
+  }
+  return out;
 }
 
 async function handle(req, res) {
