@@ -433,26 +433,34 @@ func read(ctx context.Context, db *checkDB, blackHole string) (*snapshot, error)
 		if db.postgres {
 			text = postgres.Rebind(text)
 		}
-		rows, err := db.QueryContext(ctx, text, q.args...)
+		err := scanRows(ctx, db, q.name, text, q.args, q.scan)
 		if isNoTable(err) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("chaos: read %s: %w", q.name, err)
-		}
-		for rows.Next() {
-			if err := q.scan(rows); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("chaos: read %s: %w", q.name, err)
-			}
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("chaos: read %s: %w", q.name, err)
+			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// scanRows runs query text (named name in errors) on db and hands each
+// row to scan.
+func scanRows(ctx context.Context, db *checkDB, name, text string, args []any, scan func(*sql.Rows) error) error {
+	rows, err := db.QueryContext(ctx, text, args...)
+	if err != nil {
+		return fmt.Errorf("chaos: read %s: %w", name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return fmt.Errorf("chaos: read %s: %w", name, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("chaos: read %s: %w", name, err)
+	}
+	return nil
 }
 
 func (s *snapshot) addDead(d deadRow) {

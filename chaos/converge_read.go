@@ -73,20 +73,8 @@ func readExpected(ctx context.Context, db *checkDB, w *world, hosts []string) (*
 		if db.postgres {
 			text = postgres.Rebind(text)
 		}
-		rows, err := db.QueryContext(ctx, text)
-		if err != nil {
-			return nil, fmt.Errorf("chaos: read %s: %w", q.name, err)
-		}
-		for rows.Next() {
-			if err := q.scan(rows); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("chaos: read %s: %w", q.name, err)
-			}
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("chaos: read %s: %w", q.name, err)
+		if err := scanRows(ctx, db, q.name, text, nil, q.scan); err != nil {
+			return nil, err
 		}
 	}
 	return want, nil
