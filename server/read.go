@@ -118,10 +118,7 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !paged {
-		c := collection{
-			Context: activitypub.ActivityStreams, ID: base, Type: "OrderedCollection",
-			TotalItems: p.Total, First: base + "?page=true",
-		}
+		c := collectionHead(base, p.Total)
 		if s.cfg.OutboxStream {
 			c.Context = []any{activitypub.ActivityStreams, activitypub.EventStreamTerm}
 			c.EventStream = base + "/stream"
@@ -129,12 +126,9 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 		writeDoc(w, r, http.StatusOK, c)
 		return
 	}
-	id := base + "?page=true"
-	switch {
-	case maxID > 0:
-		id = base + "?page=true&max_id=" + strconv.FormatInt(maxID, 10)
-	case minID > 0:
-		id = base + "?page=true&min_id=" + strconv.FormatInt(minID, 10)
+	id := pageID(base, "max_id", maxID)
+	if maxID == 0 {
+		id = pageID(base, "min_id", minID)
 	}
 	items := make([]json.RawMessage, 0, len(p.Items))
 	for _, it := range p.Items {
@@ -367,16 +361,10 @@ func (s *Server) tag(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.Get("page") == "" && maxID == 0 {
-		writeDoc(w, r, http.StatusOK, collection{
-			Context: activitypub.ActivityStreams, ID: base, Type: "OrderedCollection",
-			TotalItems: p.Total, First: base + "?page=true",
-		})
+		writeDoc(w, r, http.StatusOK, collectionHead(base, p.Total))
 		return
 	}
-	id := base + "?page=true"
-	if maxID > 0 {
-		id += "&max_id=" + strconv.FormatInt(maxID, 10)
-	}
+	id := pageID(base, "max_id", maxID)
 	items := make([]json.RawMessage, 0, len(p.Items))
 	for _, it := range p.Items {
 		items = append(items, it.Document)
@@ -469,4 +457,22 @@ func (s *Server) instanceActor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeRawDoc(w, r, http.StatusOK, doc)
+}
+
+// collectionHead is the head of the paged collection base: its total and
+// its first page.
+func collectionHead(base string, total int) collection {
+	return collection{
+		Context: activitypub.ActivityStreams, ID: base, Type: "OrderedCollection",
+		TotalItems: total, First: base + "?page=true",
+	}
+}
+
+// pageID is the id of the page of collection base at cursor param (none
+// when cursor is 0).
+func pageID(base, param string, cursor int64) string {
+	if cursor == 0 {
+		return base + "?page=true"
+	}
+	return base + "?page=true&" + param + "=" + strconv.FormatInt(cursor, 10)
 }

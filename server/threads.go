@@ -70,16 +70,10 @@ func (s *Server) thread(w http.ResponseWriter, r *http.Request, base string, lis
 		return
 	}
 	if q.Get("page") == "" && minID == 0 {
-		writeDoc(w, r, http.StatusOK, collection{
-			Context: activitypub.ActivityStreams, ID: base, Type: "OrderedCollection",
-			TotalItems: p.Total, First: base + "?page=true",
-		})
+		writeDoc(w, r, http.StatusOK, collectionHead(base, p.Total))
 		return
 	}
-	id := base + "?page=true"
-	if minID > 0 {
-		id += "&min_id=" + strconv.FormatInt(minID, 10)
-	}
+	id := pageID(base, "min_id", minID)
 	items := make([]string, 0, len(p.Items))
 	private := false
 	for _, it := range p.Items {
