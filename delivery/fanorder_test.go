@@ -1,11 +1,13 @@
 package delivery_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"testing"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
 )
@@ -114,5 +116,76 @@ func TestUndoFanoutWaitsForFailedLikeFanout(t *testing.T) {
 	b.waitTicking("both accepted", func() bool { return len(sc.acceptedOf(like.URI, undo.URI)) == 2 })
 	if got := sc.acceptedOf(like.URI, undo.URI); !slices.Equal(got, []string{"Like", "Undo"}) {
 		t.Errorf("the author accepted %v, want the Like, then the Undo", got)
+	}
+}
+
+// TestUndoGoesWhereItsActivityWent: an Undo goes to the inboxes its Like
+// was delivered to, whatever a new lookup of the liked note's author
+// says. A Like that reached bob is undone at bob though bob's note answers
+// 404 by then; a Like that went nowhere (carol's note answered 404 then) is
+// undone nowhere, though the note answers now.
+func TestUndoGoesWhereItsActivityWent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	rm := newRemote(t, b.keys, b.clock, false)
+	b.startWorker(4)
+	setStatus := func(note string, status int) {
+		rm.mu.Lock()
+		defer rm.mu.Unlock()
+		if status == 0 {
+			delete(rm.getStatus, "note:"+note)
+		} else {
+			rm.getStatus["note:"+note] = status
+		}
+	}
+	postsTo := func(act *store.Activity) []string {
+		var inboxes []string
+		for _, r := range b.rows(delivery.EventPost) {
+			var p delivery.Post
+			if err := json.Unmarshal(r.Event.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.ActivityID == act.URI {
+				inboxes = append(inboxes, p.Inbox)
+			}
+		}
+		return inboxes
+	}
+
+	like, err := b.st.Like(b.ctx, alice, rm.URL()+"/notes/bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitTicking("the Like at bob's", func() bool { return rm.postsOf(like.URI) > 0 })
+	b.waitTicking("the Like's fan-out done", func() bool { return b.fanoutRow(like).Status == outbox.StatusDone })
+	setStatus("bob", http.StatusNotFound)
+	undo, err := b.st.Undo(b.ctx, alice, like.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitTicking("the Undo's fan-out done", func() bool { return b.fanoutRow(undo).Status == outbox.StatusDone })
+	if got := postsTo(undo); !slices.Equal(got, []string{rm.actorURL("bob") + "/inbox"}) {
+		t.Fatalf("the Undo of a Like delivered to bob goes to %v, want bob's inbox", got)
+	}
+	b.waitTicking("the Undo at bob's", func() bool { return rm.postsOf(undo.URI) > 0 })
+
+	setStatus("carol", http.StatusNotFound)
+	gone, err := b.st.Like(b.ctx, alice, rm.URL()+"/notes/carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitTicking("the second Like's fan-out done", func() bool { return b.fanoutRow(gone).Status == outbox.StatusDone })
+	if got := postsTo(gone); len(got) != 0 {
+		t.Fatalf("a Like of a note that answers 404 goes to %v, want nowhere", got)
+	}
+	setStatus("carol", 0)
+	undoGone, err := b.st.Undo(b.ctx, alice, gone.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitTicking("the second Undo's fan-out done", func() bool { return b.fanoutRow(undoGone).Status == outbox.StatusDone })
+	if got := postsTo(undoGone); len(got) != 0 {
+		t.Fatalf("the Undo of a Like that went nowhere goes to %v, want nowhere", got)
 	}
 }

@@ -258,15 +258,29 @@ func (s *Service) audience(ctx context.Context, eventID string, actor *store.Act
 			}
 		}
 	}
-	// A reaction reaches the author of what it reacts to, whom its
-	// addressing does not name when courier had not stored the object.
-	author, err := s.reactionAuthor(ctx, act)
+	// An Undo goes where what it takes back went (its delivery rows):
+	// looking the reacted-to author up again can answer otherwise than it
+	// did for the Like (the note's host down then and up now, or the other
+	// way round), and the Undo must neither miss an inbox that holds the
+	// Like nor reach one that never got it.
+	undone, known, err := s.undoneInboxes(ctx, act)
 	if err != nil {
 		return nil, local, err
 	}
-	if author != "" && !seen[author] && !s.uris.IsLocal(author) {
-		if err := named(author); err != nil {
+	for _, inbox := range undone {
+		add(inbox, "", false, false)
+	}
+	// A reaction reaches the author of what it reacts to, whom its
+	// addressing does not name when courier had not stored the object.
+	if !known {
+		author, err := s.reactionAuthor(ctx, act)
+		if err != nil {
 			return nil, local, err
+		}
+		if author != "" && !seen[author] && !s.uris.IsLocal(author) {
+			if err := named(author); err != nil {
+				return nil, local, err
+			}
 		}
 	}
 	// A public or unlisted reply reaches the local author of what it
@@ -282,6 +296,58 @@ func (s *Service) audience(ctx context.Context, eventID string, actor *store.Act
 		return nil, local, outbox.Permanent(errors.Join(unknown...))
 	}
 	return interleave(byInbox), local, nil
+}
+
+// undoneInboxes returns the remote inboxes the local activity an Undo
+// takes back was fanned out to, and whether they are known: the activity
+// is courier's, and recent enough that none of its delivery rows has been
+// swept (Config.Retention), whose fan-out is done: an Undo's fan-out
+// waits for the earlier ones of its order key (fanoutGate), so it mostly
+// is. An activity that went nowhere remote is known with no inboxes.
+func (s *Service) undoneInboxes(ctx context.Context, act *activitypub.Activity) ([]string, bool, error) {
+	if act.Type != "Undo" || act.Object == nil || act.Object.ID == "" || !s.uris.IsLocal(act.Object.ID) {
+		return nil, false, nil
+	}
+	undone, err := s.store.ActivityByURI(ctx, act.Object.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("delivery: the activity %s undoes: %w", act.ID, err)
+	case undone.Published.IsZero() || !undone.Published.After(s.now().Add(-s.cfg.Retention+time.Hour)):
+		return nil, false, nil // its rows may be swept: not known
+	}
+	// Its fan-out is done (the ledger's mark, on either bus); one still
+	// pending or given up past fanoutGate's wait has no rows to go by.
+	var mark string
+	err = s.db.Read.QueryRowContext(ctx, `SELECT status FROM processed_events WHERE event_id = ? AND handler = ?`,
+		undone.EventID, HandlerFanout).Scan(&mark)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("delivery: the fan-out of %s: %w", undone.URI, err)
+	case mark != "done":
+		return nil, false, nil
+	}
+	rows, err := s.db.Read.QueryContext(ctx,
+		`SELECT DISTINCT inbox FROM delivery_targets WHERE activity_id = ? ORDER BY inbox`, undone.URI)
+	if err != nil {
+		return nil, false, fmt.Errorf("delivery: the inboxes of %s: %w", undone.URI, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var inbox string
+		if err := rows.Scan(&inbox); err != nil {
+			return nil, false, fmt.Errorf("delivery: the inboxes of %s: %w", undone.URI, err)
+		}
+		out = append(out, inbox)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("delivery: the inboxes of %s: %w", undone.URI, err)
+	}
+	return out, true, nil
 }
 
 // reactionAuthor returns the author of the remote object a Like or Announce
