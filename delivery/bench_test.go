@@ -734,7 +734,7 @@ type instance struct {
 	stop  func()
 }
 
-func newInstance(b *testing.B, ca *benchCA) *instance {
+func newInstance(b *testing.B, ca *benchCA, opts ...func(*delivery.Config)) *instance {
 	b.Helper()
 	ctx := context.Background()
 	db := storetest.Open(b, storetest.Location(b), storetest.Options{}) // production FULL on SQLite
@@ -759,10 +759,14 @@ func newInstance(b *testing.B, ca *benchCA) *instance {
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc, err := delivery.New(delivery.Config{
+	cfg := delivery.Config{
 		DB: db, Store: st, Resolver: resolver, BaseURL: baseURL, AllowPrivate: true,
 		Client: ca.deliveryClient(),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := delivery.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -830,9 +834,9 @@ func (in *instance) followers(b *testing.B, hosts []string, perHost int, persona
 // fanoutRun posts benchNotes notes and returns the healthy hosts'
 // deliveries per second; hung and slow are the shares of hosts that never
 // answer and that answer after 10 s.
-func fanoutRun(b *testing.B, ca *benchCA, mode string, hung, slow float64) runResult {
+func fanoutRun(b *testing.B, ca *benchCA, mode string, hung, slow float64, opts ...func(*delivery.Config)) runResult {
 	b.Helper()
-	in := newInstance(b, ca)
+	in := newInstance(b, ca, opts...)
 	defer in.stop()
 	spec := in.spec(ca)
 	spec.Hosts, spec.Mode, spec.Hung, spec.Slow = benchHosts, mode, hung, slow
@@ -894,10 +898,10 @@ func fanoutRun(b *testing.B, ca *benchCA, mode string, hung, slow float64) runRe
 // those deliveries are pending enqueues the Accept of a Follow by another
 // local actor to one remote actor, and returns how long the Accept took to
 // reach its inbox.
-func acceptRun(b *testing.B, ca *benchCA) time.Duration {
+func acceptRun(b *testing.B, ca *benchCA, opts ...func(*delivery.Config)) time.Duration {
 	b.Helper()
 	ctx := context.Background()
-	in := newInstance(b, ca)
+	in := newInstance(b, ca, opts...)
 	defer in.stop()
 	spec := in.spec(ca)
 	spec.Hosts, spec.Mode = benchHosts, "tls-http1"
@@ -1010,6 +1014,63 @@ func (s *fanoutSeries) write(b testing.TB) {
 	path := filepath.Join(s.dir, fmt.Sprintf("%s-%d.csv", s.name, seriesRuns.Add(1)))
 	if err := os.WriteFile(path, []byte(buf.String()), 0o644); err != nil {
 		b.Errorf("write the series: %v", err)
+	}
+}
+
+// BenchmarkFanoutOrderCost measures what the order per object costs the
+// fan-out (docs/benchmarks.md rows 3, 5, 6 and 9): each run of those rows
+// twice, with the order and without it (delivery.Unordered: no order key
+// written, no predecessor read), in ABBA order so that the shared machine's
+// drift falls on both alike, and reports each ordered figure over the
+// unordered one. A ratio of 1 is free; the goal is within 5%.
+//
+//	go test ./delivery/ -run '^$' -bench 'BenchmarkFanoutOrderCost' -benchtime 1x -timeout 40m
+func BenchmarkFanoutOrderCost(b *testing.B) {
+	ca := newBenchCA(b)
+	off := []func(*delivery.Config){delivery.Unordered}
+	pair := func(run func(opts ...func(*delivery.Config)) float64) (on, unordered float64) {
+		a1 := run()
+		b1 := run(off...)
+		b2 := run(off...)
+		a2 := run()
+		return (a1 + a2) / 2, (b1 + b2) / 2
+	}
+	for b.Loop() {
+		key, err := activitypub.GenerateKey()
+		if err != nil {
+			b.Fatal(err)
+		}
+		sign := signRate(key, time.Second)
+		cpuOn, cpuOff := pair(func(opts ...func(*delivery.Config)) float64 {
+			return fanoutRun(b, ca, "tls-http2", 0, 0, opts...).rate.cpu
+		})
+		sign = sign.best(signRate(key, time.Second))
+		// The faulty runs: the healthy hosts' rate with 20% hung, then
+		// 20% slow, each over an all-healthy run beside it of the same
+		// setting (as BenchmarkFanout's rows 5 and 6).
+		faulty := func(hung, slow float64) func(opts ...func(*delivery.Config)) float64 {
+			return func(opts ...func(*delivery.Config)) float64 {
+				ref := fanoutRun(b, ca, faultMode, 0, 0, opts...)
+				res := fanoutRun(b, ca, faultMode, hung, slow, opts...)
+				return res.rate.wall / ref.rate.wall
+			}
+		}
+		hungOn, hungOff := pair(faulty(0.2, 0))
+		slowOn, slowOff := pair(faulty(0, 0.2))
+		acceptOn, acceptOff := pair(func(opts ...func(*delivery.Config)) float64 {
+			return acceptRun(b, ca, opts...).Seconds()
+		})
+		b.ReportMetric(cpuOn/sign.cpu, "ordered_ratio_to_signing_cpu")
+		b.ReportMetric(cpuOff/sign.cpu, "unordered_ratio_to_signing_cpu")
+		b.ReportMetric(cpuOn/cpuOff, "row3_ordered_to_unordered")
+		b.ReportMetric(hungOn/hungOff, "row5_ordered_to_unordered")
+		b.ReportMetric(slowOn/slowOff, "row6_ordered_to_unordered")
+		b.ReportMetric(acceptOff/acceptOn, "row9_ordered_to_unordered")
+		b.Logf("row 3 (TLS HTTP/2, deliveries per courier CPU-second): ordered %.0f, unordered %.0f (ratio %.3f; %.2f and %.2f of a signature)",
+			cpuOn, cpuOff, cpuOn/cpuOff, cpuOn/sign.cpu, cpuOff/sign.cpu)
+		b.Logf("row 5 (20%% hung, healthy rate over all healthy): ordered %.2f, unordered %.2f", hungOn, hungOff)
+		b.Logf("row 6 (20%% slow, healthy rate over all healthy): ordered %.2f, unordered %.2f", slowOn, slowOff)
+		b.Logf("row 9 (an Accept behind 100,000 pending): ordered %.2f s, unordered %.2f s", acceptOn, acceptOff)
 	}
 }
 

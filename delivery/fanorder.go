@@ -37,7 +37,7 @@ const sqlFanoutBefore = `SELECT q.event_id, q.status, q.created_at, q.next_attem
 // key is unsettled.
 func (s *Service) fanoutGate(ctx context.Context, ev outbox.Event, act *activitypub.Activity) error {
 	key, kind := orderKey(act)
-	if key == "" || kind == orderCreate {
+	if key == "" || kind == orderCreate || s.cfg.unordered {
 		return nil
 	}
 	rows, err := s.fanoutBefore.QueryContext(ctx, HandlerFanout, key, ev.ID, orderScan)

@@ -122,7 +122,7 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 		// parent's row id, the order the activities were written in.
 		key, kind := orderKey(act)
 		var okey, oseq, okind any
-		if key != "" {
+		if key != "" && !s.cfg.unordered {
 			var seq int64
 			err := tx.QueryRowContext(ctx, `SELECT id FROM event_queue WHERE event_id = ?`, ev.ID).Scan(&seq)
 			switch {

@@ -91,6 +91,9 @@ const sqlOrderBefore = `SELECT p.event_id, p.state, p.created_at, q.status, q.ne
 // state dead), discarded or swept (no row), or older than orderWaitMax. A
 // Create has no predecessor: nothing is written about an object before it.
 func (s *Service) orderGate(ctx context.Context, ev outbox.Event) error {
+	if s.cfg.unordered {
+		return nil
+	}
 	var (
 		key, inbox, state, kind sql.NullString
 		seq, deleted            sql.NullInt64

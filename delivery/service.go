@@ -251,6 +251,11 @@ type Config struct {
 	// Now is the clock of every stored time, Date header and health
 	// decision (default time.Now).
 	Now func() time.Time
+
+	// unordered turns the order per object off (no order key written, no
+	// gate read): only for the benchmark that measures what order costs
+	// (export_test.go's Unordered).
+	unordered bool
 }
 
 // Defaults of Config.
