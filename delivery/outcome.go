@@ -38,12 +38,17 @@ type Outcome struct {
 	Inbox   string
 	Error   string
 	Inboxes int
+	// Superseded is how many of the completed activity's deliveries were
+	// not sent because its object was deleted first (order.go); Inboxes
+	// counts the others, which were delivered.
+	Superseded int
 }
 
 // Outcome values of delivery_outcomes.
 const (
-	settledDelivered = "delivered"
-	settledDead      = "dead"
+	settledDelivered  = "delivered"
+	settledDead       = "dead"
+	settledSuperseded = "superseded" // settles like a delivered one, unsent
 )
 
 // fanoutSettled is the fan-out handler: fan out, and when the fan-out is
@@ -121,6 +126,15 @@ func (s *Service) deliverSettled(ctx context.Context, ev outbox.Event) error {
 			return err
 		}
 		s.wakeWaiters(ev.ID)
+		if p.ActivityID == "" || s.cfg.Outcomes == nil || !s.cfg.Outcomes.WantsOutcomes(ctx) {
+			return nil
+		}
+		// A superseded delivery is over too: the activity's last
+		// settled delivery still completes it (delivery.completed).
+		if serr := s.settle(ctx, ev.ID, p, settledSuperseded, nil); serr != nil {
+			s.log.WarnContext(ctx, "delivery: outcome not recorded; the delivery runs again", "event_id", ev.ID, "err", serr)
+			return serr
+		}
 		return nil
 	}
 	var def *outbox.DeferError
@@ -205,7 +219,11 @@ func (s *Service) settle(ctx context.Context, eventID string, p Post, outcome st
 		if total == 0 || delivered < total {
 			return nil
 		}
-		o.Inboxes = total
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM delivery_outcomes WHERE activity_id = ? AND outcome = ?`,
+			p.ActivityID, settledSuperseded).Scan(&o.Superseded); err != nil {
+			return fmt.Errorf("count superseded deliveries of %s: %w", p.ActivityID, err)
+		}
+		o.Inboxes = total - o.Superseded
 		return s.cfg.Outcomes.Settled(ctx, tx, o)
 	})
 }

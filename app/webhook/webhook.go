@@ -151,6 +151,9 @@ type Data struct {
 	Activity json.RawMessage `json:"activity,omitempty"`
 	// Inboxes is how many inboxes a delivered activity reached.
 	Inboxes int `json:"inboxes,omitempty"`
+	// Superseded is how many of its inboxes it did not need to reach: its
+	// object was deleted before it was sent there (the Delete went).
+	Superseded int `json:"superseded,omitempty"`
 	// Inbox and Error are those of a dead-lettered delivery.
 	Inbox string `json:"inbox,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -318,7 +321,7 @@ func (s *Service) Hook(ctx context.Context, tx *sql.Tx, it app.Item) error {
 // Settled enqueues, in tx, the delivery.completed or delivery.dead event
 // of o for the endpoints of its actor (delivery.Outcomes).
 func (s *Service) Settled(ctx context.Context, tx *sql.Tx, o delivery.Outcome) error {
-	typ, d, key := TypeDeliveryCompleted, Data{Actor: o.ActorName, ActivityID: o.ActivityID, Inboxes: o.Inboxes}, ""
+	typ, d, key := TypeDeliveryCompleted, Data{Actor: o.ActorName, ActivityID: o.ActivityID, Inboxes: o.Inboxes, Superseded: o.Superseded}, ""
 	if o.Dead {
 		typ, d, key = TypeDeliveryDead, Data{Actor: o.ActorName, ActivityID: o.ActivityID, Inbox: o.Inbox, Error: o.Error}, o.EventID
 	}

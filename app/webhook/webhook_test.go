@@ -937,3 +937,75 @@ func TestPayloadTimestampMillis(t *testing.T) {
 		}
 	}
 }
+
+// A delivery superseded by its object's Delete completes the activity
+// like a delivered one: a Create whose first POST failed, its note
+// deleted before the retry, gets delivery.completed with no inbox reached
+// and one superseded; the Delete, delivered after it, gets its own.
+func TestSupersededDeliveryCompletes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	alice := b.actor("alice")
+	r := newReceiver(t, ok)
+	_, secret, err := b.hooks.Add(b.ctx, r.srv.URL, "", []string{"delivery.completed", "delivery.dead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.verifyWith(t, secret)
+	var mu sync.Mutex
+	var creates int
+	var accepted []string
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var a struct{ ID, Type string }
+		body, _ := io.ReadAll(req.Body)
+		_ = json.Unmarshal(body, &a)
+		mu.Lock()
+		defer mu.Unlock()
+		if a.Type == "Create" {
+			creates++
+			if creates == 1 {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+		}
+		accepted = append(accepted, a.Type)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(flaky.Close)
+	if err := b.db.Tx(b.ctx, func(tx *sql.Tx) error {
+		_, err := b.st.AddFollowerTx(b.ctx, tx, store.Follower{ActorID: alice.ID, URI: flaky.URL + "/users/f",
+			Inbox: flaky.URL + "/users/f/inbox", SharedInbox: flaky.URL + "/inbox"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	create, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "soon gone", To: []string{alice.URI + "/followers"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Create's first POST", func() bool { mu.Lock(); defer mu.Unlock(); return creates == 1 })
+	del, err := b.st.DeleteNote(b.ctx, alice, note.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both outcomes", func() bool { g, _ := r.received(); return len(g) >= 2 })
+	g, bad := r.received()
+	if len(bad) > 0 || len(g) != 2 {
+		t.Fatalf("%d webhooks (%v), want 2", len(g), bad)
+	}
+	byActivity := map[string]webhook.Payload{}
+	for _, m := range g {
+		byActivity[m.body.Data.ActivityID] = m.body
+	}
+	if c := byActivity[create.URI]; c.Type != "delivery.completed" || c.Data.Inboxes != 0 || c.Data.Superseded != 1 {
+		t.Errorf("the Create's outcome %s %+v, want delivery.completed, 0 inboxes, 1 superseded", c.Type, c.Data)
+	}
+	if d := byActivity[del.URI]; d.Type != "delivery.completed" || d.Data.Inboxes != 1 || d.Data.Superseded != 0 {
+		t.Errorf("the Delete's outcome %s %+v, want delivery.completed, 1 inbox", d.Type, d.Data)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if creates != 1 || !slices.Equal(accepted, []string{"Delete"}) {
+		t.Errorf("the peer got %d Creates and accepted %v; want the Create tried once, then only the Delete", creates, accepted)
+	}
+}
