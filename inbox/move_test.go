@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/inbox"
@@ -209,5 +210,43 @@ func TestMoveCooldown(t *testing.T) {
 	_, err := b.st.MoveActor(b.ctx, alice, acctB)
 	if store.ErrorCode(err) != store.EUNPROCESSABLE || !strings.Contains(store.ErrorMessage(err), "7 days") {
 		t.Fatalf("a local actor's second Move within the cooldown: %v", err)
+	}
+}
+
+// TestMoveSweep: a remote account's honoured Move is kept while it holds a
+// later one back (store.MoveCooldown) and swept after.
+func TestMoveSweep(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{t: time.Now()}
+	b := setup(t, options{now: clock.now})
+	for _, n := range []string{"a", "b"} {
+		b.remote.add(n, key(t, keyRemote))
+	}
+	acctA, acctB := b.remote.actor("a"), b.remote.actor("b")
+	b.remote.setAlsoKnownAs("a", acctB)
+	b.remote.setAlsoKnownAs("b", acctA)
+	b.follow(t, b.localActor(t, "alice", false), acctA)
+	move := func(from, to string) string {
+		t.Helper()
+		id := b.id("move")
+		m := activity(id, "Move", b.remote.actor(from), b.remote.actor(from))
+		m["target"] = b.remote.actor(to)
+		b.mustPost(t, b.as(t, from), m)
+		b.drain(t)
+		return b.outcome(t, id)
+	}
+	if got := move("a", "b"); got != inbox.OutcomeMoved {
+		t.Fatalf("a's first Move: %q", got)
+	}
+	clock.advance(store.MoveCooldown - time.Hour)
+	if n, err := b.importer.SweepMoves(b.ctx); err != nil || n != 0 {
+		t.Fatalf("sweep within the cooldown: %d, %v; want nothing swept", n, err)
+	}
+	clock.advance(2 * time.Hour)
+	if n, err := b.importer.SweepMoves(b.ctx); err != nil || n != 1 {
+		t.Fatalf("sweep past the cooldown: %d, %v; want 1", n, err)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM remote_moves`); n != 0 {
+		t.Fatalf("%d remote_moves rows after the sweep", n)
 	}
 }

@@ -72,6 +72,13 @@ func (im *Importer) Run(ctx context.Context) error {
 		case n > 0:
 			im.log.InfoContext(ctx, "inbox: remote tombstone sweep", "deleted", n)
 		}
+		n, err = im.SweepMoves(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			im.log.WarnContext(ctx, "inbox: remote move sweep failed", "err", err)
+		case n > 0:
+			im.log.InfoContext(ctx, "inbox: remote move sweep", "deleted", n)
+		}
 		n, err = im.SweepRemoteActors(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:

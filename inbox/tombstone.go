@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/store"
 )
 
 // Remote tombstones. Peers deliver out of order too: an object's Delete
@@ -66,6 +67,17 @@ func (im *Importer) SweepTombstones(ctx context.Context) (int, error) {
 	n, err := im.st.SweepRemoteTombstones(ctx, im.cfg.Now().Add(-im.cfg.TombstoneRetention), sweepBatch)
 	if err != nil {
 		return n, fmt.Errorf("inbox: sweep remote tombstones: %w", err)
+	}
+	return n, nil
+}
+
+// SweepMoves deletes the remote accounts' Moves older than
+// store.MoveCooldown (they hold nothing back any more) and returns how many
+// it deleted; Run calls it every SweepInterval.
+func (im *Importer) SweepMoves(ctx context.Context) (int, error) {
+	n, err := im.st.SweepRemoteMoves(ctx, im.cfg.Now().Add(-store.MoveCooldown), sweepBatch)
+	if err != nil {
+		return n, fmt.Errorf("inbox: sweep remote moves: %w", err)
 	}
 	return n, nil
 }
