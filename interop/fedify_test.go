@@ -622,12 +622,11 @@ func runFedifyPeer(t *testing.T, peerDir string) {
 			if stamp.ID != accept.Result || stamp.Type != "QuoteAuthorization" || stamp.AttributedTo != actor {
 				t.Errorf("the peer reads the stamp %s as %+v, want a QuoteAuthorization by %s", accept.Result, stamp, actor)
 			}
-			// courier defines interactingObject and interactionTarget as
-			// Mastodon does, without "@type": "@id": a JSON-LD reader
-			// takes their values for strings, not ids, and Fedify 2.3.6
-			// reads neither. Shown, not judged.
+			// courier types interactingObject and interactionTarget as
+			// ids ("@type": "@id"), so that a JSON-LD reader such as
+			// Fedify reads them as the quote and the quoted object.
 			if stamp.InteractingObject != req.Object || stamp.InteractionTarget != act.objectID {
-				t.Logf("Fedify reads the stamp's interactingObject as %q and interactionTarget as %q (courier wrote %s and %s)",
+				t.Errorf("Fedify reads the stamp's interactingObject as %q and interactionTarget as %q, want %s and %s",
 					stamp.InteractingObject, stamp.InteractionTarget, req.Object, act.objectID)
 			}
 		}},

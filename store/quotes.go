@@ -56,7 +56,7 @@ func DefaultCanQuote() CanQuote { return CanQuote{AutomaticApproval: []string{ac
 
 // quoteTerms are the context entries of quote consent, as Mastodon defines
 // them (its interaction_policies, quote_requests and quote_authorizations
-// extensions).
+// extensions), the stamp's two links typed as ids.
 func quoteTerms(m map[string]any) {
 	m["gts"] = "https://gotosocial.org/ns#"
 	m["interactionPolicy"] = map[string]any{"@id": "gts:interactionPolicy", "@type": "@id"}
@@ -66,8 +66,11 @@ func quoteTerms(m map[string]any) {
 	m["quoteAuthorization"] = map[string]any{"@id": "https://w3id.org/fep/044f#quoteAuthorization", "@type": "@id"}
 	m["QuoteRequest"] = "https://w3id.org/fep/044f#QuoteRequest"
 	m["QuoteAuthorization"] = "https://w3id.org/fep/044f#QuoteAuthorization"
-	m["interactingObject"] = map[string]any{"@id": "gts:interactingObject"}
-	m["interactionTarget"] = map[string]any{"@id": "gts:interactionTarget"}
+	// Ids, as GoToSocial's namespace and FEP-044f's examples define them
+	// (Mastodon's context leaves out "@type": "@id", which makes a JSON-LD
+	// reader take the values for strings; Mastodon reads them as JSON).
+	m["interactingObject"] = map[string]any{"@id": "gts:interactingObject", "@type": "@id"}
+	m["interactionTarget"] = map[string]any{"@id": "gts:interactionTarget", "@type": "@id"}
 }
 
 // QuoteContext is the @context of quote activities and stamps.
