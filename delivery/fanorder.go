@@ -36,13 +36,20 @@ const sqlFanoutBefore = `SELECT q.event_id, q.status, q.created_at, q.next_attem
 // it may, an outbox.DeferError while an earlier fan-out of the same order
 // key is unsettled.
 func (s *Service) fanoutGate(ctx context.Context, ev outbox.Event, act *activitypub.Activity) error {
+	return s.eventGate(ctx, ev, act, HandlerFanout, "fan-out")
+}
+
+// eventGate is fanoutGate for the events handler handles (the fan-outs of
+// local activities, or the forwards of inbound ones: each event type's
+// order keys are its own, a local object's or a remote one's).
+func (s *Service) eventGate(ctx context.Context, ev outbox.Event, act *activitypub.Activity, handler, what string) error {
 	key, kind := orderKey(act)
 	if key == "" || kind == orderCreate || s.cfg.unordered {
 		return nil
 	}
-	rows, err := s.fanoutBefore.QueryContext(ctx, HandlerFanout, key, ev.ID, orderScan)
+	rows, err := s.fanoutBefore.QueryContext(ctx, handler, key, ev.ID, orderScan)
 	if err != nil {
-		return fmt.Errorf("delivery: order of fan-out %s: %w", ev.ID, err)
+		return fmt.Errorf("delivery: order of %s %s: %w", what, ev.ID, err)
 	}
 	defer rows.Close()
 	var w predWait
@@ -50,14 +57,14 @@ func (s *Service) fanoutGate(ctx context.Context, ev outbox.Event, act *activity
 	for rows.Next() {
 		var p predecessor
 		if err := rows.Scan(&p.id, &p.status, &p.created, &p.next, &p.attempts, &p.updated, &p.ledger); err != nil {
-			return fmt.Errorf("delivery: order of fan-out %s: %w", ev.ID, err)
+			return fmt.Errorf("delivery: order of %s %s: %w", what, ev.ID, err)
 		}
 		w.add(p)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("delivery: order of fan-out %s: %w", ev.ID, err)
+		return fmt.Errorf("delivery: order of %s %s: %w", what, ev.ID, err)
 	}
-	return s.deferBehind(ev.ID, w, "waiting for the fan-out of the earlier activity "+w.first+" of the same object")
+	return s.deferBehind(ev.ID, w, "waiting for the "+what+" of the earlier activity "+w.first+" of the same object")
 }
 
 // leaveOrder takes the given-up fan-out eventID out of its key's order

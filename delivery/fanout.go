@@ -120,20 +120,9 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 		// The order of the deliveries of one object to one inbox
 		// (order.go): the key of what the activity is about, and the
 		// parent's row id, the order the activities were written in.
-		key, kind := orderKey(act)
-		var okey, oseq, okind any
-		if key != "" && !s.cfg.unordered {
-			var seq int64
-			err := tx.QueryRowContext(ctx, `SELECT id FROM event_queue WHERE event_id = ?`, ev.ID).Scan(&seq)
-			switch {
-			case err == nil:
-				okey, oseq = key, seq
-				if kind != "" {
-					okind = kind
-				}
-			case !errors.Is(err, sql.ErrNoRows):
-				return err
-			}
+		okey, oseq, okind, err := s.orderOfEventTx(ctx, tx, ev.ID, act)
+		if err != nil {
+			return err
 		}
 		rows := make([][]any, len(targets))
 		for i, t := range targets {
@@ -152,6 +141,31 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 	s.log.DebugContext(ctx, "delivery: fanned out", "event_id", ev.ID, "activity_id", act.ID,
 		"inboxes", len(events), "local_recipients", len(local.names))
 	return nil
+}
+
+// orderOfEventTx returns, in tx, the order columns of the deliveries that
+// event eventID of act makes (order.go): the key of what act is about, the
+// event row's id (the order the activities were written in) and the kind
+// (create, update or none); all nil when act has no key, or its event has
+// no row here.
+func (s *Service) orderOfEventTx(ctx context.Context, tx *sql.Tx, eventID string, act *activitypub.Activity) (okey, oseq, okind any, err error) {
+	key, kind := orderKey(act)
+	if key == "" || s.cfg.unordered {
+		return nil, nil, nil, nil
+	}
+	var seq int64
+	err = tx.QueryRowContext(ctx, `SELECT id FROM event_queue WHERE event_id = ?`, eventID).Scan(&seq)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil, nil, nil
+	case err != nil:
+		return nil, nil, nil, err
+	}
+	okey, oseq = key, seq
+	if kind != "" {
+		okind = kind
+	}
+	return okey, oseq, okind, nil
 }
 
 // audience resolves the activity's to, cc, bto, bcc and audience to target

@@ -41,6 +41,14 @@ func (s *Service) forward(ctx context.Context, ev outbox.Event) error {
 	if err != nil || act.ID != f.ActivityID {
 		return outbox.Permanent(fmt.Errorf("%w: forward %s: the kept bytes are not activity %s: %v", ErrPayload, ev.ID, f.ActivityID, err))
 	}
+	// Forwards are ordered as fan-outs are: an object's Update or Delete
+	// is forwarded after its Create's forward (eventGate), and each of its
+	// deliveries goes after the earlier ones of its object to its inbox
+	// (orderGate; a Create or Update of an object deleted since is
+	// superseded).
+	if err := s.eventGate(ctx, ev, act, HandlerForward, "forward"); err != nil {
+		return err
+	}
 	excluded := map[string]bool{}
 	for _, u := range append([]string{s.uris.Base}, f.Exclude...) {
 		if h, ok := inboxHost(u); ok {
@@ -95,11 +103,18 @@ func (s *Service) forward(ctx context.Context, ev outbox.Event) error {
 		events = append(events, outbox.Event{
 			ID: id, Type: EventPost, Target: t.host, Payload: payload, OccurredAt: ev.OccurredAt, Lane: lane,
 		})
-		rows = append(rows, []any{id, ev.ID, act.ID, t.inbox, t.host, now})
+		rows = append(rows, []any{id, ev.ID, act.ID, t.inbox, t.host, now, nil, nil, nil})
 	}
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		okey, oseq, okind, err := s.orderOfEventTx(ctx, tx, ev.ID, act)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			r[6], r[7], r[8] = okey, oseq, okind
+		}
 		if err := insertRows(ctx, tx, `INSERT INTO delivery_targets
-			(event_id, parent_event_id, activity_id, inbox, host, created_at) VALUES `,
+			(event_id, parent_event_id, activity_id, inbox, host, created_at, order_key, order_seq, order_kind) VALUES `,
 			` ON CONFLICT (event_id) DO NOTHING`, rows); err != nil {
 			return err
 		}
@@ -110,4 +125,20 @@ func (s *Service) forward(ctx context.Context, ev outbox.Event) error {
 	}
 	s.log.DebugContext(ctx, "delivery: forwarded", "event_id", ev.ID, "activity_id", act.ID, "inboxes", len(events))
 	return nil
+}
+
+// forwardSettled is the forward handler: forward, then wake the later
+// forwards of the activity's object waiting for this one (eventGate), and
+// take a given-up forward out of its key's order.
+func (s *Service) forwardSettled(ctx context.Context, ev outbox.Event) error {
+	err := s.forward(ctx, ev)
+	if err == nil {
+		s.wakeWaiters(ev.ID)
+		return nil
+	}
+	if s.givenUp(ctx, err) {
+		s.leaveOrder(ctx, ev.ID)
+		s.wakeWaiters(ev.ID)
+	}
+	return err
 }

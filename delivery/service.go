@@ -475,7 +475,7 @@ func New(cfg Config) (*Service, error) {
 // HandlerForward for activitypub.EventForward, HandlerPost for EventPost).
 func (s *Service) Register(reg *outbox.Registry) {
 	reg.Handle(activitypub.EventOutgoing, HandlerFanout, s.fanoutSettled)
-	reg.Handle(activitypub.EventForward, HandlerForward, s.forward)
+	reg.Handle(activitypub.EventForward, HandlerForward, s.forwardSettled)
 	reg.Handle(EventPost, HandlerPost, s.deliverSettled)
 	if s.cfg.Webhooks != nil {
 		reg.Handle(EventWebhook, HandlerWebhook, s.deliverWebhook)

@@ -19,7 +19,9 @@ import (
 // Inbox forwarding (ActivityPub 7.1.2, and Mastodon's practice for public
 // replies). An inbound Create or Update that the import stored, seen for
 // the first time (the import runs once per activity), is forwarded to the
-// followers of the local actors it concerns:
+// followers of the local actors it concerns (and the Delete of such an
+// object, decided on the object as stored, so that no forwarded copy
+// outlives it; the forwards of one object are delivered in order):
 //
 //   - a local actor whose followers collection it is addressed to (to, cc,
 //     audience, of the activity or its object), when its object's
@@ -51,11 +53,26 @@ func ForwardEventID(eventID string) string { return outbox.ChildID(eventID, "for
 // forwardTx enqueues, in tx, the forward of act (received from the signer
 // of keyID, its bytes document) when it is due; see above.
 func (im *Importer) forwardTx(ctx context.Context, tx *sql.Tx, eventID, keyID string, act *activitypub.Activity, document []byte, outcome string) error {
-	o := act.Object
-	if outcome != OutcomeStored || (act.Type != "Create" && act.Type != "Update") || o == nil {
+	decide := act
+	switch {
+	case outcome == OutcomeStored && (act.Type == "Create" || act.Type == "Update") && act.Object != nil:
+	case outcome == OutcomeDeleted && act.Type == "Delete":
+		// A Delete goes where its object's Create went: decided on the
+		// object as stored (a tombstone keeps its addressing and
+		// inReplyTo), so that no forwarded copy outlives it.
+		o, err := im.st.ObjectByURITx(ctx, tx, act.ObjectID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		decide = &activitypub.Activity{Type: "Create", Actor: act.Actor, To: o.To, Cc: o.CC,
+			Object: &activitypub.Object{ID: o.URI, InReplyTo: o.InReplyTo, To: o.To, Cc: o.CC}}
+	default:
 		return nil
 	}
-	actors, err := im.forwardActors(ctx, tx, act)
+	actors, err := im.forwardActors(ctx, tx, decide)
 	if err != nil || len(actors) == 0 {
 		return err
 	}
@@ -73,8 +90,9 @@ func (im *Importer) forwardTx(ctx context.Context, tx *sql.Tx, eventID, keyID st
 	if err := im.st.RecordForwardTx(ctx, tx, act.ID, document, now); err != nil {
 		return err
 	}
+	key, _ := activitypub.OrderKey(act) // forwards of one object are ordered (delivery's eventGate)
 	if err := outbox.Enqueue(ctx, tx, outbox.Event{
-		ID: ForwardEventID(eventID), Type: activitypub.EventForward, Payload: payload, OccurredAt: now,
+		ID: ForwardEventID(eventID), Type: activitypub.EventForward, Payload: payload, OccurredAt: now, OrderKey: key,
 	}); err != nil {
 		return err
 	}

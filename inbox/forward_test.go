@@ -28,6 +28,8 @@ type postLog struct {
 	mu     sync.Mutex
 	bodies map[string][][]byte // by path
 	bad    int
+	// refuse, when set, answers a POST 500 (not kept) when it returns true.
+	refuse func(body []byte) bool
 }
 
 func newPostLog(t *testing.T, b *testBundle) *postLog {
@@ -41,6 +43,10 @@ func newPostLog(t *testing.T, b *testBundle) *postLog {
 		if err != nil || r.Method != http.MethodPost || activitypub.Verify(r, body, pub, activitypub.VerifyOptions{}) != nil {
 			l.bad++
 			http.Error(w, "bad request or signature", http.StatusUnauthorized)
+			return
+		}
+		if l.refuse != nil && l.refuse(body) {
+			http.Error(w, "not now", http.StatusInternalServerError)
 			return
 		}
 		l.bodies[r.URL.Path] = append(l.bodies[r.URL.Path], body)
@@ -349,5 +355,118 @@ func TestForwardAddressedToFollowers(t *testing.T) {
 	}
 	if n := len(hostC.with("/inbox", within)); n != 1 {
 		t.Fatalf("the reply within the bound was forwarded %d times", n)
+	}
+}
+
+// TestForwardDeleteFollowsItsCreate: the Delete of a forwarded reply is
+// forwarded too, where the reply went, and after it. A reply forwarded to
+// host C and then deleted reaches C as Create, then Delete. A second
+// reply whose forward C refuses once (500) is deleted before the retry:
+// the Create is superseded (never sent again) and C gets the Delete alone,
+// so no forwarded copy outlives its author's Delete.
+func TestForwardDeleteFollowsItsCreate(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorker: true})
+	b.runDelivery(t)
+	b.remote.add("bob", key(t, keyRemote))
+	ed := b.remote.addEd(t, "bob")
+	hostC := newPostLog(t, b)
+	alice := b.localActor(t, "alice", false)
+	bob := b.remote.actor("bob")
+	if err := b.db.Tx(b.ctx, func(tx *sql.Tx) error {
+		_, err := b.st.AddFollowerTx(b.ctx, tx, store.Follower{ActorID: alice.ID, State: store.StateAccepted,
+			URI: hostC.srv.URL + "/users/carol", Inbox: hostC.srv.URL + "/users/carol/inbox", SharedInbox: hostC.srv.URL + "/inbox"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "<p>what do you think?</p>",
+		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers("alice")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proved := func(doc map[string]any) []byte {
+		raw, err := activitypub.AddProof(mustJSON(t, doc), activitypub.Ed25519KeyID(bob), ed, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	post := func(body []byte) {
+		t.Helper()
+		if status, resp := do(t, b.request(t, "/inbox", body, b.as(t, "bob"))); status != http.StatusAccepted {
+			t.Fatalf("POST: %d %s", status, resp)
+		}
+	}
+	create := func(id string) []byte {
+		return proved(map[string]any{"@context": activitypub.WithDataIntegrity(nil), "id": id, "type": "Create", "actor": bob,
+			"object": map[string]any{"id": id + "/note", "type": "Note", "attributedTo": bob, "content": "<p>I agree</p>",
+				"inReplyTo": note.URI, "to": []string{activitypub.Public}, "cc": []string{alice.URI}},
+			"to": []string{activitypub.Public}, "cc": []string{alice.URI}})
+	}
+	del := func(id, object string) []byte {
+		return proved(map[string]any{"@context": activitypub.WithDataIntegrity(nil), "id": id, "type": "Delete", "actor": bob,
+			"object": map[string]any{"id": object, "type": "Tombstone"}, "to": []string{activitypub.Public}})
+	}
+	arrived := func(ids ...string) []string { // the types host C kept, in order
+		hostC.mu.Lock()
+		defer hostC.mu.Unlock()
+		var out []string
+		for _, body := range hostC.bodies["/inbox"] {
+			var a struct{ ID, Type string }
+			_ = json.Unmarshal(body, &a)
+			for _, id := range ids {
+				if a.ID == id {
+					out = append(out, a.Type)
+				}
+			}
+		}
+		return out
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	first := b.id("create")
+	post(create(first))
+	waitFor("the reply forwarded", func() bool { return len(arrived(first)) == 1 })
+	firstDel := b.id("delete")
+	post(del(firstDel, first+"/note"))
+	waitFor("its Delete forwarded", func() bool { return len(arrived(first, firstDel)) == 2 })
+	if got := arrived(first, firstDel); strings.Join(got, " ") != "Create Delete" {
+		t.Fatalf("host C kept %v, want the Create, then the Delete", got)
+	}
+
+	second := b.id("create")
+	var refused int
+	hostC.mu.Lock()
+	hostC.refuse = func(body []byte) bool {
+		if bytes.Contains(body, []byte(`"`+second+`"`)) && refused == 0 {
+			refused++
+			return true
+		}
+		return false
+	}
+	hostC.mu.Unlock()
+	post(create(second))
+	waitFor("the second reply's forward refused once", func() bool { hostC.mu.Lock(); defer hostC.mu.Unlock(); return refused == 1 })
+	secondDel := b.id("delete")
+	post(del(secondDel, second+"/note"))
+	waitFor("the second Delete forwarded", func() bool { return len(arrived(secondDel)) == 1 })
+	waitFor("the refused Create settled", func() bool {
+		var status string
+		_ = b.db.Read.QueryRowContext(b.ctx, `SELECT q.status FROM delivery_targets d JOIN event_queue q ON q.event_id = d.event_id
+			WHERE d.activity_id = ?`, second).Scan(&status)
+		return status == string(outbox.StatusDone)
+	})
+	if got := arrived(second, secondDel); strings.Join(got, " ") != "Delete" {
+		t.Fatalf("host C kept %v of the deleted reply, want its Delete only", got)
 	}
 }
