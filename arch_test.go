@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"delivery":                  {"outbox", "activitypub", "store", "sqldb", "metrics"},
 	"httpedge":                  {"store", "limit"},
 	"app":                       {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "httpedge"},
-	"app/webhook":               {"app", "delivery", "outbox", "sqldb", "store"},
+	"app/webhook":               {"app", "delivery", "outbox", "activitypub", "sqldb", "store", "metrics"},
 	"examples/webhook-receiver": {},
 	"inbox":                     {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "app", "httpedge"},
 	"server":                    {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "httpedge"},

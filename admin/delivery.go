@@ -75,7 +75,7 @@ func (d *DeliveryState) host(ctx context.Context, st delivery.HostStatus, countC
 // count counts the host's delivery rows with status, up to countCap; it
 // reports whether it stopped there.
 func (d *DeliveryState) count(ctx context.Context, host, status string, countCap int) (int64, bool, error) {
-	n, err := d.queue.Count(ctx, outbox.Filter{Status: status, Type: delivery.EventTypeOfHost(host), Target: host}, int64(countCap))
+	n, err := d.queue.Count(ctx, outbox.Filter{Status: status, Type: d.svc.EventType(host), Target: host}, int64(countCap))
 	if err != nil {
 		return 0, false, err
 	}

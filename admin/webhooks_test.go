@@ -60,7 +60,7 @@ func TestAPIWebhooks(t *testing.T) {
 	var res admin.ActionResult
 	b.call(http.MethodPost, "/admin/webhooks/1/test", http.StatusAccepted, &res)
 	row := b.row(res.EventID)
-	if row.Event.Type != delivery.EventWebhook || row.Event.Target != webhook.HostKey(1) || row.Status != outbox.StatusPending {
+	if row.Event.Type != webhook.EventPost || row.Event.Target != webhook.HostKey(1) || row.Status != outbox.StatusPending {
 		t.Fatalf("test event row: %+v", row)
 	}
 	for _, tc := range []struct {
@@ -180,7 +180,7 @@ func TestAPIWebhookRemoveSettles(t *testing.T) {
 			t.Fatal(err)
 		}
 		svc, err = delivery.New(delivery.Config{DB: b.db, Store: b.st, Resolver: resolver, BaseURL: "https://courier.example",
-			Now: b.clock.Now, Webhooks: hooks})
+			Now: b.clock.Now, Channels: []delivery.Channel{hooks}})
 		if err != nil {
 			t.Fatal(err)
 		}

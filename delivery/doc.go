@@ -22,6 +22,9 @@
 // all at once. A POST not answered within Config.HandOff goes on without
 // its handler (flight.go), and a fan-out to more than Config.BulkFanout
 // inboxes puts its deliveries in outbox.LaneBulk, behind interactive work.
+// Other kinds of delivery target, which other packages register
+// (Config.Channels, channel.go), go the post handler's way with requests
+// of their own: delivery knows their targets only by asking them.
 //
 // # One delivery's way
 //

@@ -164,8 +164,8 @@ func (s *Service) launch(ev outbox.Event, p Post, host string, probe bool, req *
 		f.wait = s.health.observe(ctx, host, ev.ID, d, probe, now)
 		outcome := outcomeOf(d.Verdict)
 		s.record(p, ev.ID, host, now, status, outcome, d.Reason, took)
-		if ev.Type == EventWebhook {
-			s.cfg.WebhookMetrics.Attempt(outcome, status, took)
+		if c := s.channelOfType(ev.Type); c != nil {
+			c.Attempted(outcome, status, took)
 		} else {
 			s.cfg.Metrics.Attempt(outcome, status, took)
 		}

@@ -840,7 +840,7 @@ func (h *Health) Drain(ctx context.Context, host string) (int, error) {
 	n := 0
 	var after int64
 	for {
-		rows, err := h.s.queue.List(ctx, outbox.Filter{Status: outbox.StatusPending, Type: EventTypeOfHost(host),
+		rows, err := h.s.queue.List(ctx, outbox.Filter{Status: outbox.StatusPending, Type: h.s.EventType(host),
 			Target: host, AfterID: after, Limit: drainPage})
 		if err != nil {
 			return n, fmt.Errorf("delivery: drain %s: %w", host, err)
@@ -867,7 +867,7 @@ func (h *Health) Drain(ctx context.Context, host string) (int, error) {
 }
 
 // Forget removes host's row, its health and history, for a host that is
-// gone for good (a removed webhook endpoint's): it leaves the hosts'
+// gone for good (a channel's removed target): it leaves the hosts'
 // listing. Its deliveries are not touched (Drain them first). An unknown
 // host is ErrUnknownHost.
 func (h *Health) Forget(ctx context.Context, host string) error {

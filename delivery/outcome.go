@@ -14,7 +14,7 @@ import (
 // Outcomes is told, in a transaction of its own per settled delivery, of
 // the deliveries of local activities that settled: a dead-lettered one
 // at once, and an activity's last one once all its deliveries were
-// delivered. Package app/webhook implements it.
+// delivered. The application's notifications of them implement it.
 type Outcomes interface {
 	// WantsOutcomes reports whether outcomes are wanted now (an endpoint
 	// takes delivery events); when not, delivering costs nothing more.

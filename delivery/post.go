@@ -44,33 +44,6 @@ func (s *Service) deliver(ctx context.Context, ev outbox.Event) error {
 	return s.post(ctx, ev, &p, host, func(ctx context.Context) (*prepared, error) { return s.request(ctx, p, host) })
 }
 
-// deliverWebhook handles an EventWebhook event: the same path as a
-// delivery (health gate, slots, flight, classification, records), with
-// the POST built by Config.Webhooks and sent by the webhook client. The
-// event's Target is the endpoint's host key.
-func (s *Service) deliverWebhook(ctx context.Context, ev outbox.Event) error {
-	host := ev.Target
-	if host == "" {
-		return outbox.Permanent(fmt.Errorf("%w: webhook %s has no target", ErrPayload, ev.ID))
-	}
-	p := Post{Inbox: host, ActivityID: "webhook:" + ev.ID}
-	err := s.post(ctx, ev, &p, host, func(ctx context.Context) (*prepared, error) {
-		req, body, err := s.cfg.Webhooks.WebhookRequest(ctx, ev, s.now())
-		if err != nil {
-			return nil, err
-		}
-		// What is recorded and logged of an endpoint's URL leaves out
-		// the credential it may carry.
-		p.Inbox = activitypub.RedactURL(req.URL.String())
-		return &prepared{req: req, body: body, client: s.hookClient}, nil
-	})
-	if errors.Is(err, ErrWebhookGone) {
-		s.log.InfoContext(ctx, "delivery: webhook of a removed endpoint dropped", "event_id", ev.ID, "host", host)
-		return nil
-	}
-	return err
-}
-
 // post sends the delivery p of ev to host, with its request built by
 // build once the host's health and a slot allow it.
 func (s *Service) post(ctx context.Context, ev outbox.Event, p *Post, host string, build func(context.Context) (*prepared, error)) error {
@@ -146,7 +119,7 @@ type prepared struct {
 	order []Scheme
 	sync  string // the Collection-Synchronization header, or ""
 	// client, when set, sends req as it is, without signature schemes
-	// to learn (a webhook's POST); nil is the delivery client.
+	// to learn (a channel's POST); nil is the delivery client.
 	client *http.Client
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -24,41 +23,8 @@ import (
 // Target set to the inbox's host.
 const EventPost = "delivery.post"
 
-// EventWebhook is the outbox event type of one webhook POST (package
-// app/webhook enqueues them), with Target set to the endpoint's host key
-// (a name under .invalid, see WebhookHost). Config.Webhooks builds its
-// request; everything else is a delivery's: host health, parking,
-// concurrency, flights, attempt records.
-const EventWebhook = "webhook.post"
-
-// WebhookHost reports whether host is the host key of a webhook endpoint
-// ("webhook-<id>.invalid") rather than a remote host.
-func WebhookHost(host string) bool {
-	return strings.HasPrefix(host, "webhook-") && strings.HasSuffix(host, ".invalid")
-}
-
-// EventTypeOfHost is the type of the outbox events that go to host:
-// EventWebhook for a webhook endpoint's host key, EventPost otherwise.
-func EventTypeOfHost(host string) string {
-	if WebhookHost(host) {
-		return EventWebhook
-	}
-	return EventPost
-}
-
-// WebhookRequests builds the POSTs of EventWebhook events; package
-// app/webhook implements it.
-type WebhookRequests interface {
-	// WebhookRequest returns the signed POST of ev at now and its body.
-	// An error wrapping ErrWebhookGone drops the event (its endpoint was
-	// removed); an outbox.Permanent error dead-letters it.
-	WebhookRequest(ctx context.Context, ev outbox.Event, now time.Time) (*http.Request, []byte, error)
-}
-
 // Handler names, the processed-events ledger keys: keep them stable.
 const (
-	// HandlerWebhook handles EventWebhook events.
-	HandlerWebhook = "webhook.post"
 	// HandlerFanout handles activitypub.EventOutgoing events.
 	HandlerFanout = "delivery.fanout"
 	// HandlerPost handles EventPost events.
@@ -77,9 +43,9 @@ var (
 	// ErrHostUnavailable: a delivery was parked longer than Config.ParkMax
 	// while its host was unavailable.
 	ErrHostUnavailable = errors.New("delivery: host unavailable")
-	// ErrWebhookGone: a webhook event's endpoint was removed; the event
-	// is dropped.
-	ErrWebhookGone = errors.New("delivery: webhook endpoint removed")
+	// ErrTargetGone: the target of a channel's event is gone for good
+	// (see Channel.Request); the event is dropped.
+	ErrTargetGone = errors.New("delivery: target gone")
 	// ErrUnknownHost: an admin operation named a host courier has no state
 	// for.
 	ErrUnknownHost = errors.New("delivery: unknown host")
@@ -220,34 +186,22 @@ type Config struct {
 	// KeyCacheTTL is how long a parsed actor key is reused before the
 	// actor row is read again (default 30 s), so a rotated key is picked up.
 	KeyCacheTTL time.Duration
-	// Webhooks builds the POSTs of EventWebhook events (package
-	// app/webhook). Nil: they are not handled.
-	Webhooks WebhookRequests
+	// Channels are the kinds of delivery target other packages add beside
+	// remote inboxes (Channel; package app/webhook's endpoints are one):
+	// Register handles their events. None by default.
+	Channels []Channel
 	// Outcomes is told of the settled deliveries of local activities
-	// (package app/webhook, for its delivery.completed and delivery.dead
-	// events). Nil: nothing is told.
+	// (the application's notifications of them). Nil: nothing is told.
 	Outcomes Outcomes
 	// MaxAttempts is the outbox's attempts before dead-lettering (default
 	// outbox.DefaultMaxAttempts; keep it the worker's): a delivery that
 	// fails on its last attempt is settled dead for Outcomes.
 	MaxAttempts int
-	// WebhookClient sends them. Default: activitypub.NewClient with the
-	// timeouts above and private addresses allowed (webhook endpoints
-	// are added by the operator, and the application usually sits
-	// beside courier, on loopback or a private network).
-	WebhookClient *http.Client
-	// WebhookDenyMetadata makes the default WebhookClient refuse to dial
-	// link-local and cloud metadata addresses (activitypub.MetadataAddr)
-	// but those WebhookAllowAddrs contains; set it when courier refuses
-	// private addresses. Private and loopback addresses stay allowed.
-	WebhookDenyMetadata bool
-	WebhookAllowAddrs   []netip.Prefix
 	// Logger receives the service's logs (nil discards).
 	Logger *slog.Logger
-	// Metrics records attempts and parking (nil records nothing).
+	// Metrics records attempts to remote inboxes and parking (nil records
+	// nothing).
 	Metrics *metrics.Delivery
-	// WebhookMetrics records webhook POSTs (nil records nothing).
-	WebhookMetrics *metrics.Webhook
 	// Now is the clock of every stored time, Date header and health
 	// decision (default time.Now).
 	Now func() time.Time
@@ -357,6 +311,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("delivery: ProbeMaxInterval (%s) must not be shorter than ProbeInterval (%s)",
 			c.ProbeMaxInterval, c.ProbeInterval)
 	}
+	if err := validateChannels(c.Channels); err != nil {
+		return err
+	}
 	for name, d := range map[string]time.Duration{
 		"Timeout": c.Timeout, "DialTimeout": c.DialTimeout, "ResponseHeaderTimeout": c.ResponseHeaderTimeout,
 		"UnavailableAfter": c.UnavailableAfter, "ProbeInterval": c.ProbeInterval, "ParkMax": c.ParkMax,
@@ -381,13 +338,13 @@ type Service struct {
 	store  *store.Store
 	uris   store.URIs
 	client *http.Client
-	// hookClient sends webhook POSTs.
-	hookClient *http.Client
-	queue      *outbox.Queue
-	health     *Health
-	rec        *recorder
-	keys       *keyCache
-	slots      *slotSet
+	// channels are Config.Channels, each with its client.
+	channels []*channel
+	queue    *outbox.Queue
+	health   *Health
+	rec      *recorder
+	keys     *keyCache
+	slots    *slotSet
 	// schemes: which signature scheme each host accepts (scheme.go).
 	schemes *Schemes
 	// flights are the POSTs in the air.
@@ -410,56 +367,39 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	// The default client, and the base of each channel's.
+	opts := activitypub.ClientOptions{
+		AllowPrivate:          cfg.AllowPrivate,
+		Timeout:               cfg.Timeout,
+		DialTimeout:           cfg.DialTimeout,
+		TLSHandshakeTimeout:   cfg.DialTimeout,
+		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+		MaxConnsPerHost:       cfg.PerHostConcurrency,
+		UserAgent:             cfg.UserAgent,
+	}
 	client := cfg.Client
 	if client == nil {
-		client = activitypub.NewClient(activitypub.ClientOptions{
-			AllowPrivate:          cfg.AllowPrivate,
-			Timeout:               cfg.Timeout,
-			DialTimeout:           cfg.DialTimeout,
-			TLSHandshakeTimeout:   cfg.DialTimeout,
-			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
-			MaxConnsPerHost:       cfg.PerHostConcurrency,
-			UserAgent:             cfg.UserAgent,
-		})
+		client = activitypub.NewClient(opts)
 	}
 	c := *client // never follow a redirect with the old signature
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	if c.Timeout == 0 {
 		c.Timeout = cfg.Timeout
 	}
-	hc := cfg.WebhookClient
-	if hc == nil {
-		hc = activitypub.NewClient(activitypub.ClientOptions{
-			AllowPrivate:          true,
-			DenyMetadata:          cfg.WebhookDenyMetadata,
-			AllowAddrs:            cfg.WebhookAllowAddrs,
-			Timeout:               cfg.Timeout,
-			DialTimeout:           cfg.DialTimeout,
-			TLSHandshakeTimeout:   cfg.DialTimeout,
-			ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
-			MaxConnsPerHost:       cfg.PerHostConcurrency,
-			UserAgent:             cfg.UserAgent,
-		})
-	}
-	h := *hc
-	h.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	if h.Timeout == 0 {
-		h.Timeout = cfg.Timeout
-	}
 	s := &Service{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		db:         cfg.DB,
-		store:      cfg.Store,
-		uris:       store.NewURIs(cfg.BaseURL),
-		client:     &c,
-		hookClient: &h,
-		queue:      outbox.NewQueue(cfg.DB.Write, outbox.QueueOptions{Read: cfg.DB.Read, Now: cfg.Now}),
-		keys:       &keyCache{ttl: cfg.KeyCacheTTL, m: map[string]keyEntry{}},
-		slots:      newSlotSet(cfg.SlotWait / rampDivisor),
-		flights:    newFlights(cfg.MaxInFlight, runtime.GOMAXPROCS(0)),
-		docs:       map[string][]byte{},
-		peers:      newPeers(),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		db:       cfg.DB,
+		store:    cfg.Store,
+		uris:     store.NewURIs(cfg.BaseURL),
+		client:   &c,
+		channels: newChannels(cfg, opts),
+		queue:    outbox.NewQueue(cfg.DB.Write, outbox.QueueOptions{Read: cfg.DB.Read, Now: cfg.Now}),
+		keys:     &keyCache{ttl: cfg.KeyCacheTTL, m: map[string]keyEntry{}},
+		slots:    newSlotSet(cfg.SlotWait / rampDivisor),
+		flights:  newFlights(cfg.MaxInFlight, runtime.GOMAXPROCS(0)),
+		docs:     map[string][]byte{},
+		peers:    newPeers(),
 	}
 	s.rec = newRecorder(cfg.DB, cfg.Logger)
 	s.health = newHealth(s)
@@ -472,13 +412,16 @@ func New(cfg Config) (*Service, error) {
 
 // Register registers the fan-out, forward and post handlers on reg under
 // their stable names (HandlerFanout for activitypub.EventOutgoing,
-// HandlerForward for activitypub.EventForward, HandlerPost for EventPost).
+// HandlerForward for activitypub.EventForward, HandlerPost for EventPost),
+// and each channel's handler for its events.
 func (s *Service) Register(reg *outbox.Registry) {
 	reg.Handle(activitypub.EventOutgoing, HandlerFanout, s.fanoutSettled)
 	reg.Handle(activitypub.EventForward, HandlerForward, s.forwardSettled)
 	reg.Handle(EventPost, HandlerPost, s.deliverSettled)
-	if s.cfg.Webhooks != nil {
-		reg.Handle(EventWebhook, HandlerWebhook, s.deliverWebhook)
+	for _, c := range s.channels {
+		reg.Handle(c.EventType(), c.Handler(), func(ctx context.Context, ev outbox.Event) error {
+			return s.deliverChannel(ctx, c, ev)
+		})
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
 )
@@ -234,5 +233,5 @@ func (s *Service) event(id int64, eventID string, now time.Time, p Payload) (out
 	if err != nil {
 		return outbox.Event{}, err
 	}
-	return outbox.Event{ID: eventID, Type: delivery.EventWebhook, Target: HostKey(id), Payload: pl, OccurredAt: now}, nil
+	return outbox.Event{ID: eventID, Type: EventPost, Target: HostKey(id), Payload: pl, OccurredAt: now}, nil
 }

@@ -2,19 +2,20 @@
 // actor, as Standard Webhooks (https://www.standardwebhooks.com): signed
 // JSON POSTs to the endpoints the operator added.
 //
-// Each webhook event is an outbox event of type delivery.EventWebhook,
+// Each webhook event is an outbox event of type EventPost,
 // enqueued with outbox.Enqueue in the transaction of the change it reports
 // (Hook, for an item of a local actor's inbox view; Settled, for the
 // settled delivery of an actor's own activity, in the transaction that
 // records it), one per endpoint, with a
 // deterministic id (outbox.ChildID of what it reports and the endpoint),
 // so a change recorded twice enqueues nothing new. Its Target is the
-// endpoint's host key (HostKey, "webhook-<id>.invalid"): the delivery
-// service sends it through the machinery of a delivery to a remote host
-// (per-host health, parking, concurrency, the outbox's backoff, attempts,
-// dead letters and replay; the hosts admin API pauses, resumes and drains
-// it), with Service.WebhookRequest building the signed POST. A dead
-// endpoint parks like a dead host and costs federation nothing.
+// endpoint's host key (HostKey, "webhook-<id>.invalid"). Service is a
+// delivery.Channel: the delivery service sends these events through the
+// machinery of a delivery to a remote host (per-host health, parking,
+// concurrency, the outbox's backoff, attempts, dead letters and replay;
+// the hosts admin API pauses, resumes and drains an endpoint by its host
+// key), with Service.Request building the signed POST. A dead endpoint
+// parks like a dead host and costs federation nothing.
 //
 // The POST carries the headers webhook-id (the outbox event id, the same on
 // every retry), webhook-timestamp (Unix seconds of the attempt) and
@@ -45,11 +46,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/delivery"
+	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/store"
+)
+
+// EventPost is the outbox event type of one webhook POST, with Target set
+// to its endpoint's host key; HandlerPost, its handler's name (the
+// processed-events ledger key: keep it stable).
+const (
+	EventPost   = "webhook.post"
+	HandlerPost = "webhook.post"
 )
 
 // Event types. An inbound activity's event is "activity." and its type in
@@ -161,7 +172,7 @@ type Data struct {
 	Endpoint int64 `json:"endpoint,omitempty"`
 }
 
-// post is the payload of a delivery.EventWebhook outbox event: the
+// post is the payload of an EventPost outbox event: the
 // endpoint and the exact body to send.
 type post struct {
 	Endpoint int64  `json:"endpoint"`
@@ -173,7 +184,7 @@ type post struct {
 // events, the name its health is kept under and the admin hosts API
 // knows (pause, resume, drain). It is a name under .invalid (RFC 2606),
 // so it is never a real host: an endpoint's failures never park
-// federation with a host of the same name, nor the reverse.
+// federation with a host of the same name, nor the reverse (Owns).
 func HostKey(id int64) string { return "webhook-" + strconv.FormatInt(id, 10) + ".invalid" }
 
 // EndpointOfHost returns the endpoint id of a host key, or false.
@@ -221,11 +232,21 @@ type Config struct {
 	// RefuseAddr, when set, refuses an endpoint URL whose host is an IP
 	// address it reports: cmd gives the link-local and cloud metadata
 	// addresses (activitypub.MetadataAddr) the operator did not name, when
-	// courier refuses private addresses; the delivery client refuses to
-	// dial them alike (delivery.Config.WebhookDenyMetadata), whatever name
-	// resolves to one. Other private addresses stay allowed: the
-	// application usually sits beside courier. Nil: none refused.
+	// courier refuses private addresses; the client of the POSTs refuses
+	// to dial them alike (DenyMetadata), whatever name resolves to one.
+	// Other private addresses stay allowed: the application usually sits
+	// beside courier. Nil: none refused.
 	RefuseAddr func(netip.Addr) bool
+	// DenyMetadata makes the client of the POSTs refuse to dial
+	// link-local and cloud metadata addresses (activitypub.MetadataAddr)
+	// but those AllowAddrs contains; set it when courier refuses private
+	// addresses. Loopback and private addresses stay allowed (endpoints
+	// are added by the operator, and the application usually sits beside
+	// courier, on loopback or a private network). Default false.
+	DenyMetadata bool
+	AllowAddrs   []netip.Prefix
+	// Metrics records the POSTs (nil records nothing).
+	Metrics *metrics.Webhook
 	// UserAgent is sent with every POST (default "courier-webhooks").
 	UserAgent string
 	// Logger receives the service's logs (nil discards). Secrets and
@@ -300,7 +321,7 @@ func New(cfg Config) (*Service, error) {
 
 // ErrEndpointGone: the endpoint of a webhook event was removed; the event
 // is dropped.
-var ErrEndpointGone = delivery.ErrWebhookGone
+var ErrEndpointGone = delivery.ErrTargetGone
 
 const (
 	sqlEndpointsOf = `SELECT id, events FROM webhook_endpoints WHERE actor_id IS NULL OR actor_id = ? ORDER BY id`
@@ -407,11 +428,30 @@ func takes(events, typ string) bool {
 	return false
 }
 
-// WebhookRequest builds the signed POST of the webhook event ev at now
-// (delivery.WebhookRequests): the body stored in the event, the headers of
-// the Standard Webhooks specification, one signature per active secret.
-// An event whose endpoint was removed returns ErrEndpointGone.
-func (s *Service) WebhookRequest(ctx context.Context, ev outbox.Event, now time.Time) (*http.Request, []byte, error) {
+// Service is the delivery.Channel of the endpoints: Name, EventType,
+// Handler, Owns, Request, Client and Attempted.
+var _ delivery.Channel = (*Service)(nil)
+
+// Name names webhooks in delivery's logs and attempt records.
+func (s *Service) Name() string { return "webhook" }
+
+// EventType is EventPost.
+func (s *Service) EventType() string { return EventPost }
+
+// Handler is HandlerPost.
+func (s *Service) Handler() string { return HandlerPost }
+
+// Owns reports whether target is an endpoint's host key (HostKey).
+func (s *Service) Owns(target string) bool {
+	_, ok := EndpointOfHost(target)
+	return ok
+}
+
+// Request builds the signed POST of the webhook event ev at now: the body
+// stored in the event, the headers of the Standard Webhooks
+// specification, one signature per active secret. An event whose endpoint
+// was removed returns ErrEndpointGone.
+func (s *Service) Request(ctx context.Context, ev outbox.Event, now time.Time) (*http.Request, []byte, error) {
 	var p post
 	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.Endpoint <= 0 || p.Body == "" {
 		return nil, nil, outbox.Permanent(fmt.Errorf("%w: webhook %s: %v", delivery.ErrPayload, ev.ID, err))
@@ -435,6 +475,21 @@ func (s *Service) WebhookRequest(ctx context.Context, ev outbox.Event, now time.
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	req.Header.Set("webhook-signature", Sign(k.keys, ev.ID, ts, body))
 	return req, body, nil
+}
+
+// Client is the client of the POSTs: opts (delivery's timeouts) with
+// loopback and private addresses allowed, metadata addresses refused as
+// DenyMetadata says.
+func (s *Service) Client(opts activitypub.ClientOptions) *http.Client {
+	opts.AllowPrivate = true
+	opts.DenyMetadata = s.cfg.DenyMetadata
+	opts.AllowAddrs = s.cfg.AllowAddrs
+	return activitypub.NewClient(opts)
+}
+
+// Attempted counts one POST in Metrics.
+func (s *Service) Attempted(outcome string, status int, took time.Duration) {
+	s.cfg.Metrics.Attempt(outcome, status, took)
 }
 
 // Sign returns the webhook-signature header of a message: "v1,<base64

@@ -93,7 +93,7 @@ func setup(t *testing.T, now func() time.Time, opts ...func(*delivery.Config)) *
 		t.Fatal(err)
 	}
 	cfg := delivery.Config{DB: db, Store: b.st, Resolver: resolver, BaseURL: baseURL, AllowPrivate: true,
-		Timeout: 5 * time.Second, Now: now, Webhooks: b.hooks, Outcomes: b.hooks, SlotWait: 200 * time.Millisecond}
+		Timeout: 5 * time.Second, Now: now, Channels: []delivery.Channel{b.hooks}, Outcomes: b.hooks, SlotWait: 200 * time.Millisecond}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -152,7 +152,7 @@ func (b *bundle) record(it app.Item) {
 
 func (b *bundle) rows() []outbox.Row {
 	b.t.Helper()
-	rs, err := b.queue.List(b.ctx, outbox.Filter{Type: delivery.EventWebhook, Limit: 1000})
+	rs, err := b.queue.List(b.ctx, outbox.Filter{Type: webhook.EventPost, Limit: 1000})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestRotateSignsWithBoth(t *testing.T) {
 	var req *http.Request
 	var body []byte
 	waitFor(t, "the event", func() bool { return len(b.rows()) == 1 })
-	req, body, err = b.hooks.WebhookRequest(b.ctx, b.rows()[0].Event, c.Now())
+	req, body, err = b.hooks.Request(b.ctx, b.rows()[0].Event, c.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestRotateSignsWithBoth(t *testing.T) {
 	}
 	c.Advance(webhook.DefaultRotateGrace + time.Second)
 	time.Sleep(webhook.DefaultSecretCacheTTL + 100*time.Millisecond)
-	req, body, err = b.hooks.WebhookRequest(b.ctx, b.rows()[0].Event, c.Now())
+	req, body, err = b.hooks.Request(b.ctx, b.rows()[0].Event, c.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,7 +176,8 @@ func (a *app) buildFederation(ctx context.Context) error {
 		return err
 	}
 	denyMetadata := !a.cfg.AllowPrivateAddresses
-	wcfg := webhook.Config{DB: a.db, Logger: a.logger}
+	wcfg := webhook.Config{DB: a.db, Logger: a.logger, DenyMetadata: denyMetadata, AllowAddrs: webhookAllow,
+		Metrics: a.metrics.Webhook()}
 	if denyMetadata {
 		wcfg.RefuseAddr = func(ip netip.Addr) bool {
 			return activitypub.MetadataAddr(ip) && !activitypub.AddrAllowed(ip, webhookAllow)
@@ -187,27 +188,24 @@ func (a *app) buildFederation(ctx context.Context) error {
 		return err
 	}
 	a.delivery, err = delivery.New(delivery.Config{
-		Webhooks:            a.webhooks,
-		Outcomes:            a.webhooks,
-		MaxAttempts:         a.cfg.MaxAttempts,
-		DB:                  a.db,
-		Store:               a.store,
-		Resolver:            a.resolver,
-		Objects:             fetcher,
-		BaseURL:             a.cfg.base(),
-		AllowPrivate:        a.cfg.AllowPrivateAddresses,
-		WebhookDenyMetadata: denyMetadata,
-		WebhookAllowAddrs:   webhookAllow,
-		Version:             version,
-		UserAgent:           userAgent(a.cfg),
-		ParkMax:             a.cfg.ParkMax,
-		Timeout:             a.cfg.DeliveryTimeout,
-		UnavailableAfter:    a.cfg.UnavailableAfter,
-		ProbeInterval:       a.cfg.ProbeInterval,
-		ParkRecheck:         a.cfg.ParkRecheck,
-		Logger:              a.logger,
-		Metrics:             a.metrics.Delivery(),
-		WebhookMetrics:      a.metrics.Webhook(),
+		Channels:         []delivery.Channel{a.webhooks},
+		Outcomes:         a.webhooks,
+		MaxAttempts:      a.cfg.MaxAttempts,
+		DB:               a.db,
+		Store:            a.store,
+		Resolver:         a.resolver,
+		Objects:          fetcher,
+		BaseURL:          a.cfg.base(),
+		AllowPrivate:     a.cfg.AllowPrivateAddresses,
+		Version:          version,
+		UserAgent:        userAgent(a.cfg),
+		ParkMax:          a.cfg.ParkMax,
+		Timeout:          a.cfg.DeliveryTimeout,
+		UnavailableAfter: a.cfg.UnavailableAfter,
+		ProbeInterval:    a.cfg.ProbeInterval,
+		ParkRecheck:      a.cfg.ParkRecheck,
+		Logger:           a.logger,
+		Metrics:          a.metrics.Delivery(),
 	})
 	if err != nil {
 		return err
