@@ -34,7 +34,7 @@ func TestActivityHook(t *testing.T) {
 		seen = append(seen, a.Type+" "+a.URI)
 		return nil
 	})
-	create, note, err := b.store.CreateNote(b.ctx, alice, NoteInput{Content: "hi", To: []string{Public}})
+	create, note, err := createNote(b.ctx, b.store, alice, noteInput{Content: "hi", To: []string{Public}})
 	if err != nil {
 		t.Fatal(err)
 	}
