@@ -467,7 +467,7 @@ func TestRetryOfCreateOfDeletedNoteIsSuperseded(t *testing.T) {
 	}
 	row := d.deliveryRow(act)
 	d.waitStatus(row.Event.ID, outbox.StatusDeadLettered)
-	del, err := d.st.DeleteNote(d.ctx, d.actor, note.URI)
+	del, err := d.st.DeleteObject(d.ctx, d.actor, note.URI)
 	if err != nil {
 		t.Fatal(err)
 	}

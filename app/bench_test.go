@@ -102,7 +102,7 @@ func fill(b *testing.B, bu *bundle, actorID int64, n int) {
 	}
 }
 
-// BenchmarkWriteWithOutboxView measures a local write (CreateNote: note,
+// BenchmarkWriteWithOutboxView measures a local write (CreateObject: note,
 // activity, outbox event) with the outbox view's append in its
 // transaction, against the same write by a store without the recorder's
 // hook, on the same database in the same run: the view's cost per write.

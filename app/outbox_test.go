@@ -189,7 +189,7 @@ func TestOutboxStream(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	del, err := b.st.DeleteNote(ctx, alice, note.URI)
+	del, err := b.st.DeleteObject(ctx, alice, note.URI)
 	if err != nil {
 		t.Fatal(err)
 	}

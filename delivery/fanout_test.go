@@ -170,7 +170,7 @@ func TestDeterministicActivities(t *testing.T) {
 	like := must(b.st.Like(b.ctx, alice, note))
 	announce := must(b.st.Announce(b.ctx, alice, note))
 	block := must(b.st.Block(b.ctx, alice, rm.actorURL("eve")))
-	acts = append(acts, create, update, must(b.st.DeleteNote(b.ctx, alice, obj.URI)), follow, like, announce, block,
+	acts = append(acts, create, update, must(b.st.DeleteObject(b.ctx, alice, obj.URI)), follow, like, announce, block,
 		must(b.st.Undo(b.ctx, alice, follow.URI)), must(b.st.Undo(b.ctx, alice, like.URI)),
 		must(b.st.Undo(b.ctx, alice, announce.URI)), must(b.st.Undo(b.ctx, alice, block.URI)),
 		must(b.st.ApproveFollower(b.ctx, alice, carol)), must(b.st.RejectFollower(b.ctx, alice, dave)))

@@ -64,7 +64,7 @@ func TestOrderAcrossSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	del, err := b.st.DeleteNote(b.ctx, alice, note2.URI)
+	del, err := b.st.DeleteObject(b.ctx, alice, note2.URI)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestOrderOnJetStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	del, err := b.st.DeleteNote(b.ctx, alice, note2.URI)
+	del, err := b.st.DeleteObject(b.ctx, alice, note2.URI)
 	if err != nil {
 		t.Fatal(err)
 	}

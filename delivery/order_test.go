@@ -127,7 +127,7 @@ func TestDeleteNeverOvertakesRetriedCreate(t *testing.T) {
 	b.startWorker(2) // two workers on one database
 	b.startWorker(2)
 	waitFor(t, "the Create's first POST", func() bool { return rm.postsOf(create.URI) == 1 })
-	del, err := b.st.DeleteNote(b.ctx, alice, note.URI)
+	del, err := b.st.DeleteObject(b.ctx, alice, note.URI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestRetryOfSupersededCreateSendsNothing(t *testing.T) {
 		r, ok := b.deliveryOf(create.URI, inbox)
 		return ok && r.Status == outbox.StatusDeadLettered
 	})
-	del, err := b.st.DeleteNote(b.ctx, alice, note.URI)
+	del, err := b.st.DeleteObject(b.ctx, alice, note.URI)
 	if err != nil {
 		t.Fatal(err)
 	}

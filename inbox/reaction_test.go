@@ -170,7 +170,7 @@ func TestEmojiReactions(t *testing.T) {
 	}
 
 	// Deleting the note drops its reactions.
-	if _, err := b.st.DeleteNote(b.ctx, alice, note.URI); err != nil {
+	if _, err := b.st.DeleteObject(b.ctx, alice, note.URI); err != nil {
 		t.Fatal(err)
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM emoji_reactions`); n != 0 {

@@ -310,7 +310,7 @@ func TestClashUpdateAndDeleteNote(t *testing.T) {
 			_, _, err := updateNote(b1.ctx, b1.store, a, o.URI, noteInput{Content: "edited"})
 			return err
 		}, func() error {
-			_, err := b2.store.DeleteNote(b2.ctx, a, o.URI)
+			_, err := b2.store.DeleteObject(b2.ctx, a, o.URI)
 			return err
 		})
 		if e2 != nil || (e1 != nil && !errors.Is(e1, ErrGone)) {
@@ -614,7 +614,7 @@ func TestClashInboundLikeAndDeleteNote(t *testing.T) {
 				return err
 			})
 		}, func() error {
-			_, err := b2.store.DeleteNote(b2.ctx, a, note.URI)
+			_, err := b2.store.DeleteObject(b2.ctx, a, note.URI)
 			return err
 		})
 		if e1 != nil || e2 != nil {

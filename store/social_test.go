@@ -410,7 +410,7 @@ func TestOutboxPage(t *testing.T) {
 		b.clock.Advance(time.Second)
 	}
 	// A deleted note's Create leaves the outbox; its public Delete is listed.
-	if _, err := b.store.DeleteNote(b.ctx, a, public[6].ObjectURI); err != nil {
+	if _, err := b.store.DeleteObject(b.ctx, a, public[6].ObjectURI); err != nil {
 		t.Fatal(err)
 	}
 	uris := func(p *Page) []string {

@@ -231,10 +231,10 @@ func TestUpdateAndDeleteObject(t *testing.T) {
 		t.Fatalf("stored %+v", got)
 	}
 
-	if _, err := b.store.DeleteNote(b.ctx, other, o.URI); !errors.Is(err, ErrForbidden) {
+	if _, err := b.store.DeleteObject(b.ctx, other, o.URI); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("delete by another actor: %v", err)
 	}
-	del, err := b.store.DeleteNote(b.ctx, a, o.URI)
+	del, err := b.store.DeleteObject(b.ctx, a, o.URI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestUpdateAndDeleteObject(t *testing.T) {
 	if !got.Deleted() || got.FormerType != "Note" || got.Content != "" || len(got.Document) != 0 {
 		t.Fatalf("tombstone %+v", got)
 	}
-	if _, err := b.store.DeleteNote(b.ctx, a, o.URI); !errors.Is(err, ErrGone) {
+	if _, err := b.store.DeleteObject(b.ctx, a, o.URI); !errors.Is(err, ErrGone) {
 		t.Fatalf("second delete: %v", err)
 	}
 	if _, _, err := updateNote(b.ctx, b.store, a, o.URI, noteInput{Content: "v3"}); !errors.Is(err, ErrGone) {
