@@ -30,6 +30,7 @@ var allowed = map[string][]string{
 	"outbox":                    {"metrics", "sqldb"},
 	"outbox/natsbus":            {"outbox", "metrics"},
 	"store":                     {"outbox", "activitypub", "sqldb", "metrics"},
+	"store/notetest":            {"store"},
 	"delivery":                  {"outbox", "activitypub", "store", "sqldb", "metrics"},
 	"httpedge":                  {"store", "limit"},
 	"app":                       {"outbox", "activitypub", "store", "sqldb", "metrics", "limit", "httpedge"},

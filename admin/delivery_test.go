@@ -20,6 +20,7 @@ import (
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // inbox is a remote inbox on 127.0.0.1 that verifies the HTTP signature
@@ -150,7 +151,7 @@ func (d *deliverySetup) follower(uri, inboxURL string) {
 
 func (d *deliverySetup) note(text string) *store.Activity {
 	d.t.Helper()
-	act, _, err := d.st.CreateNote(d.ctx, d.actor, store.NoteInput{Content: text,
+	act, _, err := notetest.Create(d.ctx, d.st, d.actor, notetest.Input{Content: text,
 		To: []string{"https://www.w3.org/ns/activitystreams#Public"}, CC: []string{d.actor.URI + "/followers"}})
 	if err != nil {
 		d.t.Fatal(err)
@@ -459,14 +460,14 @@ func TestRetryOfCreateOfDeletedNoteIsSuperseded(t *testing.T) {
 	d := setupDelivery(t)
 	in := newInbox(t, d.publicKey(), d.clock.Now, http.StatusInternalServerError, http.StatusAccepted)
 	d.follower("https://remote.example/users/bob", in.srv.URL+"/users/bob/inbox")
-	act, note, err := d.st.CreateNote(d.ctx, d.actor, store.NoteInput{Content: "soon gone",
+	act, note, err := notetest.Create(d.ctx, d.st, d.actor, notetest.Input{Content: "soon gone",
 		To: []string{"https://www.w3.org/ns/activitystreams#Public"}, CC: []string{d.actor.URI + "/followers"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	row := d.deliveryRow(act)
 	d.waitStatus(row.Event.ID, outbox.StatusDeadLettered)
-	del, err := d.st.DeleteNote(d.ctx, d.actor, note.URI)
+	del, err := d.st.DeleteObject(d.ctx, d.actor, note.URI)
 	if err != nil {
 		t.Fatal(err)
 	}

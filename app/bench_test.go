@@ -12,6 +12,7 @@ import (
 	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // BenchmarkInboxPage measures one page of an actor's inbox, over HTTP with
@@ -101,7 +102,7 @@ func fill(b *testing.B, bu *bundle, actorID int64, n int) {
 	}
 }
 
-// BenchmarkWriteWithOutboxView measures a local write (CreateNote: note,
+// BenchmarkWriteWithOutboxView measures a local write (CreateObject: note,
 // activity, outbox event) with the outbox view's append in its
 // transaction, against the same write by a store without the recorder's
 // hook, on the same database in the same run: the view's cost per write.
@@ -119,11 +120,11 @@ func BenchmarkWriteWithOutboxView(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	in := store.NoteInput{Content: "<p>a benchmark note of ordinary length</p>", To: []string{store.Public}}
+	in := notetest.Input{Content: "<p>a benchmark note of ordinary length</p>", To: []string{store.Public}}
 	rate := func(st *store.Store, n int) float64 {
 		start := time.Now()
 		for range n {
-			if _, _, err := st.CreateNote(ctx, a, in); err != nil {
+			if _, _, err := notetest.Create(ctx, st, a, in); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -133,7 +134,7 @@ func BenchmarkWriteWithOutboxView(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for b.Loop() {
-		if _, _, err := viewed.CreateNote(ctx, a, in); err != nil {
+		if _, _, err := notetest.Create(ctx, viewed, a, in); err != nil {
 			b.Fatal(err)
 		}
 	}

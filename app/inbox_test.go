@@ -20,6 +20,7 @@ import (
 	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 const public = "https://www.w3.org/ns/activitystreams#Public"
@@ -75,7 +76,7 @@ func TestInboxConcerns(t *testing.T) {
 	carol, carolTok := b.actor(t, "carol", true)
 	_, _ = carol, carolTok
 	aliceURI := b.base + "/users/alice"
-	note, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "hello", To: []string{public}})
+	note, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "hello", To: []string{public}})
 	if err != nil {
 		t.Fatal(err)
 	}

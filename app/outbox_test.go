@@ -15,6 +15,7 @@ import (
 	"github.com/courier-ap/courier/app"
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // testDeadline is the time a test may wait for what it expects: its
@@ -130,15 +131,15 @@ func TestOutboxStream(t *testing.T) {
 
 	type want struct{ kind, activity string }
 	var wants []want
-	create, note, err := b.st.CreateNote(ctx, alice, store.NoteInput{Content: "one", To: []string{public}})
+	create, note, err := notetest.Create(ctx, b.st, alice, notetest.Input{Content: "one", To: []string{public}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wants = append(wants, want{"Add:" + outboxURL, create.URI})
-	if _, _, err := b.st.CreateNote(ctx, bob, store.NoteInput{Content: "bob's", To: []string{public}}); err != nil {
+	if _, _, err := notetest.Create(ctx, b.st, bob, notetest.Input{Content: "bob's", To: []string{public}}); err != nil {
 		t.Fatal(err)
 	}
-	update, _, err := b.st.UpdateNote(ctx, alice, note.URI, store.NoteInput{Content: "one, edited", To: []string{public}})
+	update, _, err := notetest.Update(ctx, b.st, alice, note.URI, notetest.Input{Content: "one, edited", To: []string{public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,13 +189,13 @@ func TestOutboxStream(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	del, err := b.st.DeleteNote(ctx, alice, note.URI)
+	del, err := b.st.DeleteObject(ctx, alice, note.URI)
 	if err != nil {
 		t.Fatal(err)
 	}
 	missed := []want{{"Delete", del.URI}}
 	for i := range 3 {
-		act, _, err := b.st.CreateNote(ctx, alice, store.NoteInput{Content: fmt.Sprint("while away ", i), To: []string{public}})
+		act, _, err := notetest.Create(ctx, b.st, alice, notetest.Input{Content: fmt.Sprint("while away ", i), To: []string{public}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +207,7 @@ func TestOutboxStream(t *testing.T) {
 	}
 	read(s, missed)
 	// Nothing repeated, nothing more: the next event is the next write.
-	act, _, err := b.st.CreateNote(ctx, alice, store.NoteInput{Content: "after", To: []string{public}})
+	act, _, err := notetest.Create(ctx, b.st, alice, notetest.Input{Content: "after", To: []string{public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestOutboxStream(t *testing.T) {
 		t.Fatalf("stream from now: %d", resp.StatusCode)
 	}
 	defer s.close()
-	act, _, err = b.st.CreateNote(ctx, alice, store.NoteInput{Content: "latest", To: []string{public}})
+	act, _, err = notetest.Create(ctx, b.st, alice, notetest.Input{Content: "latest", To: []string{public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ func TestOutboxSeqConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				for _, a := range []*store.Actor{alice, bob} {
-					if _, _, err := b.st.CreateNote(ctx, a, store.NoteInput{Content: fmt.Sprintf("%d/%d", w, i),
+					if _, _, err := notetest.Create(ctx, b.st, a, notetest.Input{Content: fmt.Sprintf("%d/%d", w, i),
 						To: []string{public}}); err != nil {
 						errs <- err
 					}

@@ -10,6 +10,7 @@ import (
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // TestLocalRecipientsInboxViews: what a local actor sends another reaches
@@ -30,17 +31,17 @@ func TestLocalRecipientsInboxViews(t *testing.T) {
 	}
 	im.Register(b.reg)
 	alice, bob := b.actor("alice"), b.actor("bob")
-	_, note, err := b.st.CreateNote(b.ctx, bob, store.NoteInput{Content: "hello", To: []string{"as:Public"}})
+	_, note, err := notetest.Create(b.ctx, b.st, bob, notetest.Input{Content: "hello", To: []string{"as:Public"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A reply reaches its author where it addresses it, as clients do (cc).
-	reply, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "hi bob", InReplyTo: note.URI,
+	reply, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "hi bob", InReplyTo: note.URI,
 		To: []string{"as:Public"}, CC: []string{bob.URI}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dm, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "psst", To: []string{bob.URI}})
+	dm, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "psst", To: []string{bob.URI}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestLocalBlock(t *testing.T) {
 		s2, _ := b.st.FollowingState(b.ctx, alice.ID, bob.URI)
 		return s1 == store.StateAccepted && s2 == store.StateAccepted
 	})
-	_, aliceNote, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{activitypub.Public}})
+	_, aliceNote, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "mine", To: []string{activitypub.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,14 +171,14 @@ func TestLocalBlock(t *testing.T) {
 	}
 	mention := func(content string) *store.Activity {
 		t.Helper()
-		act, _, err := b.st.CreateNote(b.ctx, bob, store.NoteInput{Content: content, To: []string{alice.URI}})
+		act, _, err := notetest.Create(b.ctx, b.st, bob, notetest.Input{Content: content, To: []string{alice.URI}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return act
 	}
 	dm := mention("let me in")
-	reply, _, err := b.st.CreateNote(b.ctx, bob, store.NoteInput{Content: "a reply", InReplyTo: aliceNote.URI,
+	reply, _, err := notetest.Create(b.ctx, b.st, bob, notetest.Input{Content: "a reply", InReplyTo: aliceNote.URI,
 		To: []string{activitypub.Public, alice.URI}})
 	if err != nil {
 		t.Fatal(err)
@@ -219,11 +220,11 @@ func TestLocalPublicReplyReachesAuthor(t *testing.T) {
 	alice, bob := b.actor("alice"), b.actor("bob")
 	carol := b.actor("carol")
 	b.startWorker(4)
-	_, note, err := b.st.CreateNote(b.ctx, bob, store.NoteInput{Content: "hello", To: []string{activitypub.Public}})
+	_, note, err := notetest.Create(b.ctx, b.st, bob, notetest.Input{Content: "hello", To: []string{activitypub.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reply, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "hi bob", InReplyTo: note.URI,
+	reply, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "hi bob", InReplyTo: note.URI,
 		To: []string{activitypub.Public}})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +236,7 @@ func TestLocalPublicReplyReachesAuthor(t *testing.T) {
 		bob.ID, reply.URI, app.KindReply); n != 1 {
 		t.Fatalf("%d reply items of bob's for alice's public reply, want 1", n)
 	}
-	aside, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "about bob", InReplyTo: note.URI,
+	aside, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "about bob", InReplyTo: note.URI,
 		To: []string{carol.URI}})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ import (
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // faultMode is the transport of the hung and slow runs and of the
@@ -851,7 +852,7 @@ func fanoutRun(b *testing.B, ca *benchCA, mode string, hung, slow float64, opts 
 	r, signCPU := measureProbed(b, func() int64 {
 		series.start()
 		for n := range benchNotes {
-			if _, _, err := in.st.CreateNote(context.Background(), in.alice, store.NoteInput{
+			if _, _, err := notetest.Create(context.Background(), in.st, in.alice, notetest.Input{
 				Content: fmt.Sprintf("<p>note %d</p>", n),
 				To:      []string{activitypub.Public}, CC: []string{in.st.URIs().Followers("alice")}}); err != nil {
 				b.Fatal(err)
@@ -914,7 +915,7 @@ func acceptRun(b *testing.B, ca *benchCA, opts ...func(*delivery.Config)) time.D
 	defer rc.stop()
 	in.followers(b, rc.hosts, benchBacklog/benchHosts, true)
 	q := outbox.NewQueue(in.db.Write, outbox.QueueOptions{Read: in.db.Read})
-	if _, _, err := in.st.CreateNote(ctx, in.alice, store.NoteInput{Content: "<p>to everyone</p>",
+	if _, _, err := notetest.Create(ctx, in.st, in.alice, notetest.Input{Content: "<p>to everyone</p>",
 		To: []string{activitypub.Public}, CC: []string{in.st.URIs().Followers("alice")}}); err != nil {
 		b.Fatal(err)
 	}

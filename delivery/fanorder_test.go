@@ -10,6 +10,7 @@ import (
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // fanoutRow returns the outbox row of the outgoing event of act.
@@ -40,7 +41,7 @@ func TestUpdateFanoutWaitsForFailedCreateFanout(t *testing.T) {
 	c.getStatus["carol"] = http.StatusServiceUnavailable
 	c.mu.Unlock()
 
-	create, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "first",
+	create, note, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "first",
 		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers(alice.Name), c.actorURL("carol")}})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestUpdateFanoutWaitsForFailedCreateFanout(t *testing.T) {
 	c.mu.Lock()
 	delete(c.getStatus, "carol")
 	c.mu.Unlock()
-	update, _, err := b.st.UpdateNote(b.ctx, alice, note.URI, store.NoteInput{Content: "first, edited"})
+	update, _, err := notetest.Update(b.ctx, b.st, alice, note.URI, notetest.Input{Content: "first, edited"})
 	if err != nil {
 		t.Fatal(err)
 	}

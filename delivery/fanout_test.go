@@ -17,6 +17,7 @@ import (
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 func TestFanoutToFollowersOnSeveralHosts(t *testing.T) {
@@ -40,7 +41,7 @@ func TestFanoutToFollowersOnSeveralHosts(t *testing.T) {
 	if err := b.st.AddDomainBlock(b.ctx, "blocked.example", "spam"); err != nil {
 		t.Fatal(err)
 	}
-	act, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "<p>hello & welcome</p>",
+	act, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "<p>hello & welcome</p>",
 		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers("alice")}})
 	if err != nil {
 		t.Fatal(err)
@@ -156,12 +157,12 @@ func TestDeterministicActivities(t *testing.T) {
 		return a
 	}
 	var acts []*store.Activity
-	create, obj, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "one",
+	create, obj, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "one",
 		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers("alice")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	update, _, err := b.st.UpdateNote(b.ctx, alice, obj.URI, store.NoteInput{Content: "one, edited"})
+	update, _, err := notetest.Update(b.ctx, b.st, alice, obj.URI, notetest.Input{Content: "one, edited"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestDeterministicActivities(t *testing.T) {
 	like := must(b.st.Like(b.ctx, alice, note))
 	announce := must(b.st.Announce(b.ctx, alice, note))
 	block := must(b.st.Block(b.ctx, alice, rm.actorURL("eve")))
-	acts = append(acts, create, update, must(b.st.DeleteNote(b.ctx, alice, obj.URI)), follow, like, announce, block,
+	acts = append(acts, create, update, must(b.st.DeleteObject(b.ctx, alice, obj.URI)), follow, like, announce, block,
 		must(b.st.Undo(b.ctx, alice, follow.URI)), must(b.st.Undo(b.ctx, alice, like.URI)),
 		must(b.st.Undo(b.ctx, alice, announce.URI)), must(b.st.Undo(b.ctx, alice, block.URI)),
 		must(b.st.ApproveFollower(b.ctx, alice, carol)), must(b.st.RejectFollower(b.ctx, alice, dave)))
@@ -349,7 +350,7 @@ func TestNamedRecipients(t *testing.T) {
 	rm.mu.Unlock()
 	direct := func(to ...string) outbox.Event {
 		t.Helper()
-		act, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "psst", To: to})
+		act, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "psst", To: to})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -478,7 +479,7 @@ func TestRecipientOnUnknownHost(t *testing.T) {
 	}
 	direct := func(to ...string) outbox.Event {
 		t.Helper()
-		act, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "psst", To: to})
+		act, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "psst", To: to})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
-	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // TestFollowersOnlyDeliveryCarriesCollectionSync: the delivery of a
@@ -27,11 +27,11 @@ func TestFollowersOnlyDeliveryCarriesCollectionSync(t *testing.T) {
 	other.follow(b, alice, "o1")
 	personal.follow(b, alice, "p1")
 	followers := b.st.URIs().Followers("alice")
-	private, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "friends only", To: []string{followers}})
+	private, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "friends only", To: []string{followers}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	public, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "everyone",
+	public, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "everyone",
 		To: []string{activitypub.Public}, CC: []string{followers}})
 	if err != nil {
 		t.Fatal(err)

@@ -12,12 +12,13 @@ import (
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // note publishes a public note of a to its followers and returns its Create.
 func (b *bundle) note(a *store.Actor, text string) *store.Activity {
 	b.t.Helper()
-	act, _, err := b.st.CreateNote(b.ctx, a, store.NoteInput{Content: text,
+	act, _, err := notetest.Create(b.ctx, b.st, a, notetest.Input{Content: text,
 		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers(a.Name)}})
 	if err != nil {
 		b.t.Fatal(err)

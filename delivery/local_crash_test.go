@@ -15,6 +15,7 @@ import (
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 const (
@@ -46,7 +47,7 @@ func TestLocalDeliveryCrash(t *testing.T) {
 	for i, u := range users {
 		b.mustAct(b.st.Follow(b.ctx, u, users[(i+1)%len(users)].URI))
 		for j := range localCrashDMs {
-			_, o, err := b.st.CreateNote(b.ctx, u, store.NoteInput{Content: fmt.Sprintf("dm %d", j),
+			_, o, err := notetest.Create(b.ctx, b.st, u, notetest.Input{Content: fmt.Sprintf("dm %d", j),
 				To: []string{users[(i+2)%len(users)].URI}})
 			if err != nil {
 				t.Fatal(err)

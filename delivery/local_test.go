@@ -10,6 +10,7 @@ import (
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // withImporter registers the inbox's real import handler on the bundle's
@@ -149,7 +150,7 @@ func TestLocalActorsTalk(t *testing.T) {
 	}
 
 	// bob's public note reaches alice, his follower.
-	note, bobNote, err := b.st.CreateNote(b.ctx, bob, store.NoteInput{Content: "hello neighbours",
+	note, bobNote, err := notetest.Create(b.ctx, b.st, bob, notetest.Input{Content: "hello neighbours",
 		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers("bob")}})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +160,7 @@ func TestLocalActorsTalk(t *testing.T) {
 		t.Fatalf("bob's note recorded for inbox %q, want alice's", box)
 	}
 	// A direct note from alice to bob, who does not follow her.
-	dm, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "just for you", To: []string{bob.URI}})
+	dm, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "just for you", To: []string{bob.URI}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestLocalActorsTalk(t *testing.T) {
 	}
 	// alice likes and replies to bob's note.
 	settled(b.mustAct(b.st.Like(b.ctx, alice, bobNote.URI)), inbox.OutcomeLocal)
-	reply, replyNote, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "hello bob", InReplyTo: bobNote.URI,
+	reply, replyNote, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "hello bob", InReplyTo: bobNote.URI,
 		To: []string{activitypub.Public, bob.URI}})
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +240,7 @@ func TestLocalActorDeleted(t *testing.T) {
 		s2, _ := b.st.FollowingState(b.ctx, alice.ID, bob.URI)
 		return s1 == store.StateAccepted && s2 == store.StateAccepted
 	})
-	_, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "bye", To: []string{activitypub.Public}})
+	_, note, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "bye", To: []string{activitypub.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

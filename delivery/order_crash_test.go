@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // TestOrderAcrossSIGKILL: the worker process (this test binary again, the
@@ -60,11 +60,11 @@ func TestOrderAcrossSIGKILL(t *testing.T) {
 	}
 	cmd := start(context.Background())
 	waitFor(t, "the Creates' first POSTs", func() bool { return rm.postsOf(create1.URI) >= 1 && rm.postsOf(create2.URI) >= 1 })
-	update, _, err := b.st.UpdateNote(b.ctx, alice, note1.URI, store.NoteInput{Content: "edited"})
+	update, _, err := notetest.Update(b.ctx, b.st, alice, note1.URI, notetest.Input{Content: "edited"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	del, err := b.st.DeleteNote(b.ctx, alice, note2.URI)
+	del, err := b.st.DeleteObject(b.ctx, alice, note2.URI)
 	if err != nil {
 		t.Fatal(err)
 	}

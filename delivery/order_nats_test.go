@@ -11,7 +11,7 @@ import (
 
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/outbox/natsbus"
-	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // startJetStreamBus runs the bundle's handlers on the JetStream bus (an
@@ -93,11 +93,11 @@ func TestOrderOnJetStream(t *testing.T) {
 	b.waitTicking("the Creates' first POSTs", func() bool {
 		return rm.postsOf(create1.URI) >= 1 && rm.postsOf(create2.URI) >= 1
 	})
-	update, _, err := b.st.UpdateNote(b.ctx, alice, note1.URI, store.NoteInput{Content: "edited"})
+	update, _, err := notetest.Update(b.ctx, b.st, alice, note1.URI, notetest.Input{Content: "edited"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	del, err := b.st.DeleteNote(b.ctx, alice, note2.URI)
+	del, err := b.st.DeleteObject(b.ctx, alice, note2.URI)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // script answers a remote's verified POSTs: with fail[activity id], as
@@ -98,7 +99,7 @@ func (b *bundle) deliveryOf(activity, inbox string) (outbox.Row, bool) {
 // postNote has alice post a public note to her followers.
 func postNote(b *bundle, alice *store.Actor, content string) (*store.Activity, *store.Object) {
 	b.t.Helper()
-	act, obj, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: content,
+	act, obj, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: content,
 		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers(alice.Name)}})
 	if err != nil {
 		b.t.Fatal(err)
@@ -126,7 +127,7 @@ func TestDeleteNeverOvertakesRetriedCreate(t *testing.T) {
 	b.startWorker(2) // two workers on one database
 	b.startWorker(2)
 	waitFor(t, "the Create's first POST", func() bool { return rm.postsOf(create.URI) == 1 })
-	del, err := b.st.DeleteNote(b.ctx, alice, note.URI)
+	del, err := b.st.DeleteObject(b.ctx, alice, note.URI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestUpdateWaitsForRetriedCreate(t *testing.T) {
 	b.startWorker(2) // two workers on one database
 	b.startWorker(2)
 	waitFor(t, "the Create's first POST", func() bool { return rm.postsOf(create.URI) == 1 })
-	update, _, err := b.st.UpdateNote(b.ctx, alice, note.URI, store.NoteInput{Content: "first, edited"})
+	update, _, err := notetest.Update(b.ctx, b.st, alice, note.URI, notetest.Input{Content: "first, edited"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestOrderHoldsOnlyItsObjectAndInbox(t *testing.T) {
 	waitFor(t, "the Create at both hosts", func() bool {
 		return a.postsOf(create1.URI) >= 1 && len(scC.acceptedOf(create1.URI)) == 1
 	})
-	update1, _, err := b.st.UpdateNote(b.ctx, alice, note1.URI, store.NoteInput{Content: "one, edited"})
+	update1, _, err := notetest.Update(b.ctx, b.st, alice, note1.URI, notetest.Input{Content: "one, edited"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestRetryOfSupersededCreateSendsNothing(t *testing.T) {
 		r, ok := b.deliveryOf(create.URI, inbox)
 		return ok && r.Status == outbox.StatusDeadLettered
 	})
-	del, err := b.st.DeleteNote(b.ctx, alice, note.URI)
+	del, err := b.st.DeleteObject(b.ctx, alice, note.URI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +294,7 @@ func TestOrderSurvivesRestart(t *testing.T) {
 	create, note := postNote(b, alice, "first")
 	b.startWorker(4)
 	waitFor(t, "the Create's first POST", func() bool { return rm.postsOf(create.URI) == 1 })
-	update, _, err := b.st.UpdateNote(b.ctx, alice, note.URI, store.NoteInput{Content: "first, edited"})
+	update, _, err := notetest.Update(b.ctx, b.st, alice, note.URI, notetest.Input{Content: "first, edited"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +329,7 @@ func TestDiscardedPredecessorHoldsNothing(t *testing.T) {
 	sc.mu.Unlock()
 	b.startWorker(4)
 	waitFor(t, "the Create's first POST", func() bool { return rm.postsOf(create.URI) == 1 })
-	update, _, err := b.st.UpdateNote(b.ctx, alice, note.URI, store.NoteInput{Content: "first, edited"})
+	update, _, err := notetest.Update(b.ctx, b.st, alice, note.URI, notetest.Input{Content: "first, edited"})
 	if err != nil {
 		t.Fatal(err)
 	}

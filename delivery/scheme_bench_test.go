@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
-	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // edBenchPerHost is how many followers with personal inboxes alice has on
@@ -142,7 +142,7 @@ func schemeFanoutRun(b *testing.B, ca *benchCA, ed bool) (cold, warm time.Durati
 	for i, content := range []string{"<p>one post, ten thousand inboxes</p>", "<p>and one more, to the same inboxes</p>"} {
 		want := per * int64(i+1)
 		c0 := cpuTime()
-		if _, _, err := in.st.CreateNote(ctx, in.alice, store.NoteInput{Content: content,
+		if _, _, err := notetest.Create(ctx, in.st, in.alice, notetest.Input{Content: content,
 			To: []string{activitypub.Public}, CC: []string{in.st.URIs().Followers("alice")}}); err != nil {
 			b.Fatal(err)
 		}

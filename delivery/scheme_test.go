@@ -17,6 +17,7 @@ import (
 	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // schemeRemote is an inbox on 127.0.0.1 that accepts only the signature
@@ -123,7 +124,7 @@ func (rm *schemeRemote) serve(w http.ResponseWriter, r *http.Request) {
 func (b *bundle) deliverNote(a *store.Actor, rm *schemeRemote, status string) {
 	b.t.Helper()
 	before := len(b.rows(delivery.EventPost))
-	if _, _, err := b.st.CreateNote(b.ctx, a, store.NoteInput{Content: "<p>hi</p>",
+	if _, _, err := notetest.Create(b.ctx, b.st, a, notetest.Input{Content: "<p>hi</p>",
 		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers(a.Name)}}); err != nil {
 		b.t.Fatal(err)
 	}

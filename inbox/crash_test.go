@@ -16,6 +16,7 @@ import (
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 const (
@@ -41,7 +42,7 @@ func TestImportCrash(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{sync: "FULL", noWorker: true})
 	alice := b.localActor(t, "alice", false)
-	_, local, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{store.Public}})
+	_, local, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "mine", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

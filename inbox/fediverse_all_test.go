@@ -14,6 +14,7 @@ import (
 
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // origins matches the scheme and host of every URL in a capture.
@@ -167,7 +168,7 @@ func TestFediverseEveryActivity(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			a := b.localActor(t, "alice", false)
-			_, n, err := b.st.CreateNote(b.ctx, a, store.NoteInput{Content: "mine", To: []string{store.Public}})
+			_, n, err := notetest.Create(b.ctx, b.st, a, notetest.Input{Content: "mine", To: []string{store.Public}})
 			if err != nil {
 				t.Fatal(err)
 			}

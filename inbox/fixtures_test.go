@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // TestFediversePayloads posts activities captured from real servers (their
@@ -20,7 +21,7 @@ func TestFediversePayloads(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	alice := b.localActor(t, "alice", false)
-	_, local, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{store.Public}})
+	_, local, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "mine", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // postLog is a remote host's inbox on loopback that checks the HTTP
@@ -139,7 +140,7 @@ func TestForwardPublicReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "<p>what do you think?</p>",
+	_, note, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "<p>what do you think?</p>",
 		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers("alice")}})
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +296,7 @@ func TestForwardAddressedToFollowers(t *testing.T) {
 	alice := b.localActor(t, "alice", false)
 	bob := b.remote.actor("bob")
 	followers := b.st.URIs().Followers("alice")
-	_, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "<p>root</p>", To: []string{activitypub.Public}})
+	_, note, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "<p>root</p>", To: []string{activitypub.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // TestGoneActorDeleteRemovesAll: an actor courier holds content of (a
@@ -19,7 +20,7 @@ func TestGoneActorDeleteRemovesAll(t *testing.T) {
 	b := setup(t, options{keyTTL: -1, actorTTL: time.Nanosecond})
 	b.remote.add("bob", key(t, keyRemote))
 	alice := b.localActor(t, "alice", false)
-	_, mine, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{store.Public}})
+	_, mine, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "mine", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/courier-ap/courier/metrics"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // The GoToSocial v0.19.2 captures (testdata/gotosocial-0.19.2, taken from
@@ -235,7 +236,7 @@ func TestGoToSocialReplay(t *testing.T) {
 	// had when captured (the store derives ids from random event ids).
 	const noteURI = gtsBase + "/objects/c6bf58a7-ea87-587f-9137-6d7a6a6f06b9"
 	const followID = gtsBase + "/activities/43bb37f0-a838-5392-b3a7-f150047e0028"
-	_, note, err := b.st.CreateNote(ctx, alice, store.NoteInput{Content: "Hello GoToSocial", To: []string{store.Public}})
+	_, note, err := notetest.Create(ctx, b.st, alice, notetest.Input{Content: "Hello GoToSocial", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // TestIrrelevantActivitiesIgnored: 40 Creates of about 100 KB from an
@@ -25,7 +26,7 @@ func TestIrrelevantActivitiesIgnored(t *testing.T) {
 	alice := b.localActor(t, "alice", false)
 	stranger, friend := b.remote.actor("stranger"), b.remote.actor("friend")
 	asStranger, asFriend := b.as(t, "stranger"), b.as(t, "friend")
-	_, mine, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{store.Public}})
+	_, mine, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "mine", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

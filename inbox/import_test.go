@@ -18,6 +18,7 @@ import (
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/server"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // TestFollowAcceptUndo: a Follow of a local actor stores the follower and
@@ -143,7 +144,7 @@ func TestNotesReactionsDeletes(t *testing.T) {
 	}
 
 	// Like and Announce of a local note, seen through the server's document.
-	_, local, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{store.Public}})
+	_, local, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "mine", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestIdempotentFollowAndLike(t *testing.T) {
 	b.remote.add("bob", key(t, keyRemote))
 	alice := b.localActor(t, "alice", false)
 	bob := b.remote.actor("bob")
-	_, local, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{store.Public}})
+	_, local, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "mine", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // vote is a vote as Mastodon sends it: a Create of a Note whose name is
@@ -66,7 +67,7 @@ func TestPollVotesCounted(t *testing.T) {
 	cast("v1", anyOf.URI, "coffee", inbox.OutcomeNoMatch)
 	cast("v1", closed.URI, "tea", inbox.OutcomeNoMatch)
 	// A named reply to what is not a poll is a reply, stored as such.
-	_, plain, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{store.Public}})
+	_, plain, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "mine", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/server"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // servedNote is the part of a served local object the reaction tests read.
@@ -96,7 +97,7 @@ func TestEmojiReactions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	alice := b.localActor(t, "alice", false)
-	_, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "react to me", To: []string{store.Public}})
+	_, note, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "react to me", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestEmojiReactions(t *testing.T) {
 	}
 
 	// Deleting the note drops its reactions.
-	if _, err := b.st.DeleteNote(b.ctx, alice, note.URI); err != nil {
+	if _, err := b.st.DeleteObject(b.ctx, alice, note.URI); err != nil {
 		t.Fatal(err)
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM emoji_reactions`); n != 0 {
@@ -199,7 +200,7 @@ func TestEmojiReactionBounds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	alice := b.localActor(t, "alice", false)
-	_, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "react to me", To: []string{store.Public}})
+	_, note, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "react to me", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // secondServer runs a second courier server on the bundle's store, as
@@ -98,7 +99,7 @@ func TestTwoServersImportOnce(t *testing.T) {
 	b := setup(t)
 	second, _ := b.secondServer(t, true)
 	alice := b.localActor(t, "alice", false)
-	_, local, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{store.Public}})
+	_, local, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "mine", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestTwoImportersOneEvent(t *testing.T) {
 	b := setup(t, options{noWorker: true})
 	_, other := b.secondServer(t, false)
 	alice := b.localActor(t, "alice", false)
-	_, local, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "mine", To: []string{store.Public}})
+	_, local, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "mine", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,10 +114,10 @@
 // # One event, from write to remote inbox
 //
 //  1. POST /users/alice/outbox (server) checks the bearer token (httpedge)
-//     and calls one store method, e.g. store.CreateNote.
+//     and calls one store method, e.g. store.CreateObject.
 //  2. The store opens one write transaction (sqldb.DB.Tx): it picks the event
 //     id, builds the Create with an id derived from it
-//     (activitypub.NewActivity), writes the note and the activity, and calls
+//     (activitypub.NewActivity), writes the object and the activity, and calls
 //     Enqueue with an activity.outgoing event carrying the activity's bytes.
 //     Commit wakes the worker; 201 + Location.
 //  3. The worker (Worker, or the natsbus relay and consumer) claims the row;

@@ -25,6 +25,7 @@ import (
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // The tests run courier (its server, inbox, importer and the relay
@@ -332,10 +333,10 @@ func TestMastodonRelay(t *testing.T) {
 	if got.ActorURI != b.relay.srv.URL+"/actor" {
 		t.Fatalf("relay actor %q", got.ActorURI)
 	}
-	if _, _, err := b.st.CreateNote(b.ctx, b.alice, store.NoteInput{Content: "followers only", To: []string{b.alice.URI + "/followers"}}); err != nil {
+	if _, _, err := notetest.Create(b.ctx, b.st, b.alice, notetest.Input{Content: "followers only", To: []string{b.alice.URI + "/followers"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.st.CreateNote(b.ctx, b.alice, store.NoteInput{Content: "public", To: []string{store.Public}}); err != nil {
+	if _, _, err := notetest.Create(b.ctx, b.st, b.alice, notetest.Input{Content: "public", To: []string{store.Public}}); err != nil {
 		t.Fatal(err)
 	}
 	create := b.relay.waitFor("Create", 1)
@@ -457,7 +458,7 @@ func TestRejectedRelay(t *testing.T) {
 	if got := b.relayState(t); got.State != store.StateRejected || got.FollowActivityID != r.FollowActivityID {
 		t.Fatalf("%+v", got)
 	}
-	if _, _, err := b.st.CreateNote(b.ctx, b.alice, store.NoteInput{Content: "public", To: []string{store.Public}}); err != nil {
+	if _, _, err := notetest.Create(b.ctx, b.st, b.alice, notetest.Input{Content: "public", To: []string{store.Public}}); err != nil {
 		t.Fatal(err)
 	}
 	// The note's events are settled before the relay is looked at again.

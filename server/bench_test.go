@@ -11,6 +11,7 @@ import (
 
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // BenchmarkC2SCreateNote measures POST /users/{name}/outbox over loopback
@@ -34,11 +35,11 @@ func BenchmarkC2SCreateNote(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	in := store.NoteInput{Content: "<p>a benchmark note</p>", To: []string{store.Public}}
+	in := notetest.Input{Content: "<p>a benchmark note</p>", To: []string{store.Public}}
 	const direct = 200
 	start := time.Now()
 	for range direct {
-		if _, _, err := st.CreateNote(ctx, a, in); err != nil {
+		if _, _, err := notetest.Create(ctx, st, a, in); err != nil {
 			b.Fatal(err)
 		}
 	}

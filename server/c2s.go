@@ -210,7 +210,7 @@ func (s *Server) dispatch(r *http.Request, actor *store.Actor, req *c2sWire, doc
 		if _, ok := s.uris.QuoteID(id); ok {
 			return s.st.RevokeQuote(ctx, actor, id) // quotes.go
 		}
-		return s.st.DeleteNote(ctx, actor, id)
+		return s.st.DeleteObject(ctx, actor, id)
 	case "Follow", "Like", "Announce", "Block":
 		id := objectID(req.Object)
 		if id == "" {

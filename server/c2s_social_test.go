@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/courier-ap/courier/activitypub"
+	"github.com/courier-ap/courier/store/notetest"
 
 	"github.com/courier-ap/courier/store"
 )
@@ -259,7 +260,7 @@ func TestC2SVote(t *testing.T) {
 		t.Fatalf("counts after dave's vote %v", c)
 	}
 	// A named note without content replying to what is no poll is refused.
-	_, plain, err := b.st.CreateNote(b.ctx, b.alice, store.NoteInput{Content: "plain", To: []string{store.Public}})
+	_, plain, err := notetest.Create(b.ctx, b.st, b.alice, notetest.Input{Content: "plain", To: []string{store.Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

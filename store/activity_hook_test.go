@@ -34,7 +34,7 @@ func TestActivityHook(t *testing.T) {
 		seen = append(seen, a.Type+" "+a.URI)
 		return nil
 	})
-	create, note, err := b.store.CreateNote(b.ctx, alice, NoteInput{Content: "hi", To: []string{Public}})
+	create, note, err := createNote(b.ctx, b.store, alice, noteInput{Content: "hi", To: []string{Public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestActivityHook(t *testing.T) {
 	fail = errors.New("refused")
 	mu.Unlock()
 	acts, events := b.count(t, `SELECT COUNT(*) FROM activities`), b.count(t, `SELECT COUNT(*) FROM event_queue`)
-	if _, err := b.store.DeleteNote(b.ctx, alice, note.URI); err == nil || !errors.Is(err, fail) {
+	if _, err := b.store.DeleteObject(b.ctx, alice, note.URI); err == nil || !errors.Is(err, fail) {
 		t.Fatalf("a write whose hook fails: %v", err)
 	}
 	if a, e := b.count(t, `SELECT COUNT(*) FROM activities`), b.count(t, `SELECT COUNT(*) FROM event_queue`); a != acts || e != events {

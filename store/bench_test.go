@@ -62,12 +62,12 @@ func BenchmarkCreateNote(b *testing.B) {
 		b.Fatal(err)
 	}
 	raw := rawCommitRate(b, db, 300)
-	in := NoteInput{Content: "<p>a benchmark note of ordinary length, with a little <b>markup</b></p>",
+	in := noteInput{Content: "<p>a benchmark note of ordinary length, with a little <b>markup</b></p>",
 		To: []string{Public}, CC: []string{st.URIs().Followers("bench")}}
 	b.ResetTimer()
 	start := time.Now()
 	for b.Loop() {
-		if _, _, err := st.CreateNote(ctx, a, in); err != nil {
+		if _, _, err := createNote(ctx, st, a, in); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -87,7 +87,7 @@ func BenchmarkOutboxPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	for range 2000 {
-		if _, _, err := st.CreateNote(ctx, a, NoteInput{Content: "x", To: []string{Public}}); err != nil {
+		if _, _, err := createNote(ctx, st, a, noteInput{Content: "x", To: []string{Public}}); err != nil {
 			b.Fatal(err)
 		}
 	}

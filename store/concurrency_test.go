@@ -302,15 +302,15 @@ func TestClashUpdateAndDeleteNote(t *testing.T) {
 	b1, b2 := setupPair(t)
 	a := b1.actor(t, "alice")
 	for i := range clashRounds {
-		_, o, err := b1.store.CreateNote(b1.ctx, a, NoteInput{Content: "first", To: []string{Public}})
+		_, o, err := createNote(b1.ctx, b1.store, a, noteInput{Content: "first", To: []string{Public}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		e1, e2 := clash(func() error {
-			_, _, err := b1.store.UpdateNote(b1.ctx, a, o.URI, NoteInput{Content: "edited"})
+			_, _, err := updateNote(b1.ctx, b1.store, a, o.URI, noteInput{Content: "edited"})
 			return err
 		}, func() error {
-			_, err := b2.store.DeleteNote(b2.ctx, a, o.URI)
+			_, err := b2.store.DeleteObject(b2.ctx, a, o.URI)
 			return err
 		})
 		if e2 != nil || (e1 != nil && !errors.Is(e1, ErrGone)) {
@@ -599,7 +599,7 @@ func TestClashInboundLikeAndDeleteNote(t *testing.T) {
 	b1, b2 := setupPair(t)
 	a := b1.actor(t, "alice")
 	for i := range clashRounds {
-		_, note, err := b1.store.CreateNote(b1.ctx, a, NoteInput{Content: "liked", To: []string{Public}})
+		_, note, err := createNote(b1.ctx, b1.store, a, noteInput{Content: "liked", To: []string{Public}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -614,7 +614,7 @@ func TestClashInboundLikeAndDeleteNote(t *testing.T) {
 				return err
 			})
 		}, func() error {
-			_, err := b2.store.DeleteNote(b2.ctx, a, note.URI)
+			_, err := b2.store.DeleteObject(b2.ctx, a, note.URI)
 			return err
 		})
 		if e1 != nil || e2 != nil {

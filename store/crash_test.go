@@ -38,7 +38,7 @@ func TestCrashWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i < 1_000_000; i++ {
-		if _, _, err := st.CreateNote(ctx, a, NoteInput{Content: strconv.Itoa(i), To: []string{Public}}); err != nil {
+		if _, _, err := createNote(ctx, st, a, noteInput{Content: strconv.Itoa(i), To: []string{Public}}); err != nil {
 			t.Fatal(err)
 		}
 		fmt.Println(i)

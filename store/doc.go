@@ -1,6 +1,7 @@
 // Package store is courier's domain repository: local actors and their keys,
-// notes, the activities courier built, follow relationships, blocks,
-// reactions, domain blocks and the remote actor cache.
+// the objects they publish (publish.go), the activities courier built,
+// follow relationships, blocks, reactions, domain blocks and the remote
+// actor cache.
 //
 // Every method that changes state and causes events writes the data and
 // enqueues the events in one transaction through outbox.Enqueue: either it

@@ -41,31 +41,6 @@ func actorContext() []any {
 	}
 }
 
-// NoteDocument is a local Note as courier serves and federates it. Stored
-// without @context (it is embedded in activities) and without the likes
-// and shares collections, whose counts are added when it is served.
-type NoteDocument struct {
-	Context      any      `json:"@context,omitempty"`
-	ID           string   `json:"id"`
-	Type         string   `json:"type"`
-	AttributedTo string   `json:"attributedTo"`
-	Summary      *string  `json:"summary"`
-	Content      string   `json:"content"`
-	InReplyTo    *string  `json:"inReplyTo"`
-	Published    string   `json:"published"`
-	Updated      string   `json:"updated,omitempty"`
-	URL          string   `json:"url"`
-	To           []string `json:"to"`
-	Cc           []string `json:"cc"`
-	Sensitive    bool     `json:"sensitive"`
-	Likes        any      `json:"likes,omitempty"`
-	Shares       any      `json:"shares,omitempty"`
-	Reactions    any      `json:"reactions,omitempty"` // emoji reactions, served only (server/reactions.go)
-}
-
-// ObjectID implements the interface objectRef looks for.
-func (n *NoteDocument) ObjectID() string { return n.ID }
-
 // TombstoneDocument is what a deleted object is served and federated as.
 type TombstoneDocument struct {
 	Context    any    `json:"@context,omitempty"`

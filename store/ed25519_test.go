@@ -179,7 +179,7 @@ func TestOutgoingActivitiesCarryProofs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a := b.actor(t, "alice")
-	create, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "signed words", To: []string{Public}})
+	create, _, err := createNote(b.ctx, b.store, a, noteInput{Content: "signed words", To: []string{Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

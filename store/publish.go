@@ -37,8 +37,12 @@ type ObjectInput struct {
 	Content, Summary string
 	// InReplyTo is the id of the object replied to, if any.
 	InReplyTo string
-	// To and CC address the object as NoteInput's do. UpdateObject adds them
-	// to the object's audience (a newly mentioned actor) and keeps the rest.
+	// To and CC address the object: as:Public in To (public), as:Public in
+	// CC (unlisted), the author's followers collection without as:Public
+	// (followers-only), or actor ids only (direct). "as:Public" and
+	// "Public" are accepted for the public collection. UpdateObject adds
+	// them to the object's audience (a newly mentioned actor) and keeps
+	// the rest.
 	To, CC []string
 	// Quote is the id of the object quoted, if any, and QuotedAuthor its
 	// author: a new object that quotes another actor's sends that author a

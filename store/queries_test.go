@@ -248,11 +248,11 @@ func TestDeliveryQueries(t *testing.T) {
 	}
 	for i := range 3 {
 		b.clock.Advance(time.Second)
-		if _, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: fmt.Sprint(i), To: []string{Public}}); err != nil {
+		if _, _, err := createNote(b.ctx, b.store, a, noteInput{Content: fmt.Sprint(i), To: []string{Public}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "private", To: []string{b.store.URIs().Followers("alice")}}); err != nil {
+	if _, _, err := createNote(b.ctx, b.store, a, noteInput{Content: "private", To: []string{b.store.URIs().Followers("alice")}}); err != nil {
 		t.Fatal(err)
 	}
 	notes, err = b.store.RecentPublicNotes(b.ctx, a.ID, 2)

@@ -199,7 +199,7 @@ func TestUpsertRemoteObjectKeepsNewest(t *testing.T) {
 	})
 	// Local objects are not the inbox's to change.
 	a := b.actor(t, "alice")
-	_, local, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "mine", To: []string{Public}})
+	_, local, err := createNote(b.ctx, b.store, a, noteInput{Content: "mine", To: []string{Public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestDeleteActorContent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a := b.actor(t, "alice")
-	_, note, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "mine", To: []string{Public}})
+	_, note, err := createNote(b.ctx, b.store, a, noteInput{Content: "mine", To: []string{Public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,19 +398,19 @@ func TestOutboxPage(t *testing.T) {
 	a := b.actor(t, "alice")
 	var public []*Activity
 	for i := range 7 {
-		act, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: fmt.Sprint(i), To: []string{Public}})
+		act, _, err := createNote(b.ctx, b.store, a, noteInput{Content: fmt.Sprint(i), To: []string{Public}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		public = append(public, act)
 		// A private note and a Like between them, not in the public view.
-		if _, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "p", To: []string{remoteActor}}); err != nil {
+		if _, _, err := createNote(b.ctx, b.store, a, noteInput{Content: "p", To: []string{remoteActor}}); err != nil {
 			t.Fatal(err)
 		}
 		b.clock.Advance(time.Second)
 	}
 	// A deleted note's Create leaves the outbox; its public Delete is listed.
-	if _, err := b.store.DeleteNote(b.ctx, a, public[6].ObjectURI); err != nil {
+	if _, err := b.store.DeleteObject(b.ctx, a, public[6].ObjectURI); err != nil {
 		t.Fatal(err)
 	}
 	uris := func(p *Page) []string {

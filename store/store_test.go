@@ -141,7 +141,15 @@ func (b *testBundle) checkOutgoing(t *testing.T, act *Activity, typ string) acti
 		obj = raw
 	}
 	at := time.UnixMilli(ev.OccurredAt)
-	rebuilt, _, err := activitypub.NewActivityContext(activitypub.WithDataIntegrity(nil), testBase, ev.ID, typ, out.Actor, obj, "",
+	// A local object's Create and Update carry its whole @context
+	// (ObjectContext); every other activity ActivityStreams alone.
+	var ldContext any
+	if typ == "Create" || typ == "Update" {
+		if o, err := b.store.ObjectByURI(b.ctx, parsed.ObjectID); err == nil && o.Local() {
+			ldContext = ObjectContext(o.Context)
+		}
+	}
+	rebuilt, _, err := activitypub.NewActivityContext(activitypub.WithDataIntegrity(ldContext), testBase, ev.ID, typ, out.Actor, obj, "",
 		nilIfEmpty(parsed.To), nilIfEmpty(parsed.Cc), at)
 	if err != nil {
 		t.Fatal(err)

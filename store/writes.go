@@ -12,7 +12,7 @@ import (
 	"github.com/courier-ap/courier/activitypub"
 )
 
-// Limits of a note.
+// Limits of a local object's text and audience.
 const (
 	// MaxContentLen bounds content in bytes: an object's whole document
 	// is bounded by as much (MaxDocumentBytes), in content or contentMap.
@@ -21,26 +21,8 @@ const (
 	MaxRecipients   = 500   // entries of to plus cc
 )
 
-// NoteInput is the content of a note a local actor writes.
-type NoteInput struct {
-	// Content is the note's HTML content; required.
-	Content string
-	// Summary is the content warning, if any.
-	Summary string
-	// Sensitive marks the note sensitive.
-	Sensitive bool
-	// InReplyTo is the id of the object replied to, if any.
-	InReplyTo string
-	// To and CC address the note: as:Public in To (public), as:Public in CC
-	// (unlisted), the author's followers collection without as:Public
-	// (followers-only), or actor ids only (direct). "as:Public" and
-	// "Public" are accepted for the public collection. Ignored by UpdateNote,
-	// which keeps the note's audience (and its InReplyTo).
-	To, CC []string
-}
-
-// checkText holds what a note and any object share to the same bounds:
-// UTF-8 content and summary of bounded length, an absolute inReplyTo.
+// checkText holds an object's text to its bounds: UTF-8 content and
+// summary of bounded length, an absolute inReplyTo.
 func checkText(content, summary, inReplyTo string) error {
 	if !utf8.ValidString(content) || !utf8.ValidString(summary) {
 		return Errorf(EINVALID, "content and summary must be UTF-8")
@@ -53,33 +35,6 @@ func checkText(content, summary, inReplyTo string) error {
 	}
 	if inReplyTo != "" && !absoluteURL(inReplyTo) {
 		return Errorf(EINVALID, "inReplyTo %q is not an absolute http(s) URL", inReplyTo)
-	}
-	return nil
-}
-
-func (in *NoteInput) validate(requireAudience bool) error {
-	if in.Content == "" {
-		return Errorf(EINVALID, "a note needs content")
-	}
-	if err := checkText(in.Content, in.Summary, in.InReplyTo); err != nil {
-		return err
-	}
-	if !requireAudience {
-		return nil
-	}
-	var err error
-	if in.To, err = normalizeAudience(in.To); err != nil {
-		return err
-	}
-	if in.CC, err = normalizeAudience(in.CC); err != nil {
-		return err
-	}
-	if len(in.To)+len(in.CC) == 0 {
-		return Errorf(EINVALID, "a note needs an audience: as:Public in to (public), in cc (unlisted), "+
-			"your followers collection (followers-only) or actor ids (direct)")
-	}
-	if len(in.To)+len(in.CC) > MaxRecipients {
-		return Errorf(EINVALID, "a note may have at most %d recipients", MaxRecipients)
 	}
 	return nil
 }
@@ -109,75 +64,11 @@ func absoluteURL(s string) bool {
 	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.User == nil
 }
 
-func ptr(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// noteDocument builds the stored form of a local note. It is stored as
-// json.Marshal encodes it (compact, HTML characters escaped), the form
-// activitypub.NewActivity embeds it in, so the stored document is
-// byte-for-byte the one inside its activity.
-func (s *Store) noteDocument(o *Object, sensitive bool) *NoteDocument {
-	d := &NoteDocument{
-		ID: o.URI, Type: "Note", AttributedTo: o.AttributedTo,
-		Summary: ptr(o.Summary), Content: o.Content, InReplyTo: ptr(o.InReplyTo),
-		Published: formatTime(o.Published), URL: o.URI,
-		To: nonNil(o.To), Cc: nonNil(o.CC), Sensitive: sensitive,
-	}
-	if !o.Updated.IsZero() {
-		d.Updated = formatTime(o.Updated)
-	}
-	return d
-}
-
 func nonNil(l []string) []string {
 	if l == nil {
 		return []string{}
 	}
 	return l
-}
-
-// CreateNote stores a new note by actor and enqueues its Create, in one
-// transaction. The note's id is derived from the event id
-// (activitypub.ObjectID); the client's ids are never used.
-func (s *Store) CreateNote(ctx context.Context, actor *Actor, in NoteInput) (*Activity, *Object, error) {
-	if err := in.validate(true); err != nil {
-		return nil, nil, err
-	}
-	ev := s.newEvent()
-	o := &Object{
-		URI: activitypub.ObjectID(s.uris.Base, ev.ID), LocalID: activitypub.ObjectUUID(ev.ID), Type: "Note",
-		AttributedTo: actor.URI, ActorID: actor.ID, Content: in.Content, Summary: in.Summary,
-		InReplyTo: in.InReplyTo, To: in.To, CC: in.CC,
-		Visibility: Visibility(in.To, in.CC, s.uris.Followers(actor.Name)), Published: ev.At,
-	}
-	doc := s.noteDocument(o, in.Sensitive)
-	var act *Activity
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		b, err := json.Marshal(doc)
-		if err != nil {
-			return err
-		}
-		o.Document = b
-		if err := tx.QueryRowContext(ctx, `INSERT INTO objects
-			(uri, local_id, type, attributed_to, actor_id, content, summary, in_reply_to, to_json, cc_json,
-			 visibility, published_at, document, created_at, modified_at)
-			VALUES (?, ?, 'Note', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			o.URI, o.LocalID, o.AttributedTo, o.ActorID, o.Content, o.Summary, nullString(o.InReplyTo),
-			marshalList(o.To), marshalList(o.CC), o.Visibility, ms(o.Published), string(b), ms(ev.At), ms(ev.At),
-		).Scan(&o.RowID); err != nil {
-			return err
-		}
-		act, err = s.emitTx(ctx, tx, ev, actor, "Create", doc, o.To, o.CC)
-		return err
-	})
-	if err != nil {
-		return nil, nil, wrap("create note", err)
-	}
-	return act, o, nil
 }
 
 // ownObjectTx loads the object uri, locked for the change tx goes on to
@@ -197,47 +88,11 @@ func (s *Store) ownObjectTx(ctx context.Context, tx *sql.Tx, actor *Actor, uri s
 	return o, nil
 }
 
-// UpdateNote replaces the content, summary and sensitivity of actor's own
-// note uri and enqueues its Update, in one transaction. The note keeps its
-// audience and what it replies to. Another actor's note is EFORBIDDEN, a
+// DeleteObject turns actor's own object uri (of any type) into a tombstone
+// and enqueues its Delete (object: the Tombstone, addressed to the object's
+// audience), in one transaction. Another actor's object is EFORBIDDEN, a
 // deleted one EGONE.
-func (s *Store) UpdateNote(ctx context.Context, actor *Actor, uri string, in NoteInput) (*Activity, *Object, error) {
-	if err := in.validate(false); err != nil {
-		return nil, nil, err
-	}
-	ev := s.newEvent()
-	var act *Activity
-	var o *Object
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if o, err = s.ownObjectTx(ctx, tx, actor, uri); err != nil {
-			return err
-		}
-		o.Content, o.Summary, o.Updated = in.Content, in.Summary, ev.At
-		doc := s.noteDocument(o, in.Sensitive)
-		b, err := json.Marshal(doc)
-		if err != nil {
-			return err
-		}
-		o.Document = b
-		if _, err := tx.ExecContext(ctx, `UPDATE objects SET content = ?, summary = ?, in_reply_to = ?,
-			updated_at = ?, document = ?, modified_at = ? WHERE id = ?`,
-			o.Content, o.Summary, nullString(o.InReplyTo), ms(ev.At), string(b), ms(ev.At), o.RowID); err != nil {
-			return err
-		}
-		act, err = s.emitTx(ctx, tx, ev, actor, "Update", doc, o.To, o.CC)
-		return err
-	})
-	if err != nil {
-		return nil, nil, wrap("update note", err)
-	}
-	return act, o, nil
-}
-
-// DeleteNote turns actor's own note uri into a tombstone and enqueues its
-// Delete (object: the Tombstone, addressed to the note's audience), in one
-// transaction. Another actor's note is EFORBIDDEN, a deleted one EGONE.
-func (s *Store) DeleteNote(ctx context.Context, actor *Actor, uri string) (*Activity, error) {
+func (s *Store) DeleteObject(ctx context.Context, actor *Actor, uri string) (*Activity, error) {
 	ev := s.newEvent()
 	var act *Activity
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
@@ -273,7 +128,7 @@ func (s *Store) DeleteNote(ctx context.Context, actor *Actor, uri string) (*Acti
 		return s.revokeObjectStampsTx(ctx, tx, ev, actor, o.RowID)
 	})
 	if err != nil {
-		return nil, wrap("delete note", err)
+		return nil, wrap("delete object", err)
 	}
 	return act, nil
 }

@@ -15,12 +15,12 @@ import (
 
 const remoteActor = "https://remote.test/users/bob"
 
-func TestCreateNoteStoresDataAndEventTogether(t *testing.T) {
+func TestCreateObjectStoresDataAndEventTogether(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a := b.actor(t, "alice")
 	u := b.store.URIs()
-	act, o, err := b.store.CreateNote(b.ctx, a, NoteInput{
+	act, o, err := createNote(b.ctx, b.store, a, noteInput{
 		Content: "<p>hello & <b>world</b></p>", Summary: "cw", Sensitive: true,
 		To: []string{"as:Public"}, CC: []string{u.Followers("alice"), remoteActor, u.Followers("alice")},
 	})
@@ -84,31 +84,35 @@ func TestVisibility(t *testing.T) {
 	}
 }
 
-func TestCreateNoteValidates(t *testing.T) {
+func TestCreateObjectValidates(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a := b.actor(t, "alice")
-	for name, in := range map[string]NoteInput{
-		"no content":   {To: []string{Public}},
+	// An object needs a type; that a note needs content (or an
+	// attachment) is the outbox's rule (server's TestC2SBadInput).
+	if _, _, err := b.store.CreateObject(b.ctx, a, ObjectInput{Content: "x", To: []string{Public}}); ErrorCode(err) != EINVALID {
+		t.Errorf("no type: %v, want invalid", err)
+	}
+	for name, in := range map[string]noteInput{
 		"no audience":  {Content: "x"},
 		"bad audience": {Content: "x", To: []string{"mailto:x@y"}},
 		"relative":     {Content: "x", To: []string{"/users/bob"}},
 		"bad reply":    {Content: "x", To: []string{Public}, InReplyTo: "nope"},
 		"invalid utf8": {Content: "\xff", To: []string{Public}},
 	} {
-		if _, _, err := b.store.CreateNote(b.ctx, a, in); ErrorCode(err) != EINVALID {
+		if _, _, err := createNote(b.ctx, b.store, a, in); ErrorCode(err) != EINVALID {
 			t.Errorf("%s: %v, want invalid", name, err)
 		}
 	}
 	// Content is bounded as an object's document is (1 MiB), and what
 	// courier cannot carry is EUNPROCESSABLE; 60,000 characters pass.
-	if _, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: strings.Repeat("x", MaxContentLen+1), To: []string{Public}}); ErrorCode(err) != EUNPROCESSABLE {
+	if _, _, err := createNote(b.ctx, b.store, a, noteInput{Content: strings.Repeat("x", MaxContentLen+1), To: []string{Public}}); ErrorCode(err) != EUNPROCESSABLE {
 		t.Errorf("content over the bound: %v, want unprocessable", err)
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM event_queue`) + b.count(t, `SELECT COUNT(*) FROM objects`); n != 0 {
 		t.Fatalf("rejected writes left %d rows", n)
 	}
-	if _, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: strings.Repeat("é", 60_000), To: []string{Public}}); err != nil {
+	if _, _, err := createNote(b.ctx, b.store, a, noteInput{Content: strings.Repeat("é", 60_000), To: []string{Public}}); err != nil {
 		t.Errorf("60,000 characters of content: %v", err)
 	}
 }
@@ -147,9 +151,9 @@ func TestWriteRollsBackWhenEnqueueFails(t *testing.T) {
 	b := setup(t)
 	a := b.actor(t, "alice")
 	b.failOn(t, "event_queue")
-	_, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "x", To: []string{Public}})
+	_, _, err := createNote(b.ctx, b.store, a, noteInput{Content: "x", To: []string{Public}})
 	if err == nil || !strings.Contains(err.Error(), "forced failure") {
-		t.Fatalf("CreateNote = %v, want the enqueue failure", err)
+		t.Fatalf("CreateObject = %v, want the enqueue failure", err)
 	}
 	if _, err := b.store.Follow(b.ctx, a, remoteActor); err == nil {
 		t.Fatal("Follow succeeded without its event")
@@ -169,8 +173,8 @@ func TestEnqueueRolledBackWhenDataFails(t *testing.T) {
 	b := setup(t)
 	a := b.actor(t, "alice")
 	b.failOn(t, "objects")
-	if _, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "x", To: []string{Public}}); err == nil {
-		t.Fatal("CreateNote succeeded")
+	if _, _, err := createNote(b.ctx, b.store, a, noteInput{Content: "x", To: []string{Public}}); err == nil {
+		t.Fatal("CreateObject succeeded")
 	}
 	b.failOn(t, "activities")
 	if _, err := b.store.Follow(b.ctx, a, remoteActor); err == nil {
@@ -183,25 +187,27 @@ func TestEnqueueRolledBackWhenDataFails(t *testing.T) {
 	}
 }
 
-func TestUpdateAndDeleteNote(t *testing.T) {
+func TestUpdateAndDeleteObject(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a := b.actor(t, "alice")
 	other := b.actor(t, "mallory")
-	_, o, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "v1", To: []string{b.store.URIs().Followers("alice")}})
+	_, o, err := createNote(b.ctx, b.store, a, noteInput{Content: "v1", To: []string{b.store.URIs().Followers("alice")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(time.Minute)
-	if _, _, err := b.store.UpdateNote(b.ctx, other, o.URI, NoteInput{Content: "hijack"}); !errors.Is(err, ErrForbidden) {
+	if _, _, err := updateNote(b.ctx, b.store, other, o.URI, noteInput{Content: "hijack"}); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("update by another actor: %v", err)
 	}
-	up, o2, err := b.store.UpdateNote(b.ctx, a, o.URI, NoteInput{Content: "v2", To: []string{Public}})
+	// An Update naming no recipients keeps the audience.
+	up, o2, err := updateNote(b.ctx, b.store, a, o.URI, noteInput{Content: "v2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.checkOutgoing(t, up, "Update")
-	if o2.Content != "v2" || o2.Visibility != VisibilityFollowers || !o2.Updated.Equal(b.clock.Now()) {
+	if o2.Content != "v2" || o2.Visibility != VisibilityFollowers || !o2.Updated.Equal(b.clock.Now()) ||
+		strings.Join(o2.To, ",") != b.store.URIs().Followers("alice") || len(o2.CC) != 0 {
 		t.Fatalf("updated %+v (audience must not change)", o2)
 	}
 	if up.Public {
@@ -211,11 +217,24 @@ func TestUpdateAndDeleteNote(t *testing.T) {
 	if p.Object.Content != "v2" || p.Object.Updated.IsZero() || p.Object.ID != o.URI {
 		t.Fatalf("Update object %+v", p.Object)
 	}
+	// One naming an actor (newly mentioned) adds it and keeps the rest;
+	// the note stays followers-only.
+	up, o2, err = updateNote(b.ctx, b.store, a, o.URI, noteInput{Content: "v2, @bob", CC: []string{remoteActor}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.checkOutgoing(t, up, "Update")
+	if strings.Join(o2.To, ",") != b.store.URIs().Followers("alice") || strings.Join(o2.CC, ",") != remoteActor || up.Public {
+		t.Fatalf("updated audience %v %v (public %v), want the followers and bob", o2.To, o2.CC, up.Public)
+	}
+	if got, _ := b.store.ObjectByURI(b.ctx, o.URI); got.Visibility != VisibilityFollowers || strings.Join(got.CC, ",") != remoteActor {
+		t.Fatalf("stored %+v", got)
+	}
 
-	if _, err := b.store.DeleteNote(b.ctx, other, o.URI); !errors.Is(err, ErrForbidden) {
+	if _, err := b.store.DeleteObject(b.ctx, other, o.URI); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("delete by another actor: %v", err)
 	}
-	del, err := b.store.DeleteNote(b.ctx, a, o.URI)
+	del, err := b.store.DeleteObject(b.ctx, a, o.URI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,10 +257,10 @@ func TestUpdateAndDeleteNote(t *testing.T) {
 	if !got.Deleted() || got.FormerType != "Note" || got.Content != "" || len(got.Document) != 0 {
 		t.Fatalf("tombstone %+v", got)
 	}
-	if _, err := b.store.DeleteNote(b.ctx, a, o.URI); !errors.Is(err, ErrGone) {
+	if _, err := b.store.DeleteObject(b.ctx, a, o.URI); !errors.Is(err, ErrGone) {
 		t.Fatalf("second delete: %v", err)
 	}
-	if _, _, err := b.store.UpdateNote(b.ctx, a, o.URI, NoteInput{Content: "v3"}); !errors.Is(err, ErrGone) {
+	if _, _, err := updateNote(b.ctx, b.store, a, o.URI, noteInput{Content: "v3"}); !errors.Is(err, ErrGone) {
 		t.Fatalf("update after delete: %v", err)
 	}
 	if n, _ := b.store.CountLocalNotes(b.ctx); n != 0 {
@@ -364,7 +383,7 @@ func TestReactionsAndUndo(t *testing.T) {
 		t.Fatalf("counts %d %d", likes, shares)
 	}
 	// A followers-only note cannot be announced.
-	_, private, err := b.store.CreateNote(b.ctx, carol, NoteInput{Content: "p", To: []string{b.store.URIs().Followers("carol")}})
+	_, private, err := createNote(b.ctx, b.store, carol, noteInput{Content: "p", To: []string{b.store.URIs().Followers("carol")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +418,7 @@ func TestReactionsAndUndo(t *testing.T) {
 		t.Fatalf("counts after undo %d %d", likes, shares)
 	}
 	// Undoing a Create is not supported.
-	create, _, err := b.store.CreateNote(b.ctx, a, NoteInput{Content: "x", To: []string{Public}})
+	create, _, err := createNote(b.ctx, b.store, a, noteInput{Content: "x", To: []string{Public}})
 	if err != nil {
 		t.Fatal(err)
 	}

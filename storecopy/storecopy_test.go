@@ -28,6 +28,7 @@ import (
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/sqlite"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // The source of a copy is a SQLite file by definition and the target a
@@ -147,13 +148,13 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		in := store.NoteInput{Content: fmt.Sprintf("<p>note %d — ünïcode, \"quotes\" and a long tail %s</p>", i, strings.Repeat("x", 300*i)),
+		in := notetest.Input{Content: fmt.Sprintf("<p>note %d — ünïcode, \"quotes\" and a long tail %s</p>", i, strings.Repeat("x", 300*i)),
 			To: []string{"https://www.w3.org/ns/activitystreams#Public"}}
-		if _, _, err := s.CreateNote(ctx, alice, in); err != nil {
+		if _, _, err := notetest.Create(ctx, s, alice, in); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := s.CreateNote(ctx, bob, store.NoteInput{Content: "for followers", Summary: "cw", To: []string{base + "/users/bob/followers"}}); err != nil {
+	if _, _, err := notetest.Create(ctx, s, bob, notetest.Input{Content: "for followers", Summary: "cw", To: []string{base + "/users/bob/followers"}}); err != nil {
 		t.Fatal(err)
 	}
 	// An object kept whole, with a client context, a hashtag and poll
@@ -329,7 +330,7 @@ func populate(t testing.TB, db *sqldb.DB, extraEvents int) {
 		t.Fatal(err)
 	}
 	// The outbox view: what alice writes once the recorder is on the store.
-	if _, _, err := s.CreateNote(ctx, alice, store.NoteInput{Content: "for the outbox view",
+	if _, _, err := notetest.Create(ctx, s, alice, notetest.Input{Content: "for the outbox view",
 		To: []string{"https://www.w3.org/ns/activitystreams#Public"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +514,7 @@ func TestCopyWholeInstance(t *testing.T) {
 	if erin.ID <= maxActor {
 		t.Fatalf("new actor id %d, copied ids up to %d", erin.ID, maxActor)
 	}
-	if _, _, err := s.CreateNote(ctx, erin, store.NoteInput{Content: "first on postgres", To: []string{"https://www.w3.org/ns/activitystreams#Public"}}); err != nil {
+	if _, _, err := notetest.Create(ctx, s, erin, notetest.Input{Content: "first on postgres", To: []string{"https://www.w3.org/ns/activitystreams#Public"}}); err != nil {
 		t.Fatalf("a new note on PostgreSQL after the copy: %v", err)
 	}
 	var newEvent int64

@@ -29,6 +29,7 @@ import (
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
@@ -611,7 +612,7 @@ func TestDeadEndpointNeverSlowsFederation(t *testing.T) {
 	for i := range n {
 		b.record(app.Item{ActorID: alice.ID, ActorName: "alice", Seq: int64(i + 1), ActivityURI: fmt.Sprintf("https://r.example/a/%d", i),
 			Type: "Like", Kind: "like", Activity: json.RawMessage(`{"type":"Like"}`)})
-		if _, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: fmt.Sprintf("note %d", i),
+		if _, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: fmt.Sprintf("note %d", i),
 			To: []string{alice.URI + "/followers"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -708,11 +709,11 @@ func TestDeliveryOutcomes(t *testing.T) {
 	follow(alice, good1.srv.URL)
 	follow(alice, good2.srv.URL)
 	follow(bob, refusing.URL)
-	actA, _, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "a", To: []string{alice.URI + "/followers"}})
+	actA, _, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "a", To: []string{alice.URI + "/followers"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	actB, _, err := b.st.CreateNote(b.ctx, bob, store.NoteInput{Content: "b", To: []string{bob.URI + "/followers"}})
+	actB, _, err := notetest.Create(b.ctx, b.st, bob, notetest.Input{Content: "b", To: []string{bob.URI + "/followers"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/sqldb/storetest"
 	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // consoleToken is the admin token of the console tests.
@@ -104,7 +105,7 @@ func (r *consoleRig) deadLetterNote(t *testing.T) {
 	r.follow(t)
 	waitFor(t, "the Accept delivered", func() bool { return len(r.remote.received("Accept")) == 1 })
 	r.remote.status.Store(http.StatusBadRequest)
-	if _, _, err := r.app.store.CreateNote(bg, r.alice, store.NoteInput{Content: "hello", To: []string{r.alice.URI + "/followers"}}); err != nil {
+	if _, _, err := notetest.Create(bg, r.app.store, r.alice, notetest.Input{Content: "hello", To: []string{r.alice.URI + "/followers"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the Create dead-lettered", func() bool {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/courier-ap/courier/sqldb/storetest"
-	"github.com/courier-ap/courier/store"
+	"github.com/courier-ap/courier/store/notetest"
 )
 
 // Every command and subcommand answers -h and --help on stdout with exit 0,
@@ -82,7 +82,7 @@ func TestActorCommandsTakeTheServersBaseURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := a.store.CreateNote(ctx, act, store.NoteInput{Content: "hello", To: []string{act.URI + "/followers"}}); err != nil {
+	if _, _, err := notetest.Create(ctx, a.store, act, notetest.Input{Content: "hello", To: []string{act.URI + "/followers"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{

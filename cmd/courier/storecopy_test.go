@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"github.com/courier-ap/courier/internal/testnet"
+	"github.com/courier-ap/courier/store/notetest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func TestStoreCopyCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.CreateNote(ctx, alice, store.NoteInput{Content: "hello", To: []string{"https://www.w3.org/ns/activitystreams#Public"}}); err != nil {
+	if _, _, err := notetest.Create(ctx, s, alice, notetest.Input{Content: "hello", To: []string{"https://www.w3.org/ns/activitystreams#Public"}}); err != nil {
 		t.Fatal(err)
 	}
 	src.Close()
