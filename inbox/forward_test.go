@@ -381,7 +381,7 @@ func TestForwardDeleteFollowsItsCreate(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "<p>what do you think?</p>",
+	_, note, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "<p>what do you think?</p>",
 		To: []string{activitypub.Public}, CC: []string{b.st.URIs().Followers("alice")}})
 	if err != nil {
 		t.Fatal(err)

@@ -980,12 +980,12 @@ func TestSupersededDeliveryCompletes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	create, note, err := b.st.CreateNote(b.ctx, alice, store.NoteInput{Content: "soon gone", To: []string{alice.URI + "/followers"}})
+	create, note, err := notetest.Create(b.ctx, b.st, alice, notetest.Input{Content: "soon gone", To: []string{alice.URI + "/followers"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the Create's first POST", func() bool { mu.Lock(); defer mu.Unlock(); return creates == 1 })
-	del, err := b.st.DeleteNote(b.ctx, alice, note.URI)
+	del, err := b.st.DeleteObject(b.ctx, alice, note.URI)
 	if err != nil {
 		t.Fatal(err)
 	}
