@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/courier-ap/courier/activitypub"
 )
@@ -262,6 +263,9 @@ func (s *Store) UpdateObject(ctx context.Context, actor *Actor, uri string, in O
 		if o.Type != in.Type {
 			return Errorf(EUNPROCESSABLE, "object %q is a %s; an Update cannot make it a %s", uri, o.Type, in.Type)
 		}
+		if err := s.noWiderAudience(actor, o, in); err != nil {
+			return err
+		}
 		o.Content, o.Summary, o.Updated = in.Content, in.Summary, ev.At
 		o.To, o.CC = union(o.To, in.To), union(o.CC, in.CC)
 		o.Context = nil
@@ -314,6 +318,34 @@ func (s *Store) UpdateObject(ctx context.Context, actor *Actor, uri string, in O
 		return nil, nil, wrap("update object", err)
 	}
 	return act, o, nil
+}
+
+// noWiderAudience refuses (EUNPROCESSABLE) an Update whose to or cc name
+// the public or a collection (the actor's followers, or any other) that
+// the object was not addressed to: an edit reaches the actors it newly
+// mentions, and never makes a followers-only or direct object public, or
+// a direct one followers-only (its visibility, what courier serves it by,
+// is the Create's).
+func (s *Store) noWiderAudience(actor *Actor, o *Object, in ObjectInput) error {
+	had := map[string]bool{}
+	for _, r := range append(slices.Clone(o.To), o.CC...) {
+		had[r] = true
+	}
+	for _, r := range append(slices.Clone(in.To), in.CC...) {
+		switch {
+		case had[r]:
+		case activitypub.IsPublic(r) && slices.ContainsFunc(append(slices.Clone(o.To), o.CC...), activitypub.IsPublic):
+		case activitypub.IsPublic(r), r == s.uris.Followers(actor.Name), isCollectionURI(r):
+			return Errorf(EUNPROCESSABLE, "an Update cannot widen the audience of %q: %s is not among its recipients (an edit adds the actors it newly mentions only)", o.URI, r)
+		}
+	}
+	return nil
+}
+
+// isCollectionURI reports whether r names a followers or following
+// collection (of any server's actor) rather than an actor.
+func isCollectionURI(r string) bool {
+	return strings.HasSuffix(r, "/followers") || strings.HasSuffix(r, "/following")
 }
 
 func withValue(m map[string]any, k string, v any) map[string]any {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -229,6 +230,16 @@ func TestUpdateAndDeleteObject(t *testing.T) {
 	}
 	if got, _ := b.store.ObjectByURI(b.ctx, o.URI); got.Visibility != VisibilityFollowers || strings.Join(got.CC, ",") != remoteActor {
 		t.Fatalf("stored %+v", got)
+	}
+	// One naming the public (or another collection) would widen the
+	// audience of a followers-only note: refused, nothing changed.
+	for _, wider := range []string{Public, "as:Public", "https://remote.example/users/carol/followers"} {
+		if _, _, err := updateNote(b.ctx, b.store, a, o.URI, noteInput{Content: "now for everyone", To: []string{wider}}); ErrorCode(err) != EUNPROCESSABLE {
+			t.Fatalf("an Update addressed to %s: %v, want EUNPROCESSABLE", wider, err)
+		}
+	}
+	if got, _ := b.store.ObjectByURI(b.ctx, o.URI); got.Content == "now for everyone" || slices.ContainsFunc(got.To, activitypub.IsPublic) {
+		t.Fatalf("a refused Update changed the note: %+v", got)
 	}
 
 	if _, err := b.store.DeleteObject(b.ctx, other, o.URI); !errors.Is(err, ErrForbidden) {
