@@ -36,26 +36,10 @@ func (s *Store) RemoteMovedWithin(ctx context.Context, uri string, at time.Time)
 // before cutoff (they hold no later Move back once MoveCooldown has
 // passed), batch rows a transaction, and returns how many it deleted.
 func (s *Store) SweepRemoteMoves(ctx context.Context, cutoff time.Time, batch int) (int, error) {
-	total := 0
-	for {
-		var n int64
-		err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `DELETE FROM remote_moves WHERE actor_uri IN (
-				SELECT actor_uri FROM remote_moves WHERE moved_at < ? ORDER BY moved_at LIMIT ?)`, ms(cutoff), batch)
-			if err != nil {
-				return err
-			}
-			n, err = res.RowsAffected()
-			return err
-		})
-		if err != nil {
-			return total, wrap("sweep remote moves", err)
-		}
-		total += int(n)
-		if n < int64(batch) {
-			return total, nil
-		}
-	}
+	return s.sweepBatches(ctx, "sweep remote moves", batch, func(tx *sql.Tx) (int64, error) {
+		return deletedRows(tx.ExecContext(ctx, `DELETE FROM remote_moves WHERE actor_uri IN (
+			SELECT actor_uri FROM remote_moves WHERE moved_at < ? ORDER BY moved_at LIMIT ?)`, ms(cutoff), batch))
+	})
 }
 
 func movedWithin(row *sql.Row, at time.Time) (bool, error) {

@@ -105,27 +105,11 @@ func (s *Store) MarkRemoteActorGoneTx(ctx context.Context, tx *sql.Tx, id string
 // is in use every day or so; a row older than cutoff is an actor no one
 // here has needed since, refetched should it be needed again.
 func (s *Store) SweepRemoteActors(ctx context.Context, cutoff time.Time, batch int) (int, error) {
-	total := 0
-	for {
-		var n int64
-		err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `DELETE FROM remote_actors WHERE uri IN (
-				SELECT uri FROM remote_actors WHERE fetched_at < ? AND (gone_at IS NULL OR gone_at < ?) LIMIT ?)`,
-				ms(cutoff), ms(cutoff), batch)
-			if err != nil {
-				return err
-			}
-			n, err = res.RowsAffected()
-			return err
-		})
-		if err != nil {
-			return total, wrap("sweep remote actors", err)
-		}
-		total += int(n)
-		if n < int64(batch) {
-			return total, nil
-		}
-	}
+	return s.sweepBatches(ctx, "sweep remote actors", batch, func(tx *sql.Tx) (int64, error) {
+		return deletedRows(tx.ExecContext(ctx, `DELETE FROM remote_actors WHERE uri IN (
+			SELECT uri FROM remote_actors WHERE fetched_at < ? AND (gone_at IS NULL OR gone_at < ?) LIMIT ?)`,
+			ms(cutoff), ms(cutoff), batch))
+	})
 }
 
 // checkRemoteText refuses (EINVALID) a remote document that is not valid

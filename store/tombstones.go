@@ -117,28 +117,14 @@ func (s *Store) RemoteTombstoneStats(ctx context.Context) (RemoteTombstoneStats,
 // SweepRemoteTombstones deletes the remote tombstones made before cutoff,
 // batch rows a transaction, and returns how many it deleted.
 func (s *Store) SweepRemoteTombstones(ctx context.Context, cutoff time.Time, batch int) (int, error) {
-	total := 0
-	for {
-		var n int64
-		err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `DELETE FROM remote_tombstones WHERE object_uri IN (
-				SELECT object_uri FROM remote_tombstones WHERE deleted_at < ? ORDER BY deleted_at LIMIT ?)`,
-				ms(cutoff), batch)
-			if err != nil {
-				return err
-			}
-			if n, err = res.RowsAffected(); err != nil || n == 0 {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, `UPDATE remote_tombstone_counts SET held = held - ? WHERE id = 1`, n)
-			return err
-		})
-		if err != nil {
-			return total, wrap("sweep remote tombstones", err)
+	return s.sweepBatches(ctx, "sweep remote tombstones", batch, func(tx *sql.Tx) (int64, error) {
+		n, err := deletedRows(tx.ExecContext(ctx, `DELETE FROM remote_tombstones WHERE object_uri IN (
+			SELECT object_uri FROM remote_tombstones WHERE deleted_at < ? ORDER BY deleted_at LIMIT ?)`,
+			ms(cutoff), batch))
+		if err != nil || n == 0 {
+			return n, err
 		}
-		total += int(n)
-		if n < int64(batch) {
-			return total, nil
-		}
-	}
+		_, err = tx.ExecContext(ctx, `UPDATE remote_tombstone_counts SET held = held - ? WHERE id = 1`, n)
+		return n, err
+	})
 }
