@@ -50,9 +50,9 @@ func ForwardEventID(eventID string) string { return outbox.ChildID(eventID, "for
 
 // forwardTx enqueues, in tx, the forward of act (received from the signer
 // of keyID, its bytes document) when it is due; see above.
-func (im *Importer) forwardTx(ctx context.Context, tx *sql.Tx, eventID, keyID string, act *activitypub.Activity, document []byte, outcome string) error {
+func (im *Importer) forwardTx(ctx context.Context, tx *sql.Tx, eventID, keyID string, act *activitypub.Activity, document []byte, outcome importOutcome) error {
 	o := act.Object
-	if outcome != OutcomeStored || (act.Type != "Create" && act.Type != "Update") || o == nil {
+	if outcome.kind != OutcomeStored || (act.Type != "Create" && act.Type != "Update") || o == nil {
 		return nil
 	}
 	actors, err := im.forwardActors(ctx, tx, act)

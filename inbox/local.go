@@ -76,36 +76,36 @@ func (im *Importer) prepareLocal(ctx context.Context, act *activitypub.Activity)
 
 // applyLocal applies, in tx, what differs for an activity of a local
 // actor; it reports false for an activity to apply as any other.
-func (im *Importer) applyLocal(ctx context.Context, tx *sql.Tx, act *activitypub.Activity) (string, bool, error) {
+func (im *Importer) applyLocal(ctx context.Context, tx *sql.Tx, act *activitypub.Activity) (importOutcome, bool, error) {
 	uris := im.st.URIs()
 	if !uris.IsLocal(act.Actor) {
-		return "", false, nil
+		return importOutcome{}, false, nil
 	}
 	switch act.Type {
 	case "Create", "Update":
 		if uris.IsLocal(act.ObjectID) {
-			return OutcomeLocal, true, nil
+			return outcomeOf(OutcomeLocal), true, nil
 		}
 	case "Delete":
 		if isActorDelete(act) {
 			if err := im.st.RemoveLocalTiesTx(ctx, tx, act.Actor); err != nil {
-				out, err := refusal(err, "")
+				out, err := refusal(err, importOutcome{})
 				return out, true, err
 			}
-			return OutcomeActorGone, true, nil
+			return outcomeOf(OutcomeActorGone), true, nil
 		}
 		if _, stamp := uris.QuoteID(act.ObjectID); stamp {
-			return "", false, nil // a revoked stamp of a local quote: quote.go
+			return importOutcome{}, false, nil // a revoked stamp of a local quote: quote.go
 		}
 		if uris.IsLocal(act.ObjectID) {
-			return OutcomeLocal, true, nil
+			return outcomeOf(OutcomeLocal), true, nil
 		}
 	case "Like", "Announce":
-		return OutcomeLocal, true, nil
+		return outcomeOf(OutcomeLocal), true, nil
 	case "Undo":
 		if act.Object != nil && (act.Object.Type == "Like" || act.Object.Type == "Announce") {
-			return OutcomeLocal, true, nil
+			return outcomeOf(OutcomeLocal), true, nil
 		}
 	}
-	return "", false, nil
+	return importOutcome{}, false, nil
 }
