@@ -52,8 +52,8 @@ func (l *localAudience) add(name string) {
 	l.names[name] = true
 }
 
-// inbox is the inbox_activities.inbox of the record: the one local
-// recipient's name, or "" (the shared inbox) for several.
+// inbox is the inbox the record is for: the one local recipient's name,
+// or "" (the shared inbox) for several.
 func (l *localAudience) inbox() string {
 	if len(l.names) != 1 {
 		return ""
