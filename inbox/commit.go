@@ -106,8 +106,9 @@ func (c *recorder) insertRecords(ctx context.Context, tx *sql.Tx, ops []*recordO
 	stmt := tx.StmtContext(ctx, c.insert)
 	defer stmt.Close()
 	events := make([]outbox.Event, 0, len(ops))
+	exec := stmt.ExecContext
 	for _, o := range ops {
-		ev, isNew, err := o.rec.insert(ctx, stmt.ExecContext)
+		ev, isNew, err := o.rec.insert(ctx, exec)
 		if err != nil {
 			return fmt.Errorf("inbox: record %s: %w", o.rec.activityID, err)
 		}
