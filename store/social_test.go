@@ -590,3 +590,32 @@ func TestBlocksReadTx(t *testing.T) {
 		return nil
 	})
 }
+
+// TestLockActivityActorTx: a local actor's stored activity gives its actor;
+// an unknown activity and a remote actor's are ENOTFOUND.
+func TestLockActivityActorTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	follow, err := b.store.Follow(b.ctx, a, remoteActor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := &Activity{URI: "https://remote.test/activities/1", ActorURI: remoteActor, Type: "Like",
+		Document: json.RawMessage(`{"type":"Like"}`)}
+	b.tx(t, func(tx *sql.Tx) error {
+		if err := b.store.UpsertDeliveredActivityTx(b.ctx, tx, remote); err != nil {
+			return err
+		}
+		id, name, err := b.store.LockActivityActorTx(b.ctx, tx, follow.URI)
+		if err != nil || id != a.ID || name != "alice" {
+			t.Errorf("LockActivityActorTx(the Follow) = %d, %q, %v; want %d, alice", id, name, err, a.ID)
+		}
+		for _, uri := range []string{remote.URI, "https://remote.test/activities/none"} {
+			if _, _, err := b.store.LockActivityActorTx(b.ctx, tx, uri); !errors.Is(err, ErrNotFound) {
+				t.Errorf("LockActivityActorTx(%s): %v, want ENOTFOUND", uri, err)
+			}
+		}
+		return nil
+	})
+}
