@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -93,7 +92,7 @@ func (r *Recorder) RecordActivityTx(ctx context.Context, tx *sql.Tx, imp Importe
 		if self != "" && it.ActorName == self {
 			continue
 		}
-		blocked, err := blocks(ctx, tx, id, act.Actor)
+		blocked, err := r.st.BlocksReadTx(ctx, tx, id, act.Actor)
 		if err != nil {
 			return nil, fmt.Errorf("app: blocks of actor %d: %w", id, err)
 		}
@@ -256,20 +255,13 @@ func (r *Recorder) audience(ctx context.Context, tx *sql.Tx, imp Imported, c *co
 		if act.Type == "Move" {
 			kind = KindMove
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT a.id, a.name FROM following f JOIN actors a ON a.id = f.actor_id
-			WHERE f.target_uri = ? AND f.state = 'accepted' AND a.deleted_at IS NULL ORDER BY a.id`, act.Actor)
+		fs, err := r.st.LocalFollowersOfTx(ctx, tx, act.Actor)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var a store.Actor
-			if err := rows.Scan(&a.ID, &a.Name); err != nil {
-				return err
-			}
-			c.add(&a, kind)
+		for _, f := range fs {
+			c.add(&store.Actor{ID: f.ActorID, Name: f.Name}, kind)
 		}
-		return rows.Err()
 	}
 	return nil
 }
@@ -320,17 +312,6 @@ func isDirect(addrs []string) bool {
 // isPublic reports whether addrs address the public.
 func isPublic(addrs []string) bool {
 	return slices.ContainsFunc(addrs, activitypub.IsPublic)
-}
-
-// blocks reports whether the local actor actorID blocks remoteURI.
-func blocks(ctx context.Context, tx *sql.Tx, actorID int64, remoteURI string) (bool, error) {
-	var one int
-	err := tx.QueryRowContext(ctx, `SELECT 1 FROM blocks WHERE actor_id = ? AND remote_uri = ? AND direction = 'outgoing'`,
-		actorID, remoteURI).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // document is the activity as received, with its object embedded as stored

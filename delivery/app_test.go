@@ -6,7 +6,6 @@ import (
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/app"
-	"github.com/courier-ap/courier/delivery"
 	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
@@ -52,7 +51,7 @@ func TestLocalRecipientsInboxViews(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		rs, err := b.queue.List(b.ctx, outbox.Filter{EventID: delivery.ReceivedEventID(act.URI)})
+		rs, err := b.queue.List(b.ctx, outbox.Filter{EventID: inbox.EventID(act.URI)})
 		if err != nil || len(rs) != 1 {
 			t.Fatalf("import events of %s: %+v, %v", act.URI, rs, err)
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/delivery"
+	"github.com/courier-ap/courier/inbox"
 	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/sqldb"
 	"github.com/courier-ap/courier/sqldb/storetest"
@@ -120,7 +121,7 @@ func setup(t *testing.T, opts ...options) *bundle {
 	}
 	b.keys.put(baseURL+"/actor#main-key", &instanceKey().PublicKey)
 	b.cfg = delivery.Config{
-		DB: db, Store: b.st, Resolver: resolver, Objects: fetcher, BaseURL: baseURL, AllowPrivate: true,
+		DB: db, Store: b.st, Resolver: resolver, Objects: fetcher, LocalInbox: inbox.Local{}, BaseURL: baseURL, AllowPrivate: true,
 		Timeout: 5 * time.Second, Version: "1.2.3", Now: b.clock.Now,
 		SlotWait: 200 * time.Millisecond,
 	}

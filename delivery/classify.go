@@ -60,7 +60,9 @@ type Decision struct {
 	// RetryAfter is the remote's Retry-After, clamped to the configured
 	// maximum; zero when absent. A lower bound on the next attempt.
 	RetryAfter time.Duration
-	// Reason is a short, log-safe description (never the response body).
+	// Reason is a short, log-safe description (never the response body)
+	// for logs and the recorded attempt; what became of the delivery is
+	// Verdict, never read back from Reason.
 	Reason string
 }
 

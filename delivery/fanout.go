@@ -110,7 +110,7 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 			return err
 		}
 		if len(local.names) > 0 {
-			if err := recordLocalTx(ctx, tx, act, out.Activity, local, ev.OccurredAt); err != nil {
+			if err := s.recordLocalTx(ctx, tx, act, out.Activity, local, ev.OccurredAt); err != nil {
 				return err
 			}
 		}

@@ -3,43 +3,40 @@ package delivery
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/courier-ap/courier/activitypub"
-	"github.com/courier-ap/courier/outbox"
 	"github.com/courier-ap/courier/store"
 )
 
 // Local recipients. An activity addressed to a local actor (by name, or
 // through a followers collection that holds one) is not POSTed to courier
-// itself: the fan-out records it as the inbox records a verified inbound
-// activity (a row of inbox_activities) and enqueues the inbox's import
-// event, in the fan-out's transaction. The inbox's importer then imports
-// it as it would a remote actor's (a Follow makes a follower and its
-// Accept, or a pending request; an Accept marks the follow accepted; ...).
-// The event's id is the inbox's, derived from the activity id, so a
-// fan-out run again, or the same activity reaching the inbox by HTTP,
-// records and imports it once.
-//
-// The kind and id of the event are the inbox's (inbox.EventReceived,
-// inbox.EventID; this package does not import inbox, and a test holds
-// them equal).
-const eventReceived = "inbox.received"
+// itself: the fan-out has the inbox record it as a verified inbound
+// activity and enqueue its import event, in the fan-out's transaction
+// (Config.LocalInbox). The inbox's importer then imports it as it would a
+// remote actor's (a Follow makes a follower and its Accept, or a pending
+// request; an Accept marks the follow accepted; ...). The event's id is
+// the inbox's, derived from the activity id, so a fan-out run again, or
+// the same activity reaching the inbox by HTTP, records and imports it
+// once.
 
-// receivedSpace is the UUID namespace of the inbox's event ids.
-var receivedSpace = uuid.MustParse("9a4f0c6e-2b7d-5e31-8c45-71d2e8b3f0a6")
-
-// ReceivedEventID is the id of the inbox's import event of the activity
-// activityID: inbox.EventID.
-func ReceivedEventID(activityID string) string {
-	return uuid.NewSHA1(receivedSpace, []byte(activityID)).String()
+// LocalInbox records an activity of a local actor for the local actors it
+// reaches, as the inbox records a verified inbound one. inbox.Local
+// implements it.
+type LocalInbox interface {
+	// RecordTx records act, its bytes doc, for the inbox box (a local
+	// actor's name, or "" for the shared inbox) at at, and enqueues its
+	// import event, in tx; an activity recorded before records and
+	// enqueues nothing.
+	RecordTx(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, doc []byte, box string, at time.Time) error
 }
+
+// errNoLocalInbox fails the fan-out of an activity with local recipients
+// when the Service has no Config.LocalInbox.
+var errNoLocalInbox = errors.New("delivery: local recipients, and no Config.LocalInbox to record the activity for them")
 
 // localAudience is what the fan-out found of local recipients.
 type localAudience struct {
@@ -55,8 +52,8 @@ func (l *localAudience) add(name string) {
 	l.names[name] = true
 }
 
-// inbox is the inbox_activities.inbox of the record: the one local
-// recipient's name, or "" (the shared inbox) for several.
+// inbox is the inbox the record is for: the one local recipient's name,
+// or "" (the shared inbox) for several.
 func (l *localAudience) inbox() string {
 	if len(l.names) != 1 {
 		return ""
@@ -67,34 +64,16 @@ func (l *localAudience) inbox() string {
 	return ""
 }
 
-const sqlRecordLocal = `INSERT INTO inbox_activities
-	(activity_id, type, actor, object_id, inbox, key_id, event_id, document, received_at)
-	VALUES (?, ?, ?, ?, ?, '', ?, ?, ?)
-	ON CONFLICT (activity_id) DO NOTHING`
-
-// recordLocalTx records act (its bytes doc) for the inbox's import and
-// enqueues the import event, in tx, unless it is recorded already.
-func recordLocalTx(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, doc []byte, l localAudience, at time.Time) error {
-	evID := ReceivedEventID(act.ID)
-	var object any
-	if act.ObjectID != "" {
-		object = act.ObjectID
+// recordLocalTx has the activity act (its bytes doc) recorded for its
+// local recipients l and its import enqueued, in tx (LocalInbox).
+func (s *Service) recordLocalTx(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, doc []byte, l localAudience, at time.Time) error {
+	if s.cfg.LocalInbox == nil {
+		return errNoLocalInbox
 	}
-	res, err := tx.ExecContext(ctx, sqlRecordLocal, act.ID, act.Type, act.Actor, object, l.inbox(), evID, string(doc), at.UnixMilli())
-	if err != nil {
+	if err := s.cfg.LocalInbox.RecordTx(ctx, tx, act, doc, l.inbox(), at); err != nil {
 		return fmt.Errorf("record for local recipients: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return err // recorded before: its event was enqueued then
-	}
-	payload, err := json.Marshal(struct {
-		ActivityID string `json:"activity_id"`
-	}{act.ID})
-	if err != nil {
-		return err
-	}
-	return outbox.Enqueue(ctx, tx, outbox.Event{ID: evID, Type: eventReceived, Payload: payload, OccurredAt: at,
-		Lane: outbox.LaneInteractive})
+	return nil
 }
 
 // localName returns the name of the local actor whose id or inbox is uri

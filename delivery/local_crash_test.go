@@ -156,7 +156,7 @@ func TestLocalDeliveryCrashHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := delivery.New(delivery.Config{DB: db, Store: st, Resolver: resolver, Objects: fetcher, BaseURL: baseURL,
+	svc, err := delivery.New(delivery.Config{DB: db, Store: st, Resolver: resolver, Objects: fetcher, LocalInbox: inbox.Local{}, BaseURL: baseURL,
 		AllowPrivate: true, Timeout: 5 * time.Second, Version: "1.2.3"})
 	if err != nil {
 		t.Fatal(err)

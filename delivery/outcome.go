@@ -9,6 +9,7 @@ import (
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/outbox"
+	"github.com/courier-ap/courier/store"
 )
 
 // Outcomes is told, in a transaction of its own per settled delivery, of
@@ -172,14 +173,11 @@ func (s *Service) deliverSettled(ctx context.Context, ev outbox.Event) error {
 // two last deliveries settling at once on PostgreSQL the second sees the
 // first's row.
 func (s *Service) settle(ctx context.Context, eventID string, p Post, outcome string, cause error) error {
-	lock := `SELECT a.actor_id, c.name FROM activities a JOIN actors c ON c.id = a.actor_id WHERE a.uri = ?`
-	if s.db.Postgres() {
-		lock += ` FOR NO KEY UPDATE OF a`
-	}
 	return s.db.Tx(ctx, func(tx *sql.Tx) error {
 		o := Outcome{ActivityID: p.ActivityID, EventID: eventID, Inbox: p.Inbox}
-		err := tx.QueryRowContext(ctx, lock, p.ActivityID).Scan(&o.ActorID, &o.ActorName)
-		if errors.Is(err, sql.ErrNoRows) {
+		var err error
+		o.ActorID, o.ActorName, err = s.store.LockActivityActorTx(ctx, tx, p.ActivityID)
+		if errors.Is(err, store.ErrNotFound) {
 			return nil // not a local actor's stored activity
 		}
 		if err != nil {

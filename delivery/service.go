@@ -99,6 +99,10 @@ type Config struct {
 	// *activitypub.Fetcher implements it. Nil: such reactions go only
 	// where their addressing says.
 	Objects ObjectFetcher
+	// LocalInbox records the activities of local actors for the local
+	// actors they reach (local.go); inbox.Local implements it. Nil: the
+	// fan-out of an activity with local recipients fails.
+	LocalInbox LocalInbox
 	// BaseURL is the instance's public origin, e.g. https://courier.example.
 	// Required; activity ids are derived under it.
 	BaseURL string

@@ -3,7 +3,6 @@ package inbox
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/app"
@@ -14,19 +13,19 @@ import (
 // inbox views of the local actors it concerns (Config.App). What the import
 // refused, and an older version of an object than the one kept, is not
 // recorded.
-func (im *Importer) recordApp(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, outcome, quote string) error {
-	if im.cfg.App == nil || strings.HasPrefix(outcome, "refused") || outcome == OutcomeStale {
+func (im *Importer) recordApp(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, outcome importOutcome, quote string) error {
+	if im.cfg.App == nil || outcome.Refused() || outcome.kind == OutcomeStale {
 		return nil
 	}
 	imp := app.Imported{Activity: act}
-	switch outcome {
+	switch outcome.kind {
 	case OutcomeFollowed:
 		imp.Follow = store.StateAccepted
 	case OutcomePending:
 		imp.Follow = store.StatePending
 	}
 	var err error
-	if imp.QuoteActor, imp.QuoteKind, err = im.quoteNotice(ctx, tx, act, outcome, quote); err != nil { // quote.go
+	if imp.QuoteActor, imp.QuoteKind, err = im.quoteNotice(ctx, tx, act, outcome.kind, quote); err != nil { // quote.go
 		return err
 	}
 	_, err = im.cfg.App.RecordActivityTx(ctx, tx, imp)

@@ -106,33 +106,43 @@ func (c *recorder) insertRecords(ctx context.Context, tx *sql.Tx, ops []*recordO
 	stmt := tx.StmtContext(ctx, c.insert)
 	defer stmt.Close()
 	events := make([]outbox.Event, 0, len(ops))
+	exec := stmt.ExecContext
 	for _, o := range ops {
-		r := o.rec
-		evID := EventID(r.activityID)
-		var object any
-		if r.objectID != "" {
-			object = r.objectID
-		}
-		res, err := stmt.ExecContext(ctx, r.activityID, r.typ, r.actor, object, r.inbox, r.keyID, evID,
-			string(r.document), r.receivedAt.UnixMilli())
+		ev, isNew, err := o.rec.insert(ctx, exec)
 		if err != nil {
-			return fmt.Errorf("inbox: record %s: %w", r.activityID, err)
+			return fmt.Errorf("inbox: record %s: %w", o.rec.activityID, err)
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("inbox: record %s: %w", r.activityID, err)
+		o.dup = !isNew
+		if isNew {
+			events = append(events, ev)
 		}
-		o.dup = n == 0
-		if o.dup {
-			continue
-		}
-		payload, err := receivedPayload(r.activityID)
-		if err != nil {
-			return fmt.Errorf("inbox: record %s: %w", r.activityID, err)
-		}
-		events = append(events, outbox.Event{ID: evID, Type: EventReceived, Payload: payload, OccurredAt: r.receivedAt})
 	}
 	return outbox.Enqueue(ctx, tx, events...)
+}
+
+// insert inserts r through exec, which runs sqlInsertActivity with the
+// arguments given, and returns its EventReceived event to enqueue; isNew
+// is false, and the event zero, when r's activity was recorded before.
+func (r record) insert(ctx context.Context, exec func(ctx context.Context, args ...any) (sql.Result, error)) (ev outbox.Event, isNew bool, err error) {
+	evID := EventID(r.activityID)
+	var object any
+	if r.objectID != "" {
+		object = r.objectID
+	}
+	res, err := exec(ctx, r.activityID, r.typ, r.actor, object, r.inbox, r.keyID, evID,
+		string(r.document), r.receivedAt.UnixMilli())
+	if err != nil {
+		return ev, false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return ev, false, err
+	}
+	payload, err := receivedPayload(r.activityID)
+	if err != nil {
+		return ev, false, err
+	}
+	return outbox.Event{ID: evID, Type: EventReceived, Payload: payload, OccurredAt: r.receivedAt}, true, nil
 }
 
 // receivedPayload returns the JSON of Received{ActivityID: id}, the bytes

@@ -39,11 +39,12 @@ type objectFetcher interface {
 // It makes at most one fetch, bounded by DerefTimeout and the fetcher's
 // body limit. It returns the object to store, or an outcome when there is
 // nothing to store (refused, gone), or an error worth a retry (the remote
-// is down). An activity needing none of this gives a nil object and "".
-func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) (*activitypub.Object, string, error) {
+// is down). An activity needing none of this gives a nil object and no
+// outcome.
+func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) (*activitypub.Object, importOutcome, error) {
 	f, ok := im.cfg.Resolver.(objectFetcher)
 	if !ok {
-		return nil, "", nil
+		return nil, importOutcome{}, nil
 	}
 	var c urls
 	var id, author string // what to fetch; the actor it must be attributed to ("": any on its origin)
@@ -53,7 +54,7 @@ func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) 
 		o1, ok1 := c.origin(id)
 		o2, ok2 := c.origin(act.Actor)
 		if !ok1 || !ok2 || o1 != o2 {
-			return nil, "refused: the object is not on the actor's origin", nil
+			return nil, refused("the object is not on the actor's origin"), nil
 		}
 	case act.Type == "Announce":
 		id = act.ObjectID
@@ -61,24 +62,24 @@ func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) 
 			// An embedded activity: a Lemmy community announces every
 			// activity in it; only a Create or Update brings an object.
 			if (inner.Type != "Create" && inner.Type != "Update") || inner.ObjectID == "" {
-				return nil, "", nil
+				return nil, importOutcome{}, nil
 			}
 			id = inner.ObjectID // Announce{Create{Page}}
 		}
 		if id == "" || im.st.URIs().IsLocal(id) {
-			return nil, "", nil
+			return nil, importOutcome{}, nil
 		}
 		if _, err := im.st.ObjectByURI(ctx, id); err == nil {
-			return nil, "", nil // already held: nothing to fetch
+			return nil, importOutcome{}, nil // already held: nothing to fetch
 		} else if store.ErrorCode(err) != store.ENOTFOUND {
-			return nil, "", err
+			return nil, importOutcome{}, err
 		}
 		followed, err := im.st.FollowedLocally(ctx, act.Actor)
 		if err != nil {
-			return nil, "", err
+			return nil, importOutcome{}, err
 		}
 		if !followed {
-			return nil, "", nil
+			return nil, importOutcome{}, nil
 		}
 	case act.Type == "Update" && act.Object != nil && objectTypes[act.Object.Type] && act.Object.ID != "":
 		// An Update of an object courier never saw (its Create is late,
@@ -87,23 +88,23 @@ func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) 
 		// compared with the Update's copy as before.
 		id, author = act.Object.ID, act.Actor
 		if _, err := im.st.ObjectByURI(ctx, id); err == nil {
-			return nil, "", nil
+			return nil, importOutcome{}, nil
 		} else if store.ErrorCode(err) != store.ENOTFOUND {
-			return nil, "", err
+			return nil, importOutcome{}, err
 		}
 		o1, ok1 := c.origin(id)
 		o2, ok2 := c.origin(act.Actor)
 		if !ok1 || !ok2 || o1 != o2 {
-			return nil, "refused: the object is not on the actor's origin", nil
+			return nil, refused("the object is not on the actor's origin"), nil
 		}
 	default:
-		return nil, "", nil
+		return nil, importOutcome{}, nil
 	}
 	if act.Type == "Create" || act.Type == "Update" {
 		// What a tombstone names is not fetched; the import's transaction
 		// gives the outcome (tombstone.go).
 		if dead, err := im.st.RemoteTombstoned(ctx, id); err != nil || dead {
-			return nil, "", err
+			return nil, importOutcome{}, err
 		}
 	}
 	fctx, cancel := context.WithTimeout(ctx, DerefTimeout)
@@ -114,49 +115,49 @@ func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) 
 			im.log.DebugContext(ctx, "inbox: dereference refused", "activity_id", act.ID, "object", id, "err", err)
 			return nil, outcome, nil
 		}
-		return nil, "", fmt.Errorf("dereference %s: %w", id, err)
+		return nil, importOutcome{}, fmt.Errorf("dereference %s: %w", id, err)
 	}
 	if !objectTypes[o.Type] {
-		return nil, OutcomeUnsupported, nil
+		return nil, outcomeOf(OutcomeUnsupported), nil
 	}
 	if author != "" && !slices.Contains(o.AttributedTo, author) {
-		return nil, "refused: the fetched object is not attributed to the actor", nil
+		return nil, refused("the fetched object is not attributed to the actor"), nil
 	}
 	if author == "" {
 		oo, _ := c.origin(id)
 		if len(o.AttributedTo) == 0 {
-			return nil, "refused: the fetched object has no author", nil
+			return nil, refused("the fetched object has no author"), nil
 		}
 		if ao, ok := c.origin(o.AttributedTo[0]); !ok || ao != oo {
-			return nil, "refused: the fetched object's author is not on its origin", nil
+			return nil, refused("the fetched object's author is not on its origin"), nil
 		}
 	}
-	return o, "", nil
+	return o, importOutcome{}, nil
 }
 
 // derefRefusal tells a fetch failure that will not change on a retry (the
 // object is gone, refused, malformed or unreachable by policy) from one
 // that may, and gives the outcome of the former.
-func derefRefusal(err error) (string, bool) {
+func derefRefusal(err error) (importOutcome, bool) {
 	var se *activitypub.StatusError
 	switch {
 	case errors.Is(err, activitypub.ErrGone), errors.Is(err, activitypub.ErrNotFound):
-		return OutcomeNoMatch, true
+		return outcomeOf(OutcomeNoMatch), true
 	case errors.As(err, &se):
 		if se.Status >= 400 && se.Status < 500 && se.Status != http.StatusTooManyRequests && se.Status != http.StatusRequestTimeout {
-			return fmt.Sprintf("refused: fetch answered %d", se.Status), true
+			return refused(fmt.Sprintf("fetch answered %d", se.Status)), true
 		}
-		return "", false
+		return importOutcome{}, false
 	case errors.Is(err, activitypub.ErrIDMismatch), errors.Is(err, activitypub.ErrContentType),
 		errors.Is(err, activitypub.ErrTooLarge), errors.Is(err, activitypub.ErrMalformed),
 		errors.Is(err, activitypub.ErrBadURL), errors.Is(err, activitypub.ErrPrivateAddress):
-		return "refused: " + err.Error(), true
+		return refused(err.Error()), true
 	}
-	return "", false
+	return importOutcome{}, false
 }
 
 // storeFetched stores an object fetched by dereference, in tx.
-func (im *Importer) storeFetched(ctx context.Context, tx *sql.Tx, o *activitypub.Object) (string, error) {
+func (im *Importer) storeFetched(ctx context.Context, tx *sql.Tx, o *activitypub.Object) (importOutcome, error) {
 	author := ""
 	if len(o.AttributedTo) > 0 {
 		author = o.AttributedTo[0]
@@ -166,10 +167,10 @@ func (im *Importer) storeFetched(ctx context.Context, tx *sql.Tx, o *activitypub
 		InReplyTo: o.InReplyTo, To: o.To, CC: o.Cc, Published: o.Published, Updated: o.Updated, Document: o.Raw,
 	})
 	if err != nil {
-		return refusal(err, "")
+		return refusal(err, importOutcome{})
 	}
 	if !written {
-		return OutcomeStale, nil
+		return outcomeOf(OutcomeStale), nil
 	}
-	return OutcomeStored, nil
+	return outcomeOf(OutcomeStored), nil
 }

@@ -52,11 +52,11 @@ func ForwardEventID(eventID string) string { return outbox.ChildID(eventID, "for
 
 // forwardTx enqueues, in tx, the forward of act (received from the signer
 // of keyID, its bytes document) when it is due; see above.
-func (im *Importer) forwardTx(ctx context.Context, tx *sql.Tx, eventID, keyID string, act *activitypub.Activity, document []byte, outcome string) error {
+func (im *Importer) forwardTx(ctx context.Context, tx *sql.Tx, eventID, keyID string, act *activitypub.Activity, document []byte, outcome importOutcome) error {
 	decide := act
 	switch {
-	case outcome == OutcomeStored && (act.Type == "Create" || act.Type == "Update") && act.Object != nil:
-	case outcome == OutcomeDeleted && act.Type == "Delete":
+	case outcome.kind == OutcomeStored && (act.Type == "Create" || act.Type == "Update") && act.Object != nil:
+	case outcome.kind == OutcomeDeleted && act.Type == "Delete":
 		// A Delete goes where its object's Create went: decided on the
 		// object as stored (a tombstone keeps its addressing and
 		// inReplyTo), so that no forwarded copy outlives it.

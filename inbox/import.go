@@ -41,8 +41,8 @@ func (im *Importer) Register(reg *outbox.Registry) {
 	reg.Handle(EventFollowersSync, HandlerFollowersSync, im.followersSync) // followsync.go
 }
 
-// Outcomes of an import, recorded in inbox_activities.outcome. A refusal
-// records "refused: " and the reason.
+// Outcomes of an import, recorded in inbox_activities.outcome (the kinds
+// of importOutcome). A refusal records "refused: " and the reason.
 const (
 	OutcomeFollowed    = "followed"     // follower stored, Accept enqueued
 	OutcomePending     = "pending"      // follower stored, awaiting manual approval
@@ -63,6 +63,35 @@ const (
 	OutcomeUnsupported = "unsupported"  // a type courier does not import; recorded and acknowledged
 	OutcomeLocal       = "local"        // a local actor's activity whose effect its own write made
 )
+
+// outcomeRefused is the kind of an importOutcome that refused the
+// activity; its text is "refused: " and the reason.
+const outcomeRefused = "refused"
+
+// importOutcome is what an import did: its kind (an Outcome constant, or
+// outcomeRefused with the reason why) and, as String, the text recorded in
+// inbox_activities.outcome and logged. The zero value is no outcome yet.
+type importOutcome struct {
+	kind   string
+	reason string // why it was refused
+}
+
+// outcomeOf is the outcome of kind kind, one of the Outcome constants.
+func outcomeOf(kind string) importOutcome { return importOutcome{kind: kind} }
+
+// refused is the outcome of an activity refused for reason.
+func refused(reason string) importOutcome { return importOutcome{kind: outcomeRefused, reason: reason} }
+
+// Refused reports whether the import refused the activity.
+func (o importOutcome) Refused() bool { return o.kind == outcomeRefused }
+
+// String is the outcome as recorded: its kind, or "refused: " and why.
+func (o importOutcome) String() string {
+	if o.kind == outcomeRefused {
+		return "refused: " + o.reason
+	}
+	return o.kind
+}
 
 // objectTypes are the object types a Create or Update stores.
 var objectTypes = map[string]bool{
@@ -120,7 +149,7 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 			return fmt.Errorf("inbox: import %s: %w", p.ActivityID, err)
 		}
 	}
-	var outcome string
+	var outcome importOutcome
 	lockImported := sqlImportedSQLite
 	if im.cfg.DB.Postgres() {
 		lockImported = sqlImportedPostgres
@@ -134,7 +163,7 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 			return nil
 		}
 		if act == nil {
-			outcome = "refused: unparseable"
+			outcome = refused("unparseable")
 		} else {
 			var err error
 			if outcome, err = im.apply(ctx, tx, ev.ID, time.UnixMilli(received).UTC(), act, pre); err != nil {
@@ -149,15 +178,15 @@ func (im *Importer) Import(ctx context.Context, ev outbox.Event) error {
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, sqlMarkImported, im.cfg.Now().UnixMilli(), outcome, p.ActivityID)
+		_, err := tx.ExecContext(ctx, sqlMarkImported, im.cfg.Now().UnixMilli(), outcome.String(), p.ActivityID)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("inbox: import %s: %w", p.ActivityID, err)
 	}
-	if outcome != "" {
+	if outcome != (importOutcome{}) {
 		im.log.DebugContext(ctx, "inbox: imported", "event_id", ev.ID, "activity_id", p.ActivityID,
-			"outcome", outcome)
+			"outcome", outcome.String())
 	}
 	return nil
 }
@@ -170,7 +199,7 @@ type prepared struct {
 	// fetched is the object dereference fetched; outcome, when set, is the
 	// import's outcome decided before its transaction (see dereference).
 	fetched *activitypub.Object
-	outcome string
+	outcome importOutcome
 	// quote is the verdict on a quote of a local object (quote.go):
 	// quoteApproved, quoteUnapproved, or "" when it quotes nothing local.
 	quote string
@@ -221,7 +250,7 @@ func (im *Importer) prepare(ctx context.Context, act *activitypub.Activity) (pre
 // apply applies act, received at receivedAt, in tx and returns its outcome.
 // Only failures worth a retry (the database) are returned as errors; what
 // the store refuses is an outcome.
-func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, receivedAt time.Time, act *activitypub.Activity, pre prepared) (string, error) {
+func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, receivedAt time.Time, act *activitypub.Activity, pre prepared) (importOutcome, error) {
 	st := im.st
 	inner := act.Object
 	innerType := ""
@@ -237,7 +266,7 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	if outcome, ok, err := im.tombstoned(ctx, tx, act, pre); ok || err != nil { // tombstone.go
 		return outcome, err
 	}
-	if pre.outcome != "" {
+	if pre.outcome != (importOutcome{}) {
 		return pre.outcome, nil
 	}
 	if pre.fetched != nil {
@@ -250,16 +279,16 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	case "Follow":
 		local, err := st.ActorByURITx(ctx, tx, act.ObjectID)
 		if err != nil {
-			return refusal(err, OutcomeIgnored)
+			return refusal(err, outcomeOf(OutcomeIgnored))
 		}
 		if blocked, err := st.BlocksTx(ctx, tx, local.ID, act.Actor); err != nil || blocked {
 			if store.ErrorCode(err) == store.ENOTFOUND {
-				return OutcomeIgnored, nil // deleted meanwhile
+				return outcomeOf(OutcomeIgnored), nil // deleted meanwhile
 			}
-			return refusal(err, "refused: blocked")
+			return refusal(err, refused("blocked"))
 		}
 		if pre.follower == nil {
-			return OutcomeIgnored, nil
+			return outcomeOf(OutcomeIgnored), nil
 		}
 		state := store.StateAccepted
 		if local.ManuallyApprovesFollowers {
@@ -269,16 +298,16 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 			ActorID: local.ID, URI: act.Actor, Inbox: pre.follower.Inbox, SharedInbox: pre.follower.SharedInbox,
 			FollowActivityID: act.ID, State: state,
 		}); err != nil {
-			return refusal(err, "")
+			return refusal(err, importOutcome{})
 		}
 		if state == store.StatePending {
-			return OutcomePending, nil
+			return outcomeOf(OutcomePending), nil
 		}
 		if _, _, err := st.EnqueueEventActivityTx(ctx, tx, AcceptEventID(eventID), receivedAt, local, "Accept",
 			store.FollowObject(act.ID, act.Actor, local.URI), []string{act.Actor}, nil); err != nil {
-			return refusal(err, "")
+			return refusal(err, importOutcome{})
 		}
-		return OutcomeFollowed, nil
+		return outcomeOf(OutcomeFollowed), nil
 
 	case "Undo":
 		return im.undo(ctx, tx, act, inner, innerType)
@@ -291,7 +320,7 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 			return outcome, err
 		}
 		if innerType != "" && innerType != "Follow" {
-			return OutcomeIgnored, nil
+			return outcomeOf(OutcomeIgnored), nil
 		}
 		ref := store.FollowingRef{Target: act.Actor, FollowActivityID: act.ObjectID}
 		if inner != nil && inner.Actor != "" {
@@ -303,7 +332,7 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 			ref.FollowActivityID = "" // the peer's own id for our Follow: match by local actor
 		}
 		if ref.FollowActivityID == "" && ref.LocalActor == "" {
-			return OutcomeNoMatch, nil
+			return outcomeOf(OutcomeNoMatch), nil
 		}
 		state := store.StateAccepted
 		if act.Type == "Reject" {
@@ -311,22 +340,22 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 		}
 		n, err := st.SetFollowingStateTx(ctx, tx, ref, state)
 		if err != nil {
-			return refusal(err, "")
+			return refusal(err, importOutcome{})
 		}
 		if n == 0 {
-			return OutcomeNoMatch, nil
+			return outcomeOf(OutcomeNoMatch), nil
 		}
-		return OutcomeAnswered, nil
+		return outcomeOf(OutcomeAnswered), nil
 
 	case "Create", "Update":
 		if inner == nil {
-			return OutcomeUnsupported, nil // an object by reference would need a fetch
+			return outcomeOf(OutcomeUnsupported), nil // an object by reference would need a fetch
 		}
 		if actorTypes[innerType] {
-			return OutcomeActorUpdate, nil
+			return outcomeOf(OutcomeActorUpdate), nil
 		}
 		if !objectTypes[innerType] {
-			return OutcomeUnsupported, nil
+			return outcomeOf(OutcomeUnsupported), nil
 		}
 		if isVote(act, inner, st.URIs()) {
 			if outcome, ok, err := im.vote(ctx, tx, act, inner); ok || err != nil {
@@ -339,42 +368,42 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 			Updated: inner.Updated, Document: inner.Raw,
 		})
 		if err != nil {
-			return refusal(err, "")
+			return refusal(err, importOutcome{})
 		}
 		if !written {
-			return OutcomeStale, nil
+			return outcomeOf(OutcomeStale), nil
 		}
-		return OutcomeStored, nil
+		return outcomeOf(OutcomeStored), nil
 
 	case "Delete":
 		if isActorDelete(act) {
 			if _, err := st.DeleteActorContentTx(ctx, tx, act.Actor); err != nil {
-				return refusal(err, "")
+				return refusal(err, importOutcome{})
 			}
-			return OutcomeActorGone, nil
+			return outcomeOf(OutcomeActorGone), nil
 		}
 		if revoked, err := st.RevokeAuthorizationTx(ctx, tx, eventID, act.ObjectID, act.Actor); err != nil || revoked { // quote.go
 			if err != nil {
-				return refusal(err, "")
+				return refusal(err, importOutcome{})
 			}
-			return OutcomeQuoteRevoked, nil
+			return outcomeOf(OutcomeQuoteRevoked), nil
 		}
 		changed, err := st.DeleteRemoteObjectTx(ctx, tx, act.ObjectID, act.Actor, im.cfg.TombstoneLimit)
 		if err != nil {
-			return refusal(err, "")
+			return refusal(err, importOutcome{})
 		}
 		if !changed {
-			return OutcomeNoMatch, nil
+			return outcomeOf(OutcomeNoMatch), nil
 		}
-		return OutcomeDeleted, nil
+		return outcomeOf(OutcomeDeleted), nil
 
 	case "Like", "Announce":
 		o, err := st.ObjectByURITx(ctx, tx, act.ObjectID)
 		if err != nil {
-			return refusal(err, OutcomeIgnored)
+			return refusal(err, outcomeOf(OutcomeIgnored))
 		}
 		if !o.Local() || o.Deleted() {
-			return OutcomeIgnored, nil
+			return outcomeOf(OutcomeIgnored), nil
 		}
 		// The activity type is the reaction type: store.ReactionLike or
 		// store.ReactionAnnounce.
@@ -382,12 +411,12 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 			ActivityURI: act.ID, Type: act.Type, ActorURI: act.Actor, ObjectURI: o.URI,
 		})
 		if err != nil {
-			return refusal(err, "")
+			return refusal(err, importOutcome{})
 		}
 		if !added {
-			return OutcomeNoMatch, nil
+			return outcomeOf(OutcomeNoMatch), nil
 		}
-		return OutcomeCounted, nil
+		return outcomeOf(OutcomeCounted), nil
 
 	case "Move":
 		return im.move(ctx, tx, eventID, receivedAt, act) // verified in prepare: move.go
@@ -395,19 +424,19 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 	case "Block":
 		local, err := st.ActorByURITx(ctx, tx, act.ObjectID)
 		if err != nil {
-			return refusal(err, OutcomeIgnored)
+			return refusal(err, outcomeOf(OutcomeIgnored))
 		}
 		if _, err := st.AddIncomingBlockTx(ctx, tx, local.ID, act.Actor, act.ID); err != nil {
-			return refusal(err, "")
+			return refusal(err, importOutcome{})
 		}
-		return OutcomeBlocked, nil
+		return outcomeOf(OutcomeBlocked), nil
 	}
-	return OutcomeUnsupported, nil
+	return outcomeOf(OutcomeUnsupported), nil
 }
 
 // undo applies an Undo whose embedded activity is inner (nil when the Undo
 // names it by id only).
-func (im *Importer) undo(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object, innerType string) (string, error) {
+func (im *Importer) undo(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object, innerType string) (importOutcome, error) {
 	st := im.st
 	innerID := act.ObjectID
 	if outcome, ok, err := im.undoEmoji(ctx, tx, act, inner, innerType); ok || err != nil { // reaction.go
@@ -417,51 +446,51 @@ func (im *Importer) undo(ctx context.Context, tx *sql.Tx, act *activitypub.Activ
 	case "Follow":
 		if local, err := st.ActorByURITx(ctx, tx, inner.ObjectID); err == nil {
 			removed, err := st.RemoveFollowerTx(ctx, tx, local.ID, act.Actor)
-			return removedOutcome(removed, err, OutcomeUnfollowed)
+			return removedOutcome(removed, err, outcomeOf(OutcomeUnfollowed))
 		}
 		if innerID == "" {
-			return OutcomeNoMatch, nil
+			return outcomeOf(OutcomeNoMatch), nil
 		}
 		removed, err := st.RemoveFollowByActivityTx(ctx, tx, act.Actor, innerID)
-		return removedOutcome(removed, err, OutcomeUnfollowed)
+		return removedOutcome(removed, err, outcomeOf(OutcomeUnfollowed))
 	case "Like", "Announce":
 		// innerType is the reaction type, as in apply.
 		removed, err := st.RemoveReactionTx(ctx, tx, store.Reaction{
 			ActivityURI: innerID, Type: innerType, ActorURI: act.Actor, ObjectURI: inner.ObjectID,
 		})
-		return removedOutcome(removed, err, OutcomeUndone)
+		return removedOutcome(removed, err, outcomeOf(OutcomeUndone))
 	case "Block":
 		local, err := st.ActorByURITx(ctx, tx, inner.ObjectID)
 		if err != nil {
-			return refusal(err, OutcomeIgnored)
+			return refusal(err, outcomeOf(OutcomeIgnored))
 		}
 		removed, err := st.RemoveIncomingBlockTx(ctx, tx, local.ID, act.Actor)
-		return removedOutcome(removed, err, OutcomeUndone)
+		return removedOutcome(removed, err, outcomeOf(OutcomeUndone))
 	case "":
 		// By id only: a reaction or a Follow of this actor with that id.
 		if innerID == "" {
-			return OutcomeNoMatch, nil
+			return outcomeOf(OutcomeNoMatch), nil
 		}
 		removed, err := st.RemoveReactionTx(ctx, tx, store.Reaction{ActivityURI: innerID, ActorURI: act.Actor})
 		if err != nil || removed {
-			return removedOutcome(removed, err, OutcomeUndone)
+			return removedOutcome(removed, err, outcomeOf(OutcomeUndone))
 		}
 		removed, err = st.RemoveFollowByActivityTx(ctx, tx, act.Actor, innerID)
-		return removedOutcome(removed, err, OutcomeUnfollowed)
+		return removedOutcome(removed, err, outcomeOf(OutcomeUnfollowed))
 	}
-	return OutcomeUnsupported, nil
+	return outcomeOf(OutcomeUnsupported), nil
 }
 
 // AcceptEventID is the outbox event id of the Accept answering the Follow
 // imported by the inbound event eventID: outbox.ChildID(eventID, "accept").
 func AcceptEventID(eventID string) string { return outbox.ChildID(eventID, "accept") }
 
-func removedOutcome(removed bool, err error, outcome string) (string, error) {
+func removedOutcome(removed bool, err error, outcome importOutcome) (importOutcome, error) {
 	if err != nil {
-		return refusal(err, "")
+		return refusal(err, importOutcome{})
 	}
 	if !removed {
-		return OutcomeNoMatch, nil
+		return outcomeOf(OutcomeNoMatch), nil
 	}
 	return outcome, nil
 }
@@ -469,18 +498,18 @@ func removedOutcome(removed bool, err error, outcome string) (string, error) {
 // refusal turns a store error into an outcome: a database failure is
 // returned for a retry; anything the store refuses (not found, forbidden,
 // invalid) becomes notFound when given and the error is ENOTFOUND, else
-// "refused: " and the store's message. A nil err gives notFound.
-func refusal(err error, notFound string) (string, error) {
+// a refusal with the store's message. A nil err gives notFound.
+func refusal(err error, notFound importOutcome) (importOutcome, error) {
 	if err == nil {
 		return notFound, nil
 	}
 	switch store.ErrorCode(err) {
 	case store.EINTERNAL:
-		return "", err
+		return importOutcome{}, err
 	case store.ENOTFOUND:
-		if notFound != "" {
+		if notFound != (importOutcome{}) {
 			return notFound, nil
 		}
 	}
-	return "refused: " + store.ErrorMessage(err), nil
+	return refused(store.ErrorMessage(err)), nil
 }

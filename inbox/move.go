@@ -43,29 +43,29 @@ type actorFetcher interface {
 // that ends the import ("" when the Move is verified and concerns local
 // follows), or an error worth a retry (the new account's server did not
 // answer).
-func (im *Importer) verifyMove(ctx context.Context, act *activitypub.Activity) (string, error) {
+func (im *Importer) verifyMove(ctx context.Context, act *activitypub.Activity) (importOutcome, error) {
 	switch {
 	case act.ObjectID != act.Actor:
-		return "refused: a Move's object must be its actor", nil
+		return refused("a Move's object must be its actor"), nil
 	case act.Target == "" || act.Target == act.Actor:
-		return "refused: a Move needs a target other than its actor", nil
+		return refused("a Move needs a target other than its actor"), nil
 	case im.st.URIs().IsLocal(act.Target):
-		return "refused: a Move to a local actor is not supported", nil
+		return refused("a Move to a local actor is not supported"), nil
 	}
 	followed, err := im.st.SubscribedTo(ctx, act.Actor)
 	if err != nil {
-		return "", err
+		return importOutcome{}, err
 	}
 	if !followed {
-		return OutcomeNoMatch, nil
+		return outcomeOf(OutcomeNoMatch), nil
 	}
 	if recent, err := im.st.RemoteMovedWithin(ctx, act.Actor, im.cfg.Now()); err != nil {
-		return "", err
+		return importOutcome{}, err
 	} else if recent {
-		return OutcomeMoveCooldown, nil
+		return outcomeOf(OutcomeMoveCooldown), nil
 	}
 	if blocked, err := im.st.IsDomainBlocked(ctx, act.Target); err != nil || blocked {
-		return "refused: the Move's target is on a blocked domain", err
+		return refused("the Move's target is on a blocked domain"), err
 	}
 	var target *activitypub.Actor
 	if f, ok := im.cfg.Resolver.(actorFetcher); ok {
@@ -75,16 +75,16 @@ func (im *Importer) verifyMove(ctx context.Context, act *activitypub.Activity) (
 	}
 	switch {
 	case errors.Is(err, activitypub.ErrGone) || errors.Is(err, activitypub.ErrNotFound):
-		return "refused: the Move's target is gone", nil
+		return refused("the Move's target is gone"), nil
 	case err != nil:
-		return "", fmt.Errorf("fetch the Move's target %s: %w", act.Target, err)
+		return importOutcome{}, fmt.Errorf("fetch the Move's target %s: %w", act.Target, err)
 	case target.ID != act.Target:
-		return "refused: the Move's target document has another id", nil
+		return refused("the Move's target document has another id"), nil
 	}
 	if !slices.Contains(alsoKnownAs(target), act.Actor) {
-		return "refused: the Move's target does not list its actor in alsoKnownAs", nil
+		return refused("the Move's target does not list its actor in alsoKnownAs"), nil
 	}
-	return "", nil
+	return importOutcome{}, nil
 }
 
 // alsoKnownAs returns the ids of a fetched actor's alsoKnownAs.
@@ -99,16 +99,16 @@ func alsoKnownAs(a *activitypub.Actor) []string {
 }
 
 // move applies a verified Move in tx.
-func (im *Importer) move(ctx context.Context, tx *sql.Tx, eventID string, receivedAt time.Time, act *activitypub.Activity) (string, error) {
+func (im *Importer) move(ctx context.Context, tx *sql.Tx, eventID string, receivedAt time.Time, act *activitypub.Activity) (importOutcome, error) {
 	moved, err := im.st.MoveFollowsTx(ctx, tx, eventID, receivedAt, act.Actor, act.Target)
 	if errors.Is(err, store.ErrMoveCooldown) {
-		return OutcomeMoveCooldown, nil
+		return outcomeOf(OutcomeMoveCooldown), nil
 	}
 	if err != nil {
-		return refusal(err, "")
+		return refusal(err, importOutcome{})
 	}
 	if len(moved) == 0 {
-		return OutcomeNoMatch, nil
+		return outcomeOf(OutcomeNoMatch), nil
 	}
-	return OutcomeMoved, nil
+	return outcomeOf(OutcomeMoved), nil
 }

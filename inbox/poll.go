@@ -28,25 +28,25 @@ func isVote(act *activitypub.Activity, inner *activitypub.Object, uris store.URI
 // option, a second vote, a closed poll) is not stored as a note either: it
 // is nothing but a vote. ok is false when the Note replies to what is not
 // a local poll: it is a reply, imported as any other.
-func (im *Importer) vote(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object) (outcome string, ok bool, err error) {
+func (im *Importer) vote(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object) (outcome importOutcome, ok bool, err error) {
 	voter := act.Actor
 	if len(inner.AttributedTo) > 0 && inner.AttributedTo[0] != voter {
-		return OutcomeIgnored, true, nil
+		return outcomeOf(OutcomeIgnored), true, nil
 	}
 	counted, err := im.st.VoteTx(ctx, tx, store.Vote{
 		Question: inner.InReplyTo, Voter: voter, Option: inner.Name, ActivityURI: act.ID,
 	})
 	if errors.Is(err, store.ErrNotPoll) {
-		return "", false, nil
+		return importOutcome{}, false, nil
 	}
 	if err != nil {
-		outcome, err = refusal(err, "")
+		outcome, err = refusal(err, importOutcome{})
 		return outcome, true, err
 	}
 	if !counted {
-		return OutcomeNoMatch, true, nil
+		return outcomeOf(OutcomeNoMatch), true, nil
 	}
-	return OutcomeVoted, true, nil
+	return outcomeOf(OutcomeVoted), true, nil
 }
 
 // pollUpdate federates a poll's counts (store.PublishPollCounts).

@@ -57,41 +57,41 @@ func result(act *activitypub.Activity) string {
 }
 
 // quoteRequest answers an inbound QuoteRequest of a local object.
-func (im *Importer) quoteRequest(ctx context.Context, tx *sql.Tx, eventID string, act *activitypub.Activity) (string, error) {
+func (im *Importer) quoteRequest(ctx context.Context, tx *sql.Tx, eventID string, act *activitypub.Activity) (importOutcome, error) {
 	q := instrument(act)
 	if q == "" {
-		return "refused: a QuoteRequest needs its instrument (the quote)", nil
+		return refused("a QuoteRequest needs its instrument (the quote)"), nil
 	}
 	if !sameHost(act.ID, act.Actor) || !sameHost(q, act.Actor) {
-		return "refused: the QuoteRequest or its quote is not on its actor's host", nil
+		return refused("the QuoteRequest or its quote is not on its actor's host"), nil
 	}
 	outcome, err := im.st.ReceiveQuoteRequestTx(ctx, tx, eventID, store.QuoteRequestIn{
 		ID: act.ID, Actor: act.Actor, Object: act.ObjectID, Instrument: q,
 	})
 	if err != nil {
-		return refusal(err, OutcomeIgnored)
+		return refusal(err, outcomeOf(OutcomeIgnored))
 	}
-	return outcome, nil
+	return outcomeOf(outcome), nil
 }
 
 // quoteAnswer applies an Accept or Reject of a QuoteRequest a local quote
 // sent; ok is false when the activity answers no such request.
-func (im *Importer) quoteAnswer(ctx context.Context, tx *sql.Tx, eventID string, act *activitypub.Activity) (string, bool, error) {
+func (im *Importer) quoteAnswer(ctx context.Context, tx *sql.Tx, eventID string, act *activitypub.Activity) (importOutcome, bool, error) {
 	if act.ObjectID == "" || !im.st.URIs().IsLocal(act.ObjectID) {
-		return "", false, nil
+		return importOutcome{}, false, nil
 	}
 	approved, found, err := im.st.AnswerQuoteRequestTx(ctx, tx, eventID, act.ObjectID, act.Actor, act.Type, result(act))
 	if err != nil {
-		o, err := refusal(err, OutcomeNoMatch)
+		o, err := refusal(err, outcomeOf(OutcomeNoMatch))
 		return o, true, err
 	}
 	if !found {
-		return "", false, nil
+		return importOutcome{}, false, nil
 	}
 	if approved {
-		return OutcomeQuoteApproved, true, nil
+		return outcomeOf(OutcomeQuoteApproved), true, nil
 	}
-	return OutcomeQuoteDenied, true, nil
+	return outcomeOf(OutcomeQuoteDenied), true, nil
 }
 
 // sameHost reports whether a and b are absolute URLs on one host.

@@ -39,35 +39,35 @@ func isEmojiReaction(act *activitypub.Activity) bool {
 }
 
 // react records the emoji reaction act of a local object.
-func (im *Importer) react(ctx context.Context, tx *sql.Tx, act *activitypub.Activity) (string, error) {
+func (im *Importer) react(ctx context.Context, tx *sql.Tx, act *activitypub.Activity) (importOutcome, error) {
 	emoji, icon, emojiID := emojiOf(act.Type, act.Raw)
 	if emoji == "" {
-		return "refused: an emoji reaction without content", nil
+		return refused("an emoji reaction without content"), nil
 	}
 	o, err := im.st.ObjectByURITx(ctx, tx, act.ObjectID)
 	if err != nil {
-		return refusal(err, OutcomeIgnored)
+		return refusal(err, outcomeOf(OutcomeIgnored))
 	}
 	if !o.Local() || o.Deleted() {
-		return OutcomeIgnored, nil
+		return outcomeOf(OutcomeIgnored), nil
 	}
 	added, err := im.st.AddEmojiReactionTx(ctx, tx, store.EmojiReaction{
 		ActivityURI: act.ID, ActorURI: act.Actor, ObjectURI: o.URI, Emoji: emoji, Icon: icon, EmojiID: emojiID,
 	})
 	if err != nil {
-		return refusal(err, "")
+		return refusal(err, importOutcome{})
 	}
 	if !added {
-		return OutcomeNoMatch, nil
+		return outcomeOf(OutcomeNoMatch), nil
 	}
-	return OutcomeReacted, nil
+	return outcomeOf(OutcomeReacted), nil
 }
 
 // undoEmoji applies an Undo of an emoji reaction: of an EmojiReact, of a
 // Like that carries an emoji, or of an activity named by id that is an
 // emoji reaction. ok is false when the Undo is not about one (a plain
 // Like, a Follow): the caller goes on.
-func (im *Importer) undoEmoji(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object, innerType string) (outcome string, ok bool, err error) {
+func (im *Importer) undoEmoji(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, inner *activitypub.Object, innerType string) (outcome importOutcome, ok bool, err error) {
 	r := store.EmojiReaction{ActivityURI: act.ObjectID, ActorURI: act.Actor}
 	var emoji string
 	switch innerType {
@@ -78,24 +78,24 @@ func (im *Importer) undoEmoji(ctx context.Context, tx *sql.Tx, act *activitypub.
 		}
 	case "":
 	default:
-		return "", false, nil
+		return importOutcome{}, false, nil
 	}
 	if r.ActivityURI == "" && r.ObjectURI == "" {
 		if activitypub.IsEmojiReact(innerType) {
-			return OutcomeNoMatch, true, nil
+			return outcomeOf(OutcomeNoMatch), true, nil
 		}
-		return "", false, nil
+		return importOutcome{}, false, nil
 	}
 	removed, err := im.st.RemoveEmojiReactionTx(ctx, tx, r)
 	if err != nil {
-		outcome, err = refusal(err, "")
+		outcome, err = refusal(err, importOutcome{})
 		return outcome, true, err
 	}
 	switch {
 	case removed:
-		return OutcomeUndone, true, nil
+		return outcomeOf(OutcomeUndone), true, nil
 	case activitypub.IsEmojiReact(innerType) || emoji != "":
-		return OutcomeNoMatch, true, nil
+		return outcomeOf(OutcomeNoMatch), true, nil
 	}
-	return "", false, nil // a plain Like, or an id that is no emoji reaction
+	return importOutcome{}, false, nil // a plain Like, or an id that is no emoji reaction
 }

@@ -15,31 +15,31 @@ import (
 // outbox.ChildID(eventID, "accept")). It reports whether act was one of
 // these. (A relay's Announces are imported as any Announce by a followed
 // actor: see dereference.)
-func (im *Importer) relayImport(ctx context.Context, tx *sql.Tx, eventID string, receivedAt time.Time, act *activitypub.Activity) (string, bool, error) {
+func (im *Importer) relayImport(ctx context.Context, tx *sql.Tx, eventID string, receivedAt time.Time, act *activitypub.Activity) (importOutcome, bool, error) {
 	st := im.st
 	switch act.Type {
 	case "Accept", "Reject":
 		followID := act.ObjectID
 		if act.Object != nil && act.Object.Type != "" && act.Object.Type != "Follow" {
-			return "", false, nil
+			return importOutcome{}, false, nil
 		}
 		matched, err := st.AnswerRelayTx(ctx, tx, followID, act.Actor, act.Type == "Accept")
 		if err != nil || !matched {
-			return "", matched, err
+			return importOutcome{}, matched, err
 		}
-		return OutcomeAnswered, true, nil
+		return outcomeOf(OutcomeAnswered), true, nil
 	case "Follow":
 		if act.ObjectID != st.URIs().InstanceActor() {
-			return "", false, nil
+			return importOutcome{}, false, nil
 		}
 		ok, err := st.AcceptRelayFollowTx(ctx, tx, outbox.ChildID(eventID, "accept"), receivedAt, act.ID, act.Actor)
 		if err != nil {
-			return "", true, err
+			return importOutcome{}, true, err
 		}
 		if !ok {
-			return OutcomeIgnored, true, nil // only relays courier subscribed to follow the instance actor
+			return outcomeOf(OutcomeIgnored), true, nil // only relays courier subscribed to follow the instance actor
 		}
-		return OutcomeFollowed, true, nil
+		return outcomeOf(OutcomeFollowed), true, nil
 	}
-	return "", false, nil
+	return importOutcome{}, false, nil
 }

@@ -23,19 +23,19 @@ import (
 // tombstoned decides, in tx, whether the object act would store has a
 // remote tombstone; ok is true when it has and outcome is then
 // OutcomeTombstoned.
-func (im *Importer) tombstoned(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, pre prepared) (outcome string, ok bool, err error) {
+func (im *Importer) tombstoned(ctx context.Context, tx *sql.Tx, act *activitypub.Activity, pre prepared) (outcome importOutcome, ok bool, err error) {
 	id := tombstoneSubject(act, pre)
 	if id == "" || im.st.URIs().IsLocal(id) {
-		return "", false, nil
+		return importOutcome{}, false, nil
 	}
 	dead, err := im.st.RemoteTombstonedTx(ctx, tx, id)
 	if err != nil {
-		return "", false, fmt.Errorf("tombstone of %s: %w", id, err)
+		return importOutcome{}, false, fmt.Errorf("tombstone of %s: %w", id, err)
 	}
 	if !dead {
-		return "", false, nil
+		return importOutcome{}, false, nil
 	}
-	return OutcomeTombstoned, true, nil
+	return outcomeOf(OutcomeTombstoned), true, nil
 }
 
 // tombstoneSubject is the id of the remote object act would store: the

@@ -143,3 +143,20 @@ func (s *Store) UpsertDeliveredActivityTx(ctx context.Context, tx *sql.Tx, a *Ac
 		a.Public, nullString(a.EventID), ms(s.clock()))
 	return wrap("upsert delivered activity", err)
 }
+
+// LockActivityActorTx returns, in tx, the local actor (row id and name) of
+// the stored activity uri, and locks the activity's row (FOR NO KEY UPDATE
+// on PostgreSQL), so that of two transactions settling its deliveries at
+// once the second sees what the first wrote. An activity that is not a
+// local actor's is ENOTFOUND.
+func (s *Store) LockActivityActorTx(ctx context.Context, tx *sql.Tx, uri string) (actorID int64, name string, err error) {
+	q := `SELECT a.actor_id, c.name FROM activities a JOIN actors c ON c.id = a.actor_id WHERE a.uri = ?`
+	if s.db.Postgres() {
+		q += ` FOR NO KEY UPDATE OF a`
+	}
+	err = tx.QueryRowContext(ctx, q, uri).Scan(&actorID, &name)
+	if err != nil {
+		return 0, "", wrap("lock activity", notFound(err, ENOTFOUND, "no local actor's activity %q", uri))
+	}
+	return actorID, name, nil
+}

@@ -87,9 +87,11 @@ func (s *Store) FollowersOn(ctx context.Context, name, prefix string) ([]string,
 
 // LocalFollow is a local actor's follow of a remote actor.
 type LocalFollow struct {
-	Name  string // the local actor's name
-	URI   string // its id
-	State string // StatePending or StateAccepted
+	// ActorID is the local actor's row id (set by LocalFollowersOfTx).
+	ActorID int64
+	Name    string // the local actor's name
+	URI     string // its id
+	State   string // StatePending or StateAccepted
 }
 
 // LocalFollowsOf returns the local actors' follows of the remote actor

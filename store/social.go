@@ -236,6 +236,28 @@ func (s *Store) FollowingState(ctx context.Context, actorID int64, targetURI str
 	return st, nil
 }
 
+// LocalFollowersOfTx returns the local actors (not deleted) whose follow
+// of the remote actor remoteURI is accepted, by row id, as tx sees them:
+// those an activity of remoteURI reaches through the shared inbox.
+func (s *Store) LocalFollowersOfTx(ctx context.Context, tx *sql.Tx, remoteURI string) ([]LocalFollow, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT a.id, a.name FROM following f JOIN actors a ON a.id = f.actor_id
+		WHERE f.target_uri = ? AND f.state = 'accepted' AND a.deleted_at IS NULL ORDER BY a.id`, remoteURI)
+	if err != nil {
+		return nil, wrap("local followers", err)
+	}
+	defer rows.Close()
+	var out []LocalFollow
+	for rows.Next() {
+		f := LocalFollow{State: StateAccepted}
+		if err := rows.Scan(&f.ActorID, &f.Name); err != nil {
+			return nil, wrap("local followers", err)
+		}
+		f.URI = s.uris.Actor(f.Name)
+		out = append(out, f)
+	}
+	return out, wrap("local followers", rows.Err())
+}
+
 // FollowingRef names a local actor's follow of a remote actor, as an
 // inbound Accept or Reject does.
 type FollowingRef struct {
@@ -353,6 +375,13 @@ func (s *Store) BlocksTx(ctx context.Context, tx *sql.Tx, actorID int64, remoteU
 	if err := s.lockActorTx(ctx, tx, actorID); err != nil {
 		return false, err
 	}
+	return blockExists(ctx, tx, "blocks", actorID, remoteURI, BlockOutgoing)
+}
+
+// BlocksReadTx is Blocks as tx sees it, without BlocksTx's lock of the
+// local actor: for a transaction that adds no follow on the strength of
+// it (the application's audience of an imported activity).
+func (s *Store) BlocksReadTx(ctx context.Context, tx *sql.Tx, actorID int64, remoteURI string) (bool, error) {
 	return blockExists(ctx, tx, "blocks", actorID, remoteURI, BlockOutgoing)
 }
 

@@ -514,3 +514,108 @@ func TestDeletedRemoteNoteLeavesTheOutbox(t *testing.T) {
 		t.Fatalf("%d shares of a deleted actor's note", shares)
 	}
 }
+
+// TestLocalFollowersOfTx: the local actors whose follow of a remote actor
+// is accepted, by id; not a pending follow, not a deleted actor, not a
+// follow of another actor.
+func TestLocalFollowersOfTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice, bob, carol, dave := b.actor(t, "alice"), b.actor(t, "bob"), b.actor(t, "carol"), b.actor(t, "dave")
+	for _, a := range []*Actor{alice, bob, carol, dave} {
+		if _, err := b.store.Follow(b.ctx, a, remoteActor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.store.Follow(b.ctx, alice, "https://remote.test/users/other"); err != nil {
+		t.Fatal(err)
+	}
+	b.tx(t, func(tx *sql.Tx) error {
+		for _, a := range []*Actor{alice, bob, dave} { // carol's stays pending
+			if _, err := b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: remoteActor, LocalActor: a.URI}, StateAccepted); err != nil {
+				return err
+			}
+		}
+		_, err := b.store.SetFollowingStateTx(b.ctx, tx, FollowingRef{Target: "https://remote.test/users/other", LocalActor: alice.URI}, StateAccepted)
+		return err
+	})
+	if _, err := b.store.DeleteActor(b.ctx, "dave"); err != nil {
+		t.Fatal(err)
+	}
+	var got []LocalFollow
+	b.tx(t, func(tx *sql.Tx) error {
+		var err error
+		got, err = b.store.LocalFollowersOfTx(b.ctx, tx, remoteActor)
+		return err
+	})
+	want := []LocalFollow{
+		{ActorID: alice.ID, Name: "alice", URI: alice.URI, State: StateAccepted},
+		{ActorID: bob.ID, Name: "bob", URI: bob.URI, State: StateAccepted},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("LocalFollowersOfTx = %+v, want %+v", got, want)
+	}
+	b.tx(t, func(tx *sql.Tx) error {
+		none, err := b.store.LocalFollowersOfTx(b.ctx, tx, "https://remote.test/users/nobody")
+		if len(none) != 0 {
+			t.Errorf("followers of an actor nobody follows: %+v", none)
+		}
+		return err
+	})
+}
+
+// TestBlocksReadTx: an outgoing block, read in a transaction; an incoming
+// block (this one added in the transaction) is none.
+func TestBlocksReadTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	blocked := "https://remote.test/users/blocked"
+	if _, err := b.store.Block(b.ctx, a, blocked); err != nil {
+		t.Fatal(err)
+	}
+	b.tx(t, func(tx *sql.Tx) error {
+		if _, err := b.store.AddIncomingBlockTx(b.ctx, tx, a.ID, remoteActor, ""); err != nil {
+			return err
+		}
+		for uri, want := range map[string]bool{blocked: true, remoteActor: false, "https://remote.test/users/x": false} {
+			got, err := b.store.BlocksReadTx(b.ctx, tx, a.ID, uri)
+			if err != nil {
+				return err
+			}
+			if got != want {
+				t.Errorf("BlocksReadTx(%s) = %v, want %v", uri, got, want)
+			}
+		}
+		return nil
+	})
+}
+
+// TestLockActivityActorTx: a local actor's stored activity gives its actor;
+// an unknown activity and a remote actor's are ENOTFOUND.
+func TestLockActivityActorTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.actor(t, "alice")
+	follow, err := b.store.Follow(b.ctx, a, remoteActor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := &Activity{URI: "https://remote.test/activities/1", ActorURI: remoteActor, Type: "Like",
+		Document: json.RawMessage(`{"type":"Like"}`)}
+	b.tx(t, func(tx *sql.Tx) error {
+		if err := b.store.UpsertDeliveredActivityTx(b.ctx, tx, remote); err != nil {
+			return err
+		}
+		id, name, err := b.store.LockActivityActorTx(b.ctx, tx, follow.URI)
+		if err != nil || id != a.ID || name != "alice" {
+			t.Errorf("LockActivityActorTx(the Follow) = %d, %q, %v; want %d, alice", id, name, err, a.ID)
+		}
+		for _, uri := range []string{remote.URI, "https://remote.test/activities/none"} {
+			if _, _, err := b.store.LockActivityActorTx(b.ctx, tx, uri); !errors.Is(err, ErrNotFound) {
+				t.Errorf("LockActivityActorTx(%s): %v, want ENOTFOUND", uri, err)
+			}
+		}
+		return nil
+	})
+}

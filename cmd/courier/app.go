@@ -195,6 +195,7 @@ func (a *app) buildFederation(ctx context.Context) error {
 		Store:            a.store,
 		Resolver:         a.resolver,
 		Objects:          fetcher,
+		LocalInbox:       inbox.Local{},
 		BaseURL:          a.cfg.base(),
 		AllowPrivate:     a.cfg.AllowPrivateAddresses,
 		Version:          version,
