@@ -51,7 +51,10 @@ func readExpected(ctx context.Context, db *checkDB, w *world, hosts []string) (*
 				if err := json.Unmarshal([]byte(doc), &d); err != nil {
 					return fmt.Errorf("the Like of %s by %s: %w", object, actor, err)
 				}
-				for _, id := range append(activitypub.IDs(d.To), activitypub.IDs(d.Cc)...) {
+				// A Like reaches those it is addressed to and the liked
+				// note's author (on the note's host), whom courier finds
+				// when the Like's addressing does not name them.
+				for _, id := range append(activitypub.IDs(d.To), append(activitypub.IDs(d.Cc), object)...) {
 					if h := hostOf(id); h != "" {
 						addRelation(want.likes, h, relation{actor, object})
 					}

@@ -32,7 +32,8 @@ func TestReadExpected(t *testing.T) {
 		       (?, 'Note', ?, NULL, '<p>remote</p>', 'public', 0, NULL, '{}', 0, 0)`,
 		obj("n1"), local, convergeContent(1, 3), obj("n2"), local, obj("n3"), local, remoteNote, "http://"+h1+"/users/amy")
 	// A Like of r1 addressed to its author on h1, a Like of a note courier
-	// did not know (addressed to no one), a Follow of bob on h2.
+	// did not know (addressed to no one: the fan-out finds its author, on
+	// the note's host), a Follow of bob on h2.
 	mustExec(t, db, `INSERT INTO activities (uri, actor_uri, actor_id, type, object_uri, document, published_at, created_at)
 		VALUES (?, ?, 1, 'Like', ?, ?, 0, 0), (?, ?, 1, 'Like', 'http://127.0.0.1:1003/notes/x', '{"to":[]}', 0, 0),
 		       (?, ?, 1, 'Follow', ?, ?, 0, 0)`,
@@ -63,8 +64,10 @@ func TestReadExpected(t *testing.T) {
 	if len(want.audience[obj("n1")]) != 2 {
 		t.Errorf("audience of n1 = %v, want both hosts", want.audience[obj("n1")])
 	}
-	if !want.likes[h1][relation{local, remoteNote}] || len(want.likes) != 1 || len(want.likes[h1]) != 1 {
-		t.Errorf("likes = %v, want the Like of r1 at %s only", want.likes, h1)
+	x := "http://127.0.0.1:1003/notes/x"
+	if !want.likes[h1][relation{local, remoteNote}] || len(want.likes[h1]) != 1 ||
+		!want.likes["127.0.0.1:1003"][relation{local, x}] || len(want.likes) != 2 {
+		t.Errorf("likes = %v, want the Like of r1 at %s and of x at the note's host", want.likes, h1)
 	}
 	if !want.follows[h2][relation{local, bob}] || len(want.follows) != 1 {
 		t.Errorf("follows = %v, want the Follow of bob at %s", want.follows, h2)

@@ -368,6 +368,16 @@ func newCreate(from *remoteActor, to *localActor, sharedInbox string, useShared 
 	published := now.UTC().Format(time.RFC3339)
 	audTo := []string{activitypub.Public}
 	audCc := []string{from.id + "/followers", to.id}
+	object := map[string]any{
+		"id":           noteID,
+		"type":         "Note",
+		"attributedTo": from.id,
+		"content":      fmt.Sprintf("<p>remote chaos note %d from %s</p>", n, from.name),
+		"published":    published,
+		"to":           audTo,
+		"cc":           audCc,
+		"tag":          []map[string]string{{"type": "Mention", "href": to.id}},
+	}
 	body, _ := json.Marshal(map[string]any{
 		"@context":  activitypub.ActivityStreams,
 		"id":        id,
@@ -376,17 +386,16 @@ func newCreate(from *remoteActor, to *localActor, sharedInbox string, useShared 
 		"published": published,
 		"to":        audTo,
 		"cc":        audCc,
-		"object": map[string]any{
-			"id":           noteID,
-			"type":         "Note",
-			"attributedTo": from.id,
-			"content":      fmt.Sprintf("<p>remote chaos note %d from %s</p>", n, from.name),
-			"published":    published,
-			"to":           audTo,
-			"cc":           audCc,
-			"tag":          []map[string]string{{"type": "Mention", "href": to.id}},
-		},
+		"object":    object,
 	})
+	if from.host != nil {
+		doc := map[string]any{"@context": activitypub.ActivityStreams}
+		for k, v := range object {
+			doc[k] = v
+		}
+		b, _ := json.Marshal(doc)
+		from.host.keepNote(noteID, b)
+	}
 	target := to.inbox
 	if useShared {
 		target = sharedInbox

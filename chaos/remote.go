@@ -216,6 +216,34 @@ type remoteHost struct {
 	rng   *rand.Rand
 
 	srv *http.Server
+
+	notesMu sync.Mutex
+	notes   map[string][]byte // note id -> its document, as its Create carried it (serveNote)
+}
+
+// keepNote makes the host serve the note doc (its Create's object) at id.
+func (h *remoteHost) keepNote(id string, doc []byte) {
+	h.notesMu.Lock()
+	defer h.notesMu.Unlock()
+	if h.notes == nil {
+		h.notes = map[string][]byte{}
+	}
+	h.notes[id] = doc
+}
+
+// serveNote answers a GET of one of the host's notes, as a server serves
+// its posts: courier fetches one to find the author of a note it has not
+// imported (a Like's recipient).
+func (h *remoteHost) serveNote(w http.ResponseWriter, r *http.Request) {
+	h.notesMu.Lock()
+	doc, ok := h.notes[h.base+r.URL.Path]
+	h.notesMu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", activitypub.ContentType)
+	_, _ = w.Write(doc)
 }
 
 // hostOptions configure newRemoteHost.
@@ -282,6 +310,7 @@ func newRemoteHost(o hostOptions) (*remoteHost, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /users/{name}", h.serveActor)
+	mux.HandleFunc("GET /notes/{id}", h.serveNote)
 	mux.HandleFunc("POST /users/{name}/inbox", h.serveInbox)
 	mux.HandleFunc("POST /inbox", h.serveInbox)
 	h.srv = &http.Server{
