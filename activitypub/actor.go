@@ -125,12 +125,11 @@ func IsActorType(t string) bool {
 
 // notActorTypes are types no actor has: a document that names one of
 // them is not an actor, whatever else it names.
-var notActorTypes = []string{
-	"Object", "Note", "Article", "Page", "Question", "Event", "Image", "Video", "Audio", "Document", "Place",
-	"Tombstone", "Profile", "Relationship", "Link", "Mention", "Hashtag",
+var notActorTypes = append([]string{
+	"Object", "Tombstone", "Profile", "Relationship", "Link", "Mention", "Hashtag",
 	"Collection", "OrderedCollection", "CollectionPage", "OrderedCollectionPage",
 	"Key", "CryptographicKey", "Multikey", "Activity", "Create", "Update",
-}
+}, contentTypes...)
 
 // actorType returns the actor type of a type property (a string or a
 // list): the first entry that is an actor type, "" when none is or when

@@ -2,9 +2,20 @@ package activitypub
 
 import (
 	"mime"
+	"slices"
 	"strconv"
 	"strings"
 )
+
+// contentTypes are the ActivityStreams types of content objects: what
+// courier publishes for a client (package server) and stores when another
+// server sends it (package inbox), decided here once so that what one
+// courier publishes another stores.
+var contentTypes = []string{"Note", "Article", "Page", "Question", "Event", "Image", "Video", "Audio", "Document", "Place"}
+
+// IsContentType reports whether t is the type of a content object (a Note,
+// an Article, a Question...), as courier publishes and stores them.
+func IsContentType(t string) bool { return slices.Contains(contentTypes, t) }
 
 // Public is the special collection addressing an activity to everyone.
 const Public = "https://www.w3.org/ns/activitystreams#Public"

@@ -81,7 +81,7 @@ func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) 
 		if !followed {
 			return nil, importOutcome{}, nil
 		}
-	case act.Type == "Update" && act.Object != nil && objectTypes[act.Object.Type] && act.Object.ID != "":
+	case act.Type == "Update" && act.Object != nil && storedType(act.Object.Type) && act.Object.ID != "":
 		// An Update of an object courier never saw (its Create is late,
 		// or was lost): the object as its origin serves it now, rather
 		// than what the Update carries or nothing. A held object is
@@ -117,7 +117,7 @@ func (im *Importer) dereference(ctx context.Context, act *activitypub.Activity) 
 		}
 		return nil, importOutcome{}, fmt.Errorf("dereference %s: %w", id, err)
 	}
-	if !objectTypes[o.Type] {
+	if !storedType(o.Type) {
 		return nil, outcomeOf(OutcomeUnsupported), nil
 	}
 	if author != "" && !slices.Contains(o.AttributedTo, author) {

@@ -93,11 +93,10 @@ func (o importOutcome) String() string {
 	return o.kind
 }
 
-// objectTypes are the object types a Create or Update stores.
-var objectTypes = map[string]bool{
-	"Note": true, "Article": true, "Page": true, "Question": true, "ChatMessage": true,
-	"Event": true, "Image": true, "Video": true, "Audio": true,
-}
+// storedType reports whether a Create or Update of an object of type t is
+// stored: the content types courier publishes itself
+// (activitypub.IsContentType), and Pleroma's and Misskey's ChatMessage.
+func storedType(t string) bool { return activitypub.IsContentType(t) || t == "ChatMessage" }
 
 const (
 	sqlLoadActivity = `SELECT document, received_at, imported_at IS NOT NULL, key_id
@@ -354,7 +353,7 @@ func (im *Importer) apply(ctx context.Context, tx *sql.Tx, eventID string, recei
 		if actorTypes[innerType] {
 			return outcomeOf(OutcomeActorUpdate), nil
 		}
-		if !objectTypes[innerType] {
+		if !storedType(innerType) {
 			return outcomeOf(OutcomeUnsupported), nil
 		}
 		if isVote(act, inner, st.URIs()) {

@@ -503,3 +503,30 @@ func TestInboxQueriesUseIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestStoresEveryContentType: a Create of each content type courier
+// publishes (activitypub.IsContentType: a Document and a Place among them)
+// is stored when another server sends it, so what one courier publishes
+// another keeps; a type that is no content (a Tombstone) is not.
+func TestStoresEveryContentType(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.remote.add("bob", key(t, keyRemote))
+	bob, asBob := b.remote.actor("bob"), b.as(t, "bob")
+	b.follow(t, b.localActor(t, "alice", false), bob)
+	for _, typ := range []string{"Note", "Article", "Page", "Question", "Event", "Image", "Video", "Audio", "Document", "Place", "Tombstone"} {
+		if activitypub.IsContentType(typ) != (typ != "Tombstone") {
+			t.Fatalf("IsContentType(%s) = %v", typ, activitypub.IsContentType(typ))
+		}
+		id := b.id("create")
+		b.mustPost(t, asBob, activity(id, "Create", bob, note(b.remote.url("/objects/"+typ), bob, map[string]any{"type": typ})))
+		b.drain(t)
+		want := inbox.OutcomeStored
+		if typ == "Tombstone" {
+			want = inbox.OutcomeUnsupported
+		}
+		if got := b.outcome(t, id); got != want {
+			t.Errorf("a Create of a %s: outcome %q, want %q", typ, got, want)
+		}
+	}
+}

@@ -24,11 +24,6 @@ import (
 // what a client may not say, under any JSON-LD spelling (checkLD,
 // jsonld.go). See docs/publishing.md.
 
-// objectTypes are the ActivityStreams object types courier publishes.
-var objectTypes = map[string]bool{
-	"Note": true, "Article": true, "Page": true, "Question": true, "Event": true,
-	"Image": true, "Video": true, "Audio": true, "Document": true, "Place": true,
-}
 
 // activityTypes are the ActivityStreams activity types (and the common
 // extensions): never published as objects.
@@ -100,7 +95,7 @@ func typeOf(m map[string]any) (string, error) {
 // own, which a type of its own vocabulary needs.
 func publishable(typ string, custom bool) error {
 	switch {
-	case objectTypes[typ]:
+	case activitypub.IsContentType(typ):
 		return nil
 	case activityTypes[typ]:
 		return store.Errorf(store.EUNPROCESSABLE, "an embedded %s activity is not supported; only objects can be created", typ)
