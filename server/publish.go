@@ -24,7 +24,6 @@ import (
 // what a client may not say, under any JSON-LD spelling (checkLD,
 // jsonld.go). See docs/publishing.md.
 
-
 // activityTypes are the ActivityStreams activity types (and the common
 // extensions): never published as objects.
 var activityTypes = map[string]bool{
