@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/outbox"
@@ -24,13 +25,16 @@ import (
 // index range read backwards, stopped after a few rows) with what settles
 // their fan-out: their row's status and due time, and the fan-out's ledger
 // mark.
-const sqlFanoutBefore = `SELECT q.event_id, q.status, q.created_at, q.next_attempt_at, q.attempts, q.updated_at,
-		l.status
+var sqlFanoutBefore = `SELECT q.event_id, q.status, q.created_at, q.next_attempt_at, q.attempts, q.updated_at,
+		l.status, ` + sqlExhaustedQ + `
 	FROM event_queue q
 	LEFT JOIN processed_events l ON l.event_id = q.event_id AND l.handler = ?
 	WHERE q.order_key = ? AND q.id < (SELECT s.id FROM event_queue s WHERE s.event_id = ?)
 	ORDER BY q.id DESC
 	LIMIT ?`
+
+// sqlExhaustedQ is sqlExhausted for the fan-out gate's predecessor q.
+var sqlExhaustedQ = strings.Replace(sqlExhausted, "p.event_id", "q.event_id", 1)
 
 // fanoutGate decides whether the fan-out ev of act may run now: nil when
 // it may, an outbox.DeferError while an earlier fan-out of the same order
@@ -56,9 +60,10 @@ func (s *Service) eventGate(ctx context.Context, ev outbox.Event, act *activityp
 	w.start(s)
 	for rows.Next() {
 		var p predecessor
-		if err := rows.Scan(&p.id, &p.status, &p.created, &p.next, &p.attempts, &p.updated, &p.ledger); err != nil {
+		if err := rows.Scan(&p.id, &p.status, &p.created, &p.next, &p.attempts, &p.updated, &p.ledger, &p.exhausted); err != nil {
 			return fmt.Errorf("delivery: order of %s %s: %w", what, ev.ID, err)
 		}
+		p.settled = p.exhausted
 		w.add(p)
 	}
 	if err := rows.Err(); err != nil {

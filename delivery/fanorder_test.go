@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"testing"
@@ -188,5 +189,47 @@ func TestUndoGoesWhereItsActivityWent(t *testing.T) {
 	b.waitTicking("the second Undo's fan-out done", func() bool { return b.fanoutRow(undoGone).Status == outbox.StatusDone })
 	if got := postsTo(undoGone); len(got) != 0 {
 		t.Fatalf("the Undo of a Like that went nowhere goes to %v, want nowhere", got)
+	}
+}
+
+// TestExhaustedFanoutHoldsNothing: on the JetStream bus a fan-out whose
+// message exhausted its deliveries (workers killed while holding it) is
+// relayed in its row and never marked done in the ledger. Recorded as
+// exhausted (package natsbus), it is given up, and the later fan-out of its
+// key goes instead of waiting for it until orderWaitMax; until then, it
+// waits.
+func TestExhaustedFanoutHoldsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.actor("alice")
+	rm := newRemote(t, b.keys, b.clock, false)
+	like, err := b.st.Like(b.ctx, alice, rm.URL()+"/notes/bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := b.db.Write.ExecContext(b.ctx, q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As the JetStream bus leaves it: relayed, its handler's claim never
+	// settled.
+	now := b.clock.Now().UnixMilli()
+	exec(`UPDATE event_queue SET status = 'done' WHERE event_id = ?`, like.EventID)
+	exec(`INSERT INTO processed_events (event_id, handler, status, started_at) VALUES (?, ?, 'in_progress', ?)`,
+		like.EventID, delivery.HandlerFanout, now)
+	undo, err := b.st.Undo(b.ctx, alice, like.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def *outbox.DeferError
+	if err := b.handle(b.eventOf(undo)); !errors.As(err, &def) {
+		t.Fatalf("the Undo's fan-out behind an unsettled Like's: %v, want a deferral", err)
+	}
+	exec(`INSERT INTO jetstream_exhausted (advisory_id, reason, stream, consumer, stream_seq, deliveries, event_id, event_type, advised_at, recorded_at)
+		VALUES ('adv-1', 'max_deliveries', 'COURIER_EVENTS', 'workers', 7, 10, ?, ?, ?, ?)`, like.EventID, activitypub.EventOutgoing, now, now)
+	if err := b.handle(b.eventOf(undo)); err != nil {
+		t.Fatalf("the Undo's fan-out behind an exhausted Like's: %v, want it to go", err)
 	}
 }

@@ -75,7 +75,7 @@ const sqlOrderSelf = `SELECT m.order_key, m.order_seq, m.inbox, m.state,
 // row's status and due time, and their ledger mark (done once the handler
 // succeeded, on either bus).
 const sqlOrderBefore = `SELECT p.event_id, p.state, p.created_at, q.status, q.next_attempt_at, q.attempts, q.updated_at,
-		l.status
+		l.status, ` + sqlExhausted + `
 	FROM delivery_targets p
 	LEFT JOIN event_queue q ON q.event_id = p.event_id
 	LEFT JOIN processed_events l ON l.event_id = p.event_id AND l.handler = ?
@@ -121,12 +121,12 @@ func (s *Service) orderGate(ctx context.Context, ev outbox.Event) error {
 			p      predecessor
 			pState sql.NullString
 		)
-		if err := rows.Scan(&p.id, &pState, &p.created, &p.status, &p.next, &p.attempts, &p.updated, &p.ledger); err != nil {
+		if err := rows.Scan(&p.id, &pState, &p.created, &p.status, &p.next, &p.attempts, &p.updated, &p.ledger, &p.exhausted); err != nil {
 			return fmt.Errorf("delivery: order of %s: %w", ev.ID, err)
 		}
 		// A state of its own (superseded, dead) or no outbox row (discarded,
 		// swept) settles it too.
-		p.settled = pState.Valid || !p.status.Valid
+		p.settled = pState.Valid || !p.status.Valid || p.exhausted
 		w.add(p)
 	}
 	if err := rows.Err(); err != nil {
@@ -141,8 +141,18 @@ func (s *Service) orderGate(ctx context.Context, ev outbox.Event) error {
 type predecessor struct {
 	id, status, ledger               sql.NullString
 	created, next, attempts, updated sql.NullInt64
+	exhausted                        bool // given up by JetStream (sqlExhausted)
 	settled                          bool // settled by its own record
 }
+
+// sqlExhausted is the gates' column that says a predecessor p was given up
+// on the JetStream bus: its message exhausted its deliveries (or was
+// terminated) without its handler settling it, recorded by package
+// natsbus, and no replay asked for since. Without it such an event, done
+// in its row (relayed) and never marked done in the ledger, would hold the
+// later ones of its key until orderWaitMax.
+const sqlExhausted = `EXISTS (SELECT 1 FROM jetstream_exhausted x WHERE x.event_id = p.event_id
+		AND x.replay_requested_at IS NULL AND x.replayed_at IS NULL)`
 
 // predWait gathers the unsettled predecessors of one event: the nearest
 // (first) and when to look again (until).
