@@ -46,45 +46,36 @@ func (im *Importer) SweepRemoteActors(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Run applies Retention (to recorded activities and cached remote actors)
-// and TombstoneRetention (to remote tombstones) every SweepInterval until ctx ends, then returns
+// Run applies Retention (to recorded activities and cached remote actors),
+// TombstoneRetention (to remote tombstones) and store.MoveCooldown (to
+// remote accounts' Moves) every SweepInterval until ctx ends, then returns
 // nil. A failed sweep is logged and tried again at the next interval.
 func (im *Importer) Run(ctx context.Context) error {
 	t := time.NewTicker(im.cfg.SweepInterval)
 	defer t.Stop()
+	sweeps := []struct {
+		what  string
+		sweep func(context.Context) (int, error)
+	}{
+		{"retention", im.Sweep},
+		{"remote tombstone", im.SweepTombstones},
+		{"remote move", im.SweepMoves},
+		{"remote actor", im.SweepRemoteActors},
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		n, err := im.Sweep(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			im.log.WarnContext(ctx, "inbox: retention sweep failed", "err", err)
-		case n > 0:
-			im.log.InfoContext(ctx, "inbox: retention sweep", "deleted", n)
-		}
-		n, err = im.SweepTombstones(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			im.log.WarnContext(ctx, "inbox: remote tombstone sweep failed", "err", err)
-		case n > 0:
-			im.log.InfoContext(ctx, "inbox: remote tombstone sweep", "deleted", n)
-		}
-		n, err = im.SweepMoves(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			im.log.WarnContext(ctx, "inbox: remote move sweep failed", "err", err)
-		case n > 0:
-			im.log.InfoContext(ctx, "inbox: remote move sweep", "deleted", n)
-		}
-		n, err = im.SweepRemoteActors(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			im.log.WarnContext(ctx, "inbox: remote actor sweep failed", "err", err)
-		case n > 0:
-			im.log.InfoContext(ctx, "inbox: remote actor sweep", "deleted", n)
+		for _, sw := range sweeps {
+			n, err := sw.sweep(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				im.log.WarnContext(ctx, "inbox: "+sw.what+" sweep failed", "err", err)
+			case n > 0:
+				im.log.InfoContext(ctx, "inbox: "+sw.what+" sweep", "deleted", n)
+			}
 		}
 	}
 }
