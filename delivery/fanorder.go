@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/courier-ap/courier/activitypub"
 	"github.com/courier-ap/courier/outbox"
@@ -26,15 +25,12 @@ import (
 // their fan-out: their row's status and due time, and the fan-out's ledger
 // mark.
 var sqlFanoutBefore = `SELECT q.event_id, q.status, q.created_at, q.next_attempt_at, q.attempts, q.updated_at,
-		l.status, ` + sqlExhaustedQ + `
+		l.status, ` + sqlExhausted("q.event_id") + `
 	FROM event_queue q
 	LEFT JOIN processed_events l ON l.event_id = q.event_id AND l.handler = ?
 	WHERE q.order_key = ? AND q.id < (SELECT s.id FROM event_queue s WHERE s.event_id = ?)
 	ORDER BY q.id DESC
 	LIMIT ?`
-
-// sqlExhaustedQ is sqlExhausted for the fan-out gate's predecessor q.
-var sqlExhaustedQ = strings.Replace(sqlExhausted, "p.event_id", "q.event_id", 1)
 
 // fanoutGate decides whether the fan-out ev of act may run now: nil when
 // it may, an outbox.DeferError while an earlier fan-out of the same order
@@ -47,7 +43,7 @@ func (s *Service) fanoutGate(ctx context.Context, ev outbox.Event, act *activity
 // local activities, or the forwards of inbound ones: each event type's
 // order keys are its own, a local object's or a remote one's).
 func (s *Service) eventGate(ctx context.Context, ev outbox.Event, act *activitypub.Activity, handler, what string) error {
-	key, kind := orderKey(act)
+	key, kind := activitypub.OrderKey(act)
 	if key == "" || kind == orderCreate || s.cfg.unordered {
 		return nil
 	}

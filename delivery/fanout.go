@@ -149,7 +149,7 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 // (create, update or none); all nil when act has no key, or its event has
 // no row here.
 func (s *Service) orderOfEventTx(ctx context.Context, tx *sql.Tx, eventID string, act *activitypub.Activity) (okey, oseq, okind any, err error) {
-	key, kind := orderKey(act)
+	key, kind := activitypub.OrderKey(act)
 	if key == "" || s.cfg.unordered {
 		return nil, nil, nil, nil
 	}

@@ -58,10 +58,6 @@ const (
 	orderUpdate = activitypub.OrderUpdate
 )
 
-// orderKey returns the order key of act ("" when its deliveries are not
-// ordered) and its order kind (orderCreate, orderUpdate or "").
-func orderKey(act *activitypub.Activity) (key, kind string) { return activitypub.OrderKey(act) }
-
 // sqlOrderSelf reads a delivery's own order key, sequence and inbox, its
 // state, and for a Create or Update whether its object is deleted.
 const sqlOrderSelf = `SELECT m.order_key, m.order_seq, m.inbox, m.state,
@@ -74,8 +70,8 @@ const sqlOrderSelf = `SELECT m.order_key, m.order_seq, m.inbox, m.state,
 // after a few rows) with what settles them: their own state, their outbox
 // row's status and due time, and their ledger mark (done once the handler
 // succeeded, on either bus).
-const sqlOrderBefore = `SELECT p.event_id, p.state, p.created_at, q.status, q.next_attempt_at, q.attempts, q.updated_at,
-		l.status, ` + sqlExhausted + `
+var sqlOrderBefore = `SELECT p.event_id, p.state, p.created_at, q.status, q.next_attempt_at, q.attempts, q.updated_at,
+		l.status, ` + sqlExhausted("p.event_id") + `
 	FROM delivery_targets p
 	LEFT JOIN event_queue q ON q.event_id = p.event_id
 	LEFT JOIN processed_events l ON l.event_id = p.event_id AND l.handler = ?
@@ -145,14 +141,17 @@ type predecessor struct {
 	settled                          bool // settled by its own record
 }
 
-// sqlExhausted is the gates' column that says a predecessor p was given up
+// sqlExhausted is the gates' column that says a predecessor (its event id
+// the column eventID) was given up
 // on the JetStream bus: its message exhausted its deliveries (or was
 // terminated) without its handler settling it, recorded by package
 // natsbus, and no replay asked for since. Without it such an event, done
 // in its row (relayed) and never marked done in the ledger, would hold the
 // later ones of its key until orderWaitMax.
-const sqlExhausted = `EXISTS (SELECT 1 FROM jetstream_exhausted x WHERE x.event_id = p.event_id
+func sqlExhausted(eventID string) string {
+	return `EXISTS (SELECT 1 FROM jetstream_exhausted x WHERE x.event_id = ` + eventID + `
 		AND x.replay_requested_at IS NULL AND x.replayed_at IS NULL)`
+}
 
 // predWait gathers the unsettled predecessors of one event: the nearest
 // (first) and when to look again (until).

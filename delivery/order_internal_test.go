@@ -30,9 +30,9 @@ func TestOrderKeys(t *testing.T) {
 	del := parse(`{"id":"https://c.example/a/6","type":"Delete","actor":"https://c.example/users/alice","object":"` + note + `"}`)
 	accept := parse(`{"id":"https://c.example/a/7","type":"Accept","actor":"https://c.example/users/alice","object":"https://r.example/f/1"}`)
 
-	kl, _ := orderKey(like)
-	ku, _ := orderKey(undo)
-	ko, _ := orderKey(other)
+	kl, _ := activitypub.OrderKey(like)
+	ku, _ := activitypub.OrderKey(undo)
+	ko, _ := activitypub.OrderKey(other)
 	if kl == "" || kl != ku || kl == ko {
 		t.Errorf("Like %q, its Undo %q, another actor's Like %q", kl, ku, ko)
 	}
@@ -40,11 +40,11 @@ func TestOrderKeys(t *testing.T) {
 		act  *activitypub.Activity
 		kind string
 	}{{create, orderCreate}, {update, orderUpdate}, {del, ""}} {
-		if k, kind := orderKey(c.act); k != note || kind != c.kind {
+		if k, kind := activitypub.OrderKey(c.act); k != note || kind != c.kind {
 			t.Errorf("%s: key %q kind %q, want %q %q", c.act.Type, k, kind, note, c.kind)
 		}
 	}
-	if k, _ := orderKey(accept); k != "" {
+	if k, _ := activitypub.OrderKey(accept); k != "" {
 		t.Errorf("Accept has order key %q, want none", k)
 	}
 }
