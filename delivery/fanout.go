@@ -117,23 +117,7 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 		if len(events) == 0 {
 			return nil
 		}
-		// The order of the deliveries of one object to one inbox
-		// (order.go): the key of what the activity is about, and the
-		// parent's row id, the order the activities were written in.
-		okey, oseq, okind, err := s.orderOfEventTx(ctx, tx, ev.ID, act)
-		if err != nil {
-			return err
-		}
-		rows := make([][]any, len(targets))
-		for i, t := range targets {
-			rows[i] = []any{events[i].ID, ev.ID, act.ID, t.inbox, t.host, now, okey, oseq, okind}
-		}
-		if err := insertRows(ctx, tx, `INSERT INTO delivery_targets
-			(event_id, parent_event_id, activity_id, inbox, host, created_at, order_key, order_seq, order_kind) VALUES `,
-			` ON CONFLICT (event_id) DO NOTHING`, rows); err != nil {
-			return err
-		}
-		return outbox.Enqueue(ctx, tx, events...)
+		return s.enqueueDeliveriesTx(ctx, tx, ev.ID, act, targets, events, now)
 	})
 	if err != nil {
 		return fmt.Errorf("delivery: fan-out %s: %w", ev.ID, err)
@@ -141,6 +125,29 @@ func (s *Service) fanout(ctx context.Context, ev outbox.Event) error {
 	s.log.DebugContext(ctx, "delivery: fanned out", "event_id", ev.ID, "activity_id", act.ID,
 		"inboxes", len(events), "local_recipients", len(local.names))
 	return nil
+}
+
+// enqueueDeliveriesTx records, in tx, the deliveries events of act to
+// targets (one each, in step), made by event parentID at now
+// (delivery_targets, with the order columns of orderOfEventTx: the key of
+// what act is about and the parent's row id, the order the activities were
+// written in), and enqueues them. Fan-outs and forwards both end with it.
+func (s *Service) enqueueDeliveriesTx(ctx context.Context, tx *sql.Tx, parentID string, act *activitypub.Activity,
+	targets []target, events []outbox.Event, now int64) error {
+	okey, oseq, okind, err := s.orderOfEventTx(ctx, tx, parentID, act)
+	if err != nil {
+		return err
+	}
+	rows := make([][]any, len(targets))
+	for i, t := range targets {
+		rows[i] = []any{events[i].ID, parentID, act.ID, t.inbox, t.host, now, okey, oseq, okind}
+	}
+	if err := insertRows(ctx, tx, `INSERT INTO delivery_targets
+		(event_id, parent_event_id, activity_id, inbox, host, created_at, order_key, order_seq, order_kind) VALUES `,
+		` ON CONFLICT (event_id) DO NOTHING`, rows); err != nil {
+		return err
+	}
+	return outbox.Enqueue(ctx, tx, events...)
 }
 
 // orderOfEventTx returns, in tx, the order columns of the deliveries that

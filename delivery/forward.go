@@ -88,8 +88,6 @@ func (s *Service) forward(ctx context.Context, ev outbox.Event) error {
 		lane = outbox.LaneBulk
 	}
 	events := make([]outbox.Event, 0, len(targets))
-	rows := make([][]any, 0, len(targets))
-	now := s.now().UnixMilli()
 	for _, t := range targets {
 		p := Post{Actor: signer[t.inbox], ActivityID: act.ID, Inbox: t.inbox, Forward: true}
 		if !t.shared && !t.several {
@@ -103,22 +101,10 @@ func (s *Service) forward(ctx context.Context, ev outbox.Event) error {
 		events = append(events, outbox.Event{
 			ID: id, Type: EventPost, Target: t.host, Payload: payload, OccurredAt: ev.OccurredAt, Lane: lane,
 		})
-		rows = append(rows, []any{id, ev.ID, act.ID, t.inbox, t.host, now, nil, nil, nil})
 	}
+	now := s.now().UnixMilli()
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
-		okey, oseq, okind, err := s.orderOfEventTx(ctx, tx, ev.ID, act)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			r[6], r[7], r[8] = okey, oseq, okind
-		}
-		if err := insertRows(ctx, tx, `INSERT INTO delivery_targets
-			(event_id, parent_event_id, activity_id, inbox, host, created_at, order_key, order_seq, order_kind) VALUES `,
-			` ON CONFLICT (event_id) DO NOTHING`, rows); err != nil {
-			return err
-		}
-		return outbox.Enqueue(ctx, tx, events...)
+		return s.enqueueDeliveriesTx(ctx, tx, ev.ID, act, targets, events, now)
 	})
 	if err != nil {
 		return fmt.Errorf("delivery: forward %s: %w", ev.ID, err)
