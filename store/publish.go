@@ -327,14 +327,13 @@ func (s *Store) UpdateObject(ctx context.Context, actor *Actor, uri string, in O
 // a direct one followers-only (its visibility, what courier serves it by,
 // is the Create's).
 func (s *Store) noWiderAudience(actor *Actor, o *Object, in ObjectInput) error {
-	had := map[string]bool{}
+	had, hadPublic := map[string]bool{}, false
 	for _, r := range append(slices.Clone(o.To), o.CC...) {
-		had[r] = true
+		had[r], hadPublic = true, hadPublic || activitypub.IsPublic(r)
 	}
 	for _, r := range append(slices.Clone(in.To), in.CC...) {
 		switch {
-		case had[r]:
-		case activitypub.IsPublic(r) && slices.ContainsFunc(append(slices.Clone(o.To), o.CC...), activitypub.IsPublic):
+		case had[r], activitypub.IsPublic(r) && hadPublic:
 		case activitypub.IsPublic(r), r == s.uris.Followers(actor.Name), isCollectionURI(r):
 			return Errorf(EUNPROCESSABLE, "an Update cannot widen the audience of %q: %s is not among its recipients (an edit adds the actors it newly mentions only)", o.URI, r)
 		}
