@@ -18,21 +18,7 @@ func TestFanoutGateReadsByIndex(t *testing.T) {
 	}
 	t.Parallel()
 	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
-	rs, err := db.Read.Query("EXPLAIN QUERY PLAN "+sqlFanoutBefore, HandlerFanout, "k", "e", orderScan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	var plan []string
-	for rs.Next() {
-		var id, parent, notused int
-		var detail string
-		if err := rs.Scan(&id, &parent, &notused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	p := strings.Join(plan, "; ")
+	p := queryPlan(t, db, sqlFanoutBefore, HandlerFanout, "k", "e", orderScan)
 	if !strings.Contains(p, "USING INDEX event_queue_order") || strings.Contains(p, "TEMP B-TREE") ||
 		strings.Contains(p, "SCAN q") || strings.Contains(p, "SCAN s") || strings.Contains(p, "SCAN l") {
 		t.Errorf("earlier fan-outs plan %q: want the order index, no scan, no sort", p)

@@ -59,7 +59,18 @@ func TestOrderGateReadsByIndex(t *testing.T) {
 	}
 	t.Parallel()
 	db := storetest.Open(t, storetest.Location(t), storetest.Options{Synchronous: "NORMAL"})
-	rs, err := db.Read.Query("EXPLAIN QUERY PLAN "+sqlOrderBefore, HandlerPost, "k", "https://r.example/inbox", 10, orderScan)
+	p := queryPlan(t, db, sqlOrderBefore, HandlerPost, "k", "https://r.example/inbox", 10, orderScan)
+	if !strings.Contains(p, "USING INDEX delivery_targets_order") || strings.Contains(p, "TEMP B-TREE") ||
+		strings.Contains(p, "SCAN p") || strings.Contains(p, "SCAN q") || strings.Contains(p, "SCAN l") {
+		t.Errorf("predecessor plan %q: want the order index, no scan, no sort", p)
+	}
+}
+
+// queryPlan returns SQLite's plan of query with args, its steps joined by
+// "; ".
+func queryPlan(t *testing.T, db *sqldb.DB, query string, args ...any) string {
+	t.Helper()
+	rs, err := db.Read.Query("EXPLAIN QUERY PLAN "+query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,9 +84,8 @@ func TestOrderGateReadsByIndex(t *testing.T) {
 		}
 		plan = append(plan, detail)
 	}
-	p := strings.Join(plan, "; ")
-	if !strings.Contains(p, "USING INDEX delivery_targets_order") || strings.Contains(p, "TEMP B-TREE") ||
-		strings.Contains(p, "SCAN p") || strings.Contains(p, "SCAN q") || strings.Contains(p, "SCAN l") {
-		t.Errorf("predecessor plan %q: want the order index, no scan, no sort", p)
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
 	}
+	return strings.Join(plan, "; ")
 }
